@@ -1,0 +1,127 @@
+"""Contacts: display names and aliases, resolved case-insensitively.
+
+A contact's id is derived from its normalised name, so two devices that each
+learn about "Ada" on their own agree on who she is before they ever sync.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from dataclasses import dataclass
+
+from sqlalchemy import ForeignKey, String, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from .db import Base, Database
+from .errors import BadInput, NotFound
+
+MAX_NAME_CHARS = 200
+
+
+class Contact(Base):
+    __tablename__ = "contact"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
+    name_key: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
+    created_at: Mapped[int]
+
+
+class ContactAlias(Base):
+    __tablename__ = "contact_alias"
+
+    alias_key: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), primary_key=True)
+    contact_id: Mapped[str] = mapped_column(ForeignKey("contact.id"), index=True)
+    alias: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
+
+
+@dataclass(frozen=True, slots=True)
+class ContactInfo:
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+
+
+def clean_name(name: object, what: str = "contact name") -> str:
+    """Validate a display name: non-empty, bounded, one line, trimmed."""
+    if not isinstance(name, str):
+        raise BadInput(f"{what} must be a string")
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise BadInput(f"{what} is empty")
+    if len(cleaned) > MAX_NAME_CHARS:
+        raise BadInput(f"{what} is longer than {MAX_NAME_CHARS} characters")
+    if any(unicodedata.category(ch) == "Cc" for ch in cleaned):
+        raise BadInput(f"{what} contains control characters")
+    return cleaned
+
+
+def name_key(name: str) -> str:
+    """The case- and spacing-insensitive form names are matched by."""
+    return unicodedata.normalize("NFKC", " ".join(name.split())).casefold()
+
+
+def contact_id_for(name: str) -> str:
+    return hashlib.sha256(b"pixie-contact\0" + name_key(name).encode()).hexdigest()[:32]
+
+
+class ContactBook:
+    """Reads and writes contacts inside a caller's unit of work."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @staticmethod
+    def resolve_in(session: Session, name: str) -> str | None:
+        key = name_key(name)
+        found = session.scalar(select(Contact.id).where(Contact.name_key == key))
+        if found is not None:
+            return found
+        return session.scalar(select(ContactAlias.contact_id).where(ContactAlias.alias_key == key))
+
+    @classmethod
+    def ensure_in(cls, session: Session, name: str, now: int) -> tuple[str, bool]:
+        """Resolve a name, creating the contact if nobody answers to it."""
+        name = clean_name(name)
+        existing = cls.resolve_in(session, name)
+        if existing is not None:
+            return existing, False
+        cid = contact_id_for(name)
+        session.add(Contact(id=cid, name=name, name_key=name_key(name), created_at=now))
+        session.flush()
+        return cid, True
+
+    def add(self, name: str, aliases: list[str], now: int) -> tuple[str, bool]:
+        """Create a contact (or extend an existing one) with aliases; all or nothing."""
+        name = clean_name(name)
+        cleaned = [clean_name(a, "alias") for a in aliases]
+        with self.db.writing() as session:
+            cid, created = self.ensure_in(session, name, now)
+            for alias in cleaned:
+                owner = self.resolve_in(session, alias)
+                if owner is not None and owner != cid:
+                    raise BadInput(f"alias {alias!r} already names another contact")
+                if owner is None:
+                    session.add(ContactAlias(alias_key=name_key(alias), contact_id=cid, alias=alias))
+                    session.flush()
+        return cid, created
+
+    def resolve(self, name: str) -> str:
+        with self.db.reading() as session:
+            cid = self.resolve_in(session, clean_name(name))
+        if cid is None:
+            raise NotFound(f"no contact named {name!r}")
+        return cid
+
+    def all(self) -> list[ContactInfo]:
+        with self.db.reading() as session:
+            contacts = session.scalars(select(Contact).order_by(Contact.name_key)).all()
+            aliases: dict[str, list[str]] = {}
+            for row in session.scalars(select(ContactAlias).order_by(ContactAlias.alias_key)):
+                aliases.setdefault(row.contact_id, []).append(row.alias)
+            return [ContactInfo(c.id, c.name, tuple(aliases.get(c.id, ()))) for c in contacts]
+
+    def names(self) -> dict[str, str]:
+        with self.db.reading() as session:
+            return dict(session.execute(select(Contact.id, Contact.name)).all())

@@ -1,0 +1,104 @@
+"""Where a peer keeps its state, and how that place is created and checked.
+
+The data dir comes from ``--data``, else ``PIXIE_DATA``, else the per-user data
+directory platformdirs gives for this OS (``~/.local/share/pixie`` on Linux,
+``~/Library/Application Support/pixie`` on a Mac). Keys never live in it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from pixie.protocol.timestamps import now_us
+
+from .db import SCHEMA_VERSION, Database, Meta
+from .errors import BadInput, DataDirError
+
+DATA_ENV = "PIXIE_DATA"
+DB_NAME = "pixie.db"
+CONFIG_NAME = "config.toml"
+ROLES = ("device", "homebase")
+
+_CONFIG_TEMPLATE = """\
+# Pixie Memory settings for this data dir. Flags and PIXIE_* environment
+# variables override what is written here. Secrets never belong in this file.
+"""
+
+
+def resolve_data_dir(flag: str | None) -> Path:
+    if flag:
+        return Path(flag).expanduser()
+    env = os.environ.get(DATA_ENV)
+    if env:
+        return Path(env).expanduser()
+    return platformdirs.user_data_path("pixie", appauthor=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DataDir:
+    path: Path
+
+    @property
+    def db_path(self) -> Path:
+        return self.path / DB_NAME
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_NAME
+
+    @classmethod
+    def init(cls, path: Path, *, name: str | None, role: str) -> DataDir:
+        """Create a fresh data dir; all or nothing."""
+        if role not in ROLES:
+            raise BadInput(f"unknown role {role!r} (device or homebase)")
+        if path.exists() and not path.is_dir():
+            raise DataDirError(f"{path} exists and is not a directory")
+        if (path / DB_NAME).exists():
+            raise DataDirError(f"{path} already holds a Pixie data dir")
+        created_dir = not path.exists()
+        partial = path / (DB_NAME + ".partial")
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for stale in path.glob(DB_NAME + ".partial*"):
+                stale.unlink()
+            db = Database(partial, create=True)
+            try:
+                db.create_schema()
+                with db.writing() as session:
+                    session.add_all(
+                        [
+                            Meta(key="schema_version", value=str(SCHEMA_VERSION)),
+                            Meta(key="origin", value=uuid.uuid4().hex),
+                            Meta(key="role", value=role),
+                            Meta(key="name", value=name or role),
+                            Meta(key="created_at", value=str(now_us())),
+                        ]
+                    )
+            finally:
+                db.dispose()
+            if not (path / CONFIG_NAME).exists():
+                (path / CONFIG_NAME).write_text(_CONFIG_TEMPLATE, encoding="utf-8")
+            os.replace(partial, path / DB_NAME)
+        except BaseException:
+            for leftover in path.glob(DB_NAME + ".partial*"):
+                leftover.unlink(missing_ok=True)
+            if created_dir:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: Path) -> DataDir:
+        if not path.exists():
+            raise DataDirError(f"no Pixie data dir at {path} (run `pixie init` first)")
+        if not path.is_dir():
+            raise DataDirError(f"{path} is not a directory")
+        if not (path / DB_NAME).is_file():
+            raise DataDirError(f"{path} is not an initialised Pixie data dir (no {DB_NAME})")
+        return cls(path)

@@ -1,0 +1,148 @@
+"""SQLite through SQLAlchemy 2.0: one engine per data dir, durable by default.
+
+Every write that another node may later rely on must survive power loss before
+it is acknowledged, so connections run in WAL mode with ``synchronous=FULL``.
+Write transactions start with ``BEGIN IMMEDIATE``: taking the write lock up
+front means two writers queue on the busy timeout instead of one of them failing
+with "database is locked" when it tries to upgrade a read lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, String, create_engine, event, select, text
+from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from .errors import DataDirError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 10_000
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table in a Pixie data dir."""
+
+
+class Meta(Base):
+    """Small facts about this data dir: schema version, role, origin id."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(512))
+
+
+# The memory log is append-only by construction (the store has no edit or delete
+# path) and by the database itself: these triggers refuse any UPDATE or DELETE,
+# whoever issues it.
+_APPEND_ONLY_TRIGGERS = (
+    """CREATE TRIGGER IF NOT EXISTS memory_event_no_update
+       BEFORE UPDATE ON memory_event
+       BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_event_no_delete
+       BEFORE DELETE ON memory_event
+       BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END""",
+)
+
+
+def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" hook issue BEGIN itself (pysqlite's implicit
+    # transactions would otherwise defer the lock and hide our BEGIN mode).
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _on_begin(conn: Any) -> None:
+    mode = "IMMEDIATE" if conn.get_execution_options().get("pixie_write") else "DEFERRED"
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+class Database:
+    """The engine of one data dir plus helpers for read and write units of work."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not path.is_file():
+            raise DataDirError(f"no database at {path}")
+        mode = "rwc" if create else "rw"
+        # mode=rw: opening never creates a stray empty database file.
+        url = f"sqlite+pysqlite:///file:{path}?mode={mode}&uri=true"
+        self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
+        event.listen(self.engine, "connect", _on_connect)
+        event.listen(self.engine, "begin", _on_begin)
+        self._write_engine = self.engine.execution_options(pixie_write=True)
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A read-only unit of work on one consistent snapshot."""
+        with _translate_errors(self.path), Session(self.engine) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def writing(self) -> Iterator[Session]:
+        """A write transaction: commits (durably) on success, rolls back on any error."""
+        with (
+            _translate_errors(self.path),
+            Session(self._write_engine, expire_on_commit=False) as session,
+            session.begin(),
+        ):
+            yield session
+
+    def create_schema(self) -> None:
+        with self.writing() as session:
+            conn = session.connection()
+            Base.metadata.create_all(conn)
+            for ddl in _APPEND_ONLY_TRIGGERS:
+                conn.exec_driver_sql(ddl)
+
+    def check_schema(self) -> None:
+        """Refuse a file that is not a Pixie database of a version we understand."""
+        try:
+            with self.reading() as session:
+                row = session.execute(
+                    text("SELECT value FROM meta WHERE key = 'schema_version'")
+                ).first()
+        except DataDirError:
+            raise
+        if row is None or not str(row[0]).isdigit():
+            raise DataDirError(f"{self.path} is not a Pixie database")
+        version = int(row[0])
+        if version != SCHEMA_VERSION:
+            raise DataDirError(
+                f"{self.path} has schema version {version}; this pixie understands "
+                f"{SCHEMA_VERSION}"
+            )
+
+    def meta(self) -> dict[str, str]:
+        with self.reading() as session:
+            return dict(session.execute(select(Meta.key, Meta.value)).all())
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+@contextmanager
+def _translate_errors(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OperationalError as exc:
+        message = str(exc.orig) if exc.orig is not None else str(exc)
+        if "no such table" in message or "file is not a database" in message:
+            raise DataDirError(f"{path} is not a Pixie database ({message})") from None
+        if "unable to open" in message:
+            raise DataDirError(f"cannot open {path} ({message})") from None
+        raise
+    except DatabaseError as exc:
+        message = str(exc.orig) if exc.orig is not None else str(exc)
+        raise DataDirError(f"{path} is damaged or not a Pixie database ({message})") from None

@@ -1,0 +1,83 @@
+"""Reading events from JSON Lines: strict, bounded, all-or-nothing.
+
+Every line is parsed and validated before anything is written, so a bad line
+anywhere stops the import with its line number and leaves the log untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.ids import parse_id
+from pixie.protocol.timestamps import parse_time
+
+from .contacts import clean_name
+from .errors import BadInput
+from .memlog import NewEvent, check_ref, check_text, parse_kind
+
+MAX_LINE_BYTES = 256 * 1024
+REQUIRED = ("kind", "at", "text")
+OPTIONAL = ("contact", "thread", "source", "id", "from_me")
+
+
+def event_from_object(obj: Any) -> NewEvent:
+    """Validate one decoded JSON object into a `NewEvent`."""
+    if not isinstance(obj, dict):
+        raise BadInput("each line must be a JSON object")
+    unknown = sorted(set(obj) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise BadInput(f"unknown field {unknown[0]!r:.40}")
+    for key in REQUIRED:
+        if key not in obj:
+            raise BadInput(f"missing field {key!r}")
+    try:
+        at = parse_time(obj["at"])
+        event_id = parse_id(obj["id"]) if obj.get("id") is not None else None
+    except ProtocolError as exc:
+        raise BadInput(str(exc)) from None
+    from_me = obj.get("from_me")
+    if from_me is not None and not isinstance(from_me, bool):
+        raise BadInput("from_me must be true or false")
+    contact = obj.get("contact")
+    return NewEvent(
+        kind=parse_kind(obj["kind"]),
+        at=at,
+        text=check_text(obj["text"]),
+        contact=clean_name(contact) if contact is not None else None,
+        thread=check_ref(obj.get("thread"), "thread"),
+        source=check_ref(obj.get("source"), "source"),
+        from_me=from_me,
+        id=event_id,
+    )
+
+
+def read_events(stream: IO[bytes]) -> list[NewEvent]:
+    return list(iter_events(stream))
+
+
+def iter_events(stream: IO[bytes]) -> Iterator[NewEvent]:
+    number = 0
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise BadInput(f"line {number}: longer than {MAX_LINE_BYTES // 1024} KiB")
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise BadInput(f"line {number}: not valid UTF-8") from None
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"line {number}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise BadInput(f"line {number}: JSON nested too deeply") from None
+        try:
+            yield event_from_object(obj)
+        except BadInput as exc:
+            raise BadInput(f"line {number}: {exc}") from None

@@ -1,0 +1,299 @@
+"""The memory log: an append-only stream of `MemoryEvent` rows.
+
+Nothing here edits or deletes an event. That is what makes the log safe to merge
+between devices (insert-if-absent on the event id, never a conflict) and an
+honest record of what was known when. A database trigger backs the promise up.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Index, String, Text, UniqueConstraint, func, insert, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from pixie.protocol.ids import new_id
+
+from .contacts import ContactBook
+from .db import Base, Database
+from .errors import BadInput
+
+MAX_TEXT_CHARS = 65_536
+MAX_REF_CHARS = 200
+
+
+class EventKind(enum.StrEnum):
+    JOURNAL = "journal"
+    MESSAGE = "message"
+    CALL = "call"
+    VOICEMAIL = "voicemail"
+    POST = "post"
+    CALENDAR = "calendar"
+    SPARK = "spark"  # something the user chose to remember
+    AGENT_CHAT_USER = "agent_chat_user"
+    AGENT_CHAT_AGENT = "agent_chat_agent"
+
+
+# The agent-chat transcript is never searchable: the user's own chat turns are
+# questions, and returning one echoes the query back as if it were an answer;
+# the agent's own replies are left out so a wrong answer cannot feed itself.
+CHAT_KINDS = frozenset({EventKind.AGENT_CHAT_USER, EventKind.AGENT_CHAT_AGENT})
+SEARCHABLE_KINDS = frozenset(EventKind) - CHAT_KINDS
+
+
+class MemoryEvent(Base):
+    __tablename__ = "memory_event"
+
+    # Local append order. Never synced; the text mirror uses it as a watermark
+    # ("everything up to n is indexed") because rows are never removed.
+    n: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[str] = mapped_column(String(36), unique=True)
+    origin: Mapped[str] = mapped_column(String(64))
+    seq: Mapped[int]
+    kind: Mapped[str] = mapped_column(String(20))
+    at: Mapped[int]  # microseconds since the epoch, UTC
+    contact_id: Mapped[str | None] = mapped_column(String(32))
+    thread: Mapped[str | None] = mapped_column(String(MAX_REF_CHARS))
+    source: Mapped[str | None] = mapped_column(String(MAX_REF_CHARS))
+    from_me: Mapped[bool | None]
+    text: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("origin", "seq", name="uq_event_origin_seq"),
+        Index("ix_event_thread_at", "thread", "at"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """A validated event that has not been written yet (no origin or sequence)."""
+
+    kind: EventKind
+    at: int
+    text: str
+    contact: str | None = None  # display name; resolved (or created) on write
+    thread: str | None = None
+    source: str | None = None
+    from_me: bool | None = None
+    id: str | None = None  # given by an import or a pin; minted otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """An event as stored and as exchanged between replicas."""
+
+    id: str
+    origin: str
+    seq: int
+    kind: EventKind
+    at: int
+    contact_id: str | None
+    thread: str | None
+    source: str | None
+    from_me: bool | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    ids: tuple[str, ...]
+    skipped: int  # events whose id was already in the log
+    new_contacts: int
+
+
+def check_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise BadInput("text must be a string")
+    if not text.strip():
+        raise BadInput("text is empty")
+    if len(text) > MAX_TEXT_CHARS:
+        raise BadInput(f"text is longer than {MAX_TEXT_CHARS} characters")
+    if "\x00" in text:
+        raise BadInput("text contains a NUL character")
+    return text
+
+
+def check_ref(value: object, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise BadInput(f"{what} must be a non-empty string")
+    if len(value) > MAX_REF_CHARS or any(ch in value for ch in "\n\r\x00"):
+        raise BadInput(f"{what} must be one line of at most {MAX_REF_CHARS} characters")
+    return value
+
+
+def parse_kind(value: object) -> EventKind:
+    try:
+        return EventKind(value)
+    except ValueError:
+        names = ", ".join(k.value for k in EventKind)
+        raise BadInput(f"unknown kind {value!r:.40} (one of: {names})") from None
+
+
+Listener = Callable[[Sequence[tuple[int, EventRecord]]], None]
+
+
+class MemoryLog:
+    """Append and insert-if-absent; there is deliberately no other write path."""
+
+    def __init__(self, db: Database, origin: str) -> None:
+        self.db = db
+        self.origin = origin
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener`` with ``(n, record)`` pairs after each committed write."""
+        self._listeners.append(listener)
+
+    def append(self, events: Sequence[NewEvent], *, now: int) -> AppendResult:
+        """Write a batch of new events in one durable transaction.
+
+        Events that carry an id already present (in the log or earlier in the
+        batch) are skipped, so re-importing a file is harmless. Sequence numbers
+        are given only to rows actually written, keeping each origin's sequence
+        gap-free.
+        """
+        written: list[tuple[int, EventRecord]] = []
+        skipped = 0
+        new_contacts = 0
+        with self.db.writing() as session:
+            given = [e.id for e in events if e.id is not None]
+            seen = _existing_ids(session, given)
+            names: dict[str, str] = {}
+            n = session.scalar(select(func.max(MemoryEvent.n))) or 0
+            seq = (
+                session.scalar(
+                    select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == self.origin)
+                )
+                or 0
+            )
+            for ev in events:
+                if ev.id is not None:
+                    if ev.id in seen:
+                        skipped += 1
+                        continue
+                    seen.add(ev.id)
+                contact_id = None
+                if ev.contact is not None:
+                    contact_id = names.get(ev.contact)
+                    if contact_id is None:
+                        contact_id, created = ContactBook.ensure_in(session, ev.contact, now)
+                        names[ev.contact] = contact_id
+                        new_contacts += created
+                n += 1
+                seq += 1
+                record = EventRecord(
+                    id=ev.id or new_id(),
+                    origin=self.origin,
+                    seq=seq,
+                    kind=ev.kind,
+                    at=ev.at,
+                    contact_id=contact_id,
+                    thread=ev.thread,
+                    source=ev.source,
+                    from_me=ev.from_me,
+                    text=ev.text,
+                )
+                written.append((n, record))
+            _insert(session, written)
+        self._notify(written)
+        return AppendResult(tuple(r.id for _, r in written), skipped, new_contacts)
+
+    def insert_if_absent(self, records: Sequence[EventRecord]) -> int:
+        """Merge events from another replica: insert those whose id is new.
+
+        Idempotent by id; the records keep their own origin and sequence.
+        Returns how many rows were written.
+        """
+        written: list[tuple[int, EventRecord]] = []
+        with self.db.writing() as session:
+            seen = _existing_ids(session, [r.id for r in records])
+            n = session.scalar(select(func.max(MemoryEvent.n))) or 0
+            for record in records:
+                if record.id in seen:
+                    continue
+                seen.add(record.id)
+                n += 1
+                written.append((n, record))
+            _insert(session, written)
+        self._notify(written)
+        return len(written)
+
+    def _notify(self, written: Sequence[tuple[int, EventRecord]]) -> None:
+        if written:
+            for listener in self._listeners:
+                listener(written)
+
+    def count(self) -> int:
+        with self.db.reading() as session:
+            return session.scalar(select(func.count()).select_from(MemoryEvent)) or 0
+
+    def max_n(self) -> int:
+        with self.db.reading() as session:
+            return session.scalar(select(func.max(MemoryEvent.n))) or 0
+
+    def get(self, event_id: str) -> EventRecord | None:
+        with self.db.reading() as session:
+            row = session.scalar(select(MemoryEvent).where(MemoryEvent.id == event_id))
+            return None if row is None else to_record(row)
+
+    def all_records(self) -> list[EventRecord]:
+        with self.db.reading() as session:
+            rows = session.scalars(select(MemoryEvent).order_by(MemoryEvent.n))
+            return [to_record(r) for r in rows]
+
+
+def to_record(row: MemoryEvent) -> EventRecord:
+    return EventRecord(
+        id=row.id,
+        origin=row.origin,
+        seq=row.seq,
+        kind=EventKind(row.kind),
+        at=row.at,
+        contact_id=row.contact_id,
+        thread=row.thread,
+        source=row.source,
+        from_me=row.from_me,
+        text=row.text,
+    )
+
+
+def _existing_ids(session: Session, ids: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    chunk: list[str] = []
+    # SQLite caps bound parameters per statement; ask in chunks.
+    for event_id in ids:
+        chunk.append(event_id)
+        if len(chunk) == 500:
+            found.update(session.scalars(select(MemoryEvent.id).where(MemoryEvent.id.in_(chunk))))
+            chunk = []
+    if chunk:
+        found.update(session.scalars(select(MemoryEvent.id).where(MemoryEvent.id.in_(chunk))))
+    return found
+
+
+def _insert(session: Session, written: Sequence[tuple[int, EventRecord]]) -> None:
+    if not written:
+        return
+    session.execute(
+        insert(MemoryEvent),
+        [
+            {
+                "n": n,
+                "id": r.id,
+                "origin": r.origin,
+                "seq": r.seq,
+                "kind": r.kind.value,
+                "at": r.at,
+                "contact_id": r.contact_id,
+                "thread": r.thread,
+                "source": r.source,
+                "from_me": r.from_me,
+                "text": r.text,
+            }
+            for n, r in written
+        ],
+    )

@@ -1,0 +1,1 @@
+"""The relay: forwards sealed envelopes between peer keys and can open none of them."""

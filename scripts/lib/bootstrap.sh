@@ -1,0 +1,42 @@
+# Sourced by the scripts in scripts/: makes sure .venv exists and holds this
+# project (editable) with the extras asked for, reinstalling only when
+# pyproject.toml changed. Needs nothing but Python >= 3.11 with venv and pip.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+VENV="$ROOT/.venv"
+
+find_python() {
+    local candidate
+    for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    echo "pixie: error: Python 3.11 or newer is needed (set PYTHON=/path/to/python3)" >&2
+    return 1
+}
+
+ensure_venv() {
+    local extras="${1:-}" spec stamp want
+    if [ ! -x "$VENV/bin/python" ]; then
+        local py
+        py=$(find_python)
+        echo "creating $VENV with $py" >&2
+        "$py" -m venv "$VENV"
+    fi
+    spec="$ROOT"
+    [ -n "$extras" ] && spec="$ROOT[$extras]"
+    stamp="$VENV/.pixie-installed-$extras"
+    want=$(cat "$ROOT/pyproject.toml" | "$VENV/bin/python" -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "installing pixie ${extras:+with [$extras] }into $VENV ..." >&2
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
+        echo "$want" >"$stamp"
+    fi
+    export PATH="$VENV/bin:$PATH"
+}

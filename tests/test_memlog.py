@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pixie.device.errors import BadInput, DataDirError
+from pixie.device.memlog import EventKind, EventRecord, NewEvent
+from pixie.device.node import Node
+from pixie.protocol.ids import id_time_ms, new_id, parse_id
+from pixie.protocol.timestamps import parse_time
+
+
+def ev(text: str, at: str = "2025-01-02T03:04:05Z", **kw: object) -> NewEvent:
+    kind = kw.pop("kind", EventKind.MESSAGE)
+    return NewEvent(kind=kind, at=parse_time(at), text=text, **kw)  # type: ignore[arg-type]
+
+
+def test_ids_are_uuid7_and_strictly_increasing() -> None:
+    ids = [new_id() for _ in range(5000)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    for i in ids[:10]:
+        assert uuid.UUID(i).version == 7
+        assert parse_id(i) == i
+    # A clock that steps backwards never breaks the order within a process.
+    later = new_id(now_ms=1_000)
+    assert later > ids[-1]
+    assert id_time_ms(later) is not None and id_time_ms(later) >= (id_time_ms(ids[-1]) or 0)
+
+
+def test_append_assigns_gap_free_sequence_per_origin(node: Node) -> None:
+    a = node.log.append([ev("one"), ev("two")], now=0)
+    b = node.log.append([ev("three")], now=0)
+    seqs = [r.seq for r in node.log.all_records()]
+    assert seqs == [1, 2, 3]
+    assert len(a.ids) == 2 and len(b.ids) == 1
+    assert {r.origin for r in node.log.all_records()} == {node.origin}
+
+
+def test_given_ids_are_insert_if_absent(node: Node) -> None:
+    eid = new_id()
+    first = node.log.append([ev("x", id=eid), ev("y", id=eid)], now=0)
+    again = node.log.append([ev("x", id=eid), ev("z")], now=0)
+    assert first.ids == (eid,) and first.skipped == 1
+    assert again.skipped == 1 and len(again.ids) == 1
+    # skipped rows consume no sequence numbers
+    assert [r.seq for r in node.log.all_records()] == [1, 2]
+
+
+def test_insert_if_absent_keeps_remote_origin_and_is_idempotent(node: Node) -> None:
+    rec = EventRecord(
+        id=new_id(), origin="other", seq=7, kind=EventKind.JOURNAL, at=5, contact_id=None,
+        thread=None, source=None, from_me=None, text="remote",
+    )
+    assert node.log.insert_if_absent([rec, rec]) == 1
+    assert node.log.insert_if_absent([rec]) == 0
+    assert node.log.get(rec.id) == rec
+
+
+def test_unknown_contacts_are_created_and_resolved_case_insensitively(node: Node) -> None:
+    res = node.log.append([ev("hi", contact="Ada Lovelace"), ev("yo", contact="ADA lovelace")],
+                          now=0)
+    assert res.new_contacts == 1
+    records = node.log.all_records()
+    assert records[0].contact_id == records[1].contact_id
+    node.contacts.add("Ada Lovelace", ["Ada"], now=0)
+    assert node.contacts.resolve("ada") == records[0].contact_id
+    with pytest.raises(BadInput):
+        node.contacts.add("Someone Else", ["ADA"], now=0)
+
+
+def test_database_refuses_update_and_delete(node: Node) -> None:
+    node.log.append([ev("kept")], now=0)
+    con = sqlite3.connect(node.db.path)
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            con.execute("UPDATE memory_event SET text = 'changed'")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            con.execute("DELETE FROM memory_event")
+    finally:
+        con.close()
+    assert [r.text for r in node.log.all_records()] == ["kept"]
+
+
+def test_store_has_no_edit_or_delete_path(node: Node) -> None:
+    public = {name for name in dir(node.log) if not name.startswith("_")}
+    assert not {n for n in public if any(w in n for w in ("update", "edit", "delete", "remove"))}
+
+
+def test_connections_are_wal_and_synchronous_full(node: Node) -> None:
+    with node.db.reading() as session:
+        conn = session.connection()
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+
+
+def test_failed_batch_writes_nothing(node: Node) -> None:
+    good = ev("fine")
+    bad = NewEvent(kind=EventKind.MESSAGE, at=0, text="x", contact="")  # invalid name
+    with pytest.raises(BadInput):
+        node.log.append([good, bad], now=0)
+    assert node.log.count() == 0
+
+
+def test_open_refuses_missing_and_corrupt_dirs(tmp_path: Path) -> None:
+    with pytest.raises(DataDirError, match="pixie init"):
+        Node.open(tmp_path / "absent")
+    assert not (tmp_path / "absent").exists()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "pixie.db").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(DataDirError):
+        Node.open(bad)
+    assert (bad / "pixie.db").read_bytes() == b"this is not sqlite" * 100
