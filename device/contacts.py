@@ -103,7 +103,9 @@ class ContactBook:
                 if owner is not None and owner != cid:
                     raise BadInput(f"alias {alias!r} already names another contact")
                 if owner is None:
-                    session.add(ContactAlias(alias_key=name_key(alias), contact_id=cid, alias=alias))
+                    session.add(
+                        ContactAlias(alias_key=name_key(alias), contact_id=cid, alias=alias)
+                    )
                     session.flush()
         return cid, created
 

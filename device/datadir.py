@@ -84,7 +84,7 @@ class DataDir:
                 db.dispose()
             if not (path / CONFIG_NAME).exists():
                 (path / CONFIG_NAME).write_text(_CONFIG_TEMPLATE, encoding="utf-8")
-            os.replace(partial, path / DB_NAME)
+            partial.replace(path / DB_NAME)
         except BaseException:
             for leftover in path.glob(DB_NAME + ".partial*"):
                 leftover.unlink(missing_ok=True)

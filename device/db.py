@@ -108,20 +108,16 @@ class Database:
 
     def check_schema(self) -> None:
         """Refuse a file that is not a Pixie database of a version we understand."""
-        try:
-            with self.reading() as session:
-                row = session.execute(
-                    text("SELECT value FROM meta WHERE key = 'schema_version'")
-                ).first()
-        except DataDirError:
-            raise
+        with self.reading() as session:
+            row = session.execute(
+                text("SELECT value FROM meta WHERE key = 'schema_version'")
+            ).first()
         if row is None or not str(row[0]).isdigit():
             raise DataDirError(f"{self.path} is not a Pixie database")
         version = int(row[0])
         if version != SCHEMA_VERSION:
             raise DataDirError(
-                f"{self.path} has schema version {version}; this pixie understands "
-                f"{SCHEMA_VERSION}"
+                f"{self.path} has schema version {version}; this pixie understands {SCHEMA_VERSION}"
             )
 
     def meta(self) -> dict[str, str]:

@@ -16,7 +16,7 @@ weight here, each learned from a small model misbehaving:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import re2
 
@@ -132,7 +132,7 @@ class GrepMemoryTool:
         f"Returns the {MAX_HITS} most recent matches. Use it as a last resort, after "
         "check_notebook."
     )
-    parameters: dict[str, Any] = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "query": {
@@ -154,15 +154,11 @@ class GrepMemoryTool:
         if self.mirror.is_empty():
             return GrepResult((), EMPTY_MEMORY)
         found = self.mirror.search(matcher, MAX_HITS)
-        hits = tuple(
-            GrepHit(h.event_id, h.kind, h.at, h.contact, snippet_of(h)) for h in found
-        )
+        hits = tuple(GrepHit(h.event_id, h.kind, h.at, h.contact, snippet_of(h)) for h in found)
         shown = query if len(query) <= 80 else query[:79] + ELLIPSIS
         how = " (not a valid pattern, so searched as plain text)" if literal else ""
         if not hits:
             return GrepResult((), f'No memories match "{shown}"{how}.', literal)
         more = " (older matches may exist)" if len(hits) == MAX_HITS else ""
-        message = (
-            f'{len(hits)} most recent memories matching "{shown}"{how}, newest first{more}:'
-        )
+        message = f'{len(hits)} most recent memories matching "{shown}"{how}, newest first{more}:'
         return GrepResult(hits, message, literal)

@@ -11,10 +11,10 @@ import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Index, String, Text, UniqueConstraint, func, insert, select
+from sqlalchemy import Index, String, Text, UniqueConstraint, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from pixie.protocol.ids import new_id
+from pixie.protocol.ids import new_ids
 
 from .contacts import ContactBook
 from .db import Base, Database
@@ -127,13 +127,30 @@ def check_ref(value: object, what: str) -> str | None:
 
 def parse_kind(value: object) -> EventKind:
     try:
+        if not isinstance(value, str):
+            raise ValueError(value)
         return EventKind(value)
     except ValueError:
         names = ", ".join(k.value for k in EventKind)
         raise BadInput(f"unknown kind {value!r:.40} (one of: {names})") from None
 
 
-Listener = Callable[[Sequence[tuple[int, EventRecord]]], None]
+# A stored row in `COLUMNS` order; the bulk paths work on these tuples directly.
+Row = tuple[int, str, str, int, str, int, str | None, str | None, str | None, bool | None, str]
+COLUMNS = (
+    "n",
+    "id",
+    "origin",
+    "seq",
+    "kind",
+    "at",
+    "contact_id",
+    "thread",
+    "source",
+    "from_me",
+    "text",
+)
+Listener = Callable[[Sequence[Row]], None]
 
 
 class MemoryLog:
@@ -145,7 +162,7 @@ class MemoryLog:
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
-        """Call ``listener`` with ``(n, record)`` pairs after each committed write."""
+        """Call ``listener`` with the rows of each committed write, in ``n`` order."""
         self._listeners.append(listener)
 
     def append(self, events: Sequence[NewEvent], *, now: int) -> AppendResult:
@@ -156,12 +173,12 @@ class MemoryLog:
         are given only to rows actually written, keeping each origin's sequence
         gap-free.
         """
-        written: list[tuple[int, EventRecord]] = []
+        rows: list[Row] = []
         skipped = 0
         new_contacts = 0
+        fresh = iter(new_ids(sum(1 for e in events if e.id is None)))
         with self.db.writing() as session:
-            given = [e.id for e in events if e.id is not None]
-            seen = _existing_ids(session, given)
+            seen = _existing_ids(session, [e.id for e in events if e.id is not None])
             names: dict[str, str] = {}
             n = session.scalar(select(func.max(MemoryEvent.n))) or 0
             seq = (
@@ -170,12 +187,16 @@ class MemoryLog:
                 )
                 or 0
             )
+            origin = self.origin
             for ev in events:
-                if ev.id is not None:
-                    if ev.id in seen:
-                        skipped += 1
-                        continue
-                    seen.add(ev.id)
+                event_id = ev.id
+                if event_id is None:
+                    event_id = next(fresh)
+                elif event_id in seen:
+                    skipped += 1
+                    continue
+                else:
+                    seen.add(event_id)
                 contact_id = None
                 if ev.contact is not None:
                     contact_id = names.get(ev.contact)
@@ -185,22 +206,24 @@ class MemoryLog:
                         new_contacts += created
                 n += 1
                 seq += 1
-                record = EventRecord(
-                    id=ev.id or new_id(),
-                    origin=self.origin,
-                    seq=seq,
-                    kind=ev.kind,
-                    at=ev.at,
-                    contact_id=contact_id,
-                    thread=ev.thread,
-                    source=ev.source,
-                    from_me=ev.from_me,
-                    text=ev.text,
+                rows.append(
+                    (
+                        n,
+                        event_id,
+                        origin,
+                        seq,
+                        ev.kind.value,
+                        ev.at,
+                        contact_id,
+                        ev.thread,
+                        ev.source,
+                        ev.from_me,
+                        ev.text,
+                    )
                 )
-                written.append((n, record))
-            _insert(session, written)
-        self._notify(written)
-        return AppendResult(tuple(r.id for _, r in written), skipped, new_contacts)
+            _insert(session, rows)
+        self._notify(rows)
+        return AppendResult(tuple(r[1] for r in rows), skipped, new_contacts)
 
     def insert_if_absent(self, records: Sequence[EventRecord]) -> int:
         """Merge events from another replica: insert those whose id is new.
@@ -208,24 +231,38 @@ class MemoryLog:
         Idempotent by id; the records keep their own origin and sequence.
         Returns how many rows were written.
         """
-        written: list[tuple[int, EventRecord]] = []
+        rows: list[Row] = []
         with self.db.writing() as session:
             seen = _existing_ids(session, [r.id for r in records])
             n = session.scalar(select(func.max(MemoryEvent.n))) or 0
-            for record in records:
-                if record.id in seen:
+            for r in records:
+                if r.id in seen:
                     continue
-                seen.add(record.id)
+                seen.add(r.id)
                 n += 1
-                written.append((n, record))
-            _insert(session, written)
-        self._notify(written)
-        return len(written)
+                rows.append(
+                    (
+                        n,
+                        r.id,
+                        r.origin,
+                        r.seq,
+                        r.kind.value,
+                        r.at,
+                        r.contact_id,
+                        r.thread,
+                        r.source,
+                        r.from_me,
+                        r.text,
+                    )
+                )
+            _insert(session, rows)
+        self._notify(rows)
+        return len(rows)
 
-    def _notify(self, written: Sequence[tuple[int, EventRecord]]) -> None:
-        if written:
+    def _notify(self, rows: Sequence[Row]) -> None:
+        if rows:
             for listener in self._listeners:
-                listener(written)
+                listener(rows)
 
     def count(self) -> int:
         with self.db.reading() as session:
@@ -275,25 +312,14 @@ def _existing_ids(session: Session, ids: Iterable[str]) -> set[str]:
     return found
 
 
-def _insert(session: Session, written: Sequence[tuple[int, EventRecord]]) -> None:
-    if not written:
-        return
-    session.execute(
-        insert(MemoryEvent),
-        [
-            {
-                "n": n,
-                "id": r.id,
-                "origin": r.origin,
-                "seq": r.seq,
-                "kind": r.kind.value,
-                "at": r.at,
-                "contact_id": r.contact_id,
-                "thread": r.thread,
-                "source": r.source,
-                "from_me": r.from_me,
-                "text": r.text,
-            }
-            for n, r in written
-        ],
-    )
+# The bulk write goes to the driver's executemany with positional rows: the
+# statement is generated once from the typed table, and skipping per-row dict
+# handling is what keeps an import within reach of raw sqlite3.
+_INSERT_SQL = "INSERT INTO memory_event ({}) VALUES ({})".format(
+    ", ".join(MemoryEvent.__table__.c[name].name for name in COLUMNS), ", ".join("?" * len(COLUMNS))
+)
+
+
+def _insert(session: Session, rows: Sequence[Row]) -> None:
+    if rows:
+        session.connection().exec_driver_sql(_INSERT_SQL, list(rows))

@@ -25,12 +25,13 @@ from sqlalchemy import func, select
 
 from .contacts import Contact
 from .db import Database
-from .memlog import SEARCHABLE_KINDS, EventKind, EventRecord, MemoryEvent
+from .memlog import SEARCHABLE_KINDS, EventKind, MemoryEvent, Row
 
 BLOCK_LINES = 1024
 _KINDS: tuple[EventKind, ...] = tuple(EventKind)
 _KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 _SEARCHABLE_VALUES = sorted(k.value for k in SEARCHABLE_KINDS)
+_SEARCHABLE = frozenset(_SEARCHABLE_VALUES)
 # RE2 only treats "\n" as a line break; "\r" is folded too so lines print cleanly.
 _LINE_BREAKS = str.maketrans({"\n": " ", "\r": " "})
 
@@ -99,8 +100,14 @@ class _Block:
     def entries(self) -> list[_Entry]:
         lines = self.text.split(b"\n")
         return [
-            (self.at[i], self.ids[16 * i : 16 * i + 16], self.ns[i], self.kinds[i], self.plens[i],
-             lines[i])
+            (
+                self.at[i],
+                self.ids[16 * i : 16 * i + 16],
+                self.ns[i],
+                self.kinds[i],
+                self.plens[i],
+                lines[i],
+            )
             for i in range(len(self))
         ]
 
@@ -119,20 +126,22 @@ class MemoryTextMirror:
 
     # -- feeding -----------------------------------------------------------
 
-    def on_commit(self, written: Sequence[tuple[int, EventRecord]]) -> None:
+    def on_commit(self, rows: Sequence[Row]) -> None:
         """Log listener: index rows the moment they commit (if already built)."""
         with self._lock:
             if not self._loaded:
                 return  # the cold-start build will read them from the log
-            if written[0][0] != self._watermark + 1:
+            if rows[0][0] != self._watermark + 1:
                 self._catch_up()  # another writer got in between: read the gap
                 return
-            missing = {r.contact_id for _, r in written if r.contact_id} - self._names.keys()
-            if missing:
+            if any(r[6] and r[6] not in self._names for r in rows):
                 self._names = self._load_names()
-            self._ingest(self._entry(n, r.id, r.kind, r.at, r.contact_id, r.text)
-                         for n, r in written if r.kind in SEARCHABLE_KINDS)
-            self._watermark = max(self._watermark, written[-1][0])
+            self._ingest(
+                self._entry(r[0], r[1], r[4], r[5], r[6], r[10])
+                for r in rows
+                if r[4] in _SEARCHABLE
+            )
+            self._watermark = max(self._watermark, rows[-1][0])
 
     def ensure_current(self) -> None:
         """Build on first use; afterwards index whatever the log gained since."""
@@ -173,8 +182,12 @@ class MemoryTextMirror:
     def _rows_query(after: int, upto: int):  # type: ignore[no-untyped-def]
         return (
             select(
-                MemoryEvent.n, MemoryEvent.id, MemoryEvent.kind, MemoryEvent.at,
-                MemoryEvent.contact_id, MemoryEvent.text,
+                MemoryEvent.n,
+                MemoryEvent.id,
+                MemoryEvent.kind,
+                MemoryEvent.at,
+                MemoryEvent.contact_id,
+                MemoryEvent.text,
             )
             .where(MemoryEvent.n > after, MemoryEvent.n <= upto)
             .where(MemoryEvent.kind.in_(_SEARCHABLE_VALUES))
@@ -190,8 +203,14 @@ class MemoryTextMirror:
         name = self._names.get(contact_id) if contact_id else None
         prefix, body = mirror_line(name, text)
         pbytes = prefix.encode()
-        return (at, uuid.UUID(event_id).bytes, n, _KIND_CODE[EventKind(kind)], len(pbytes),
-                pbytes + body.encode())
+        return (
+            at,
+            uuid.UUID(event_id).bytes,
+            n,
+            _KIND_CODE[EventKind(kind)],
+            len(pbytes),
+            pbytes + body.encode(),
+        )
 
     def _ingest(self, new: Iterable[_Entry]) -> None:
         batch = sorted(new, key=lambda e: (e[0], e[1]))

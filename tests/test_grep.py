@@ -21,8 +21,26 @@ from pixie.device.memlog import CHAT_KINDS, EventKind, NewEvent
 from pixie.device.mirror import MemoryTextMirror
 from pixie.device.node import Node
 
-WORDS = ["ada", "Priya", "lyon", "marathon", "dinner", "Zoë", "café", "(a", "b)", "x+y",
-         "[tag]", "aaa", "train", "Porto", "mañana", "the", "a", ""]
+WORDS = [
+    "ada",
+    "Priya",
+    "lyon",
+    "marathon",
+    "dinner",
+    "Zoë",
+    "café",
+    "(a",
+    "b)",
+    "x+y",
+    "[tag]",
+    "aaa",
+    "train",
+    "Porto",
+    "mañana",
+    "the",
+    "a",
+    "",
+]
 NAMES = [None, "Ada Lovelace", "Priya Raman", "Zoë", "Jimmy"]
 KINDS = list(EventKind)
 
@@ -33,7 +51,7 @@ long_texts = st.builds(lambda w, k: (w + " ") * k, st.sampled_from(WORDS[:16]), 
 events = st.builds(
     lambda kind, at, text, contact: NewEvent(kind=kind, at=at, text=text, contact=contact),
     st.sampled_from(KINDS),
-    st.integers(0, 40) .map(lambda d: 1_700_000_000_000_000 + d * 3_600_000_000),
+    st.integers(0, 40).map(lambda d: 1_700_000_000_000_000 + d * 3_600_000_000),
     texts | long_texts,
     st.sampled_from(NAMES),
 )
@@ -41,6 +59,8 @@ batches = st.lists(st.lists(events, min_size=1, max_size=25), min_size=1, max_si
 
 # A pattern grammar on which Python's re and RE2 agree (no \b: RE2's is ASCII-only).
 atoms = st.sampled_from(["ada", "lyon", "zoë", "café", "a", "aa", "é", "x", "the", "ñ", "o"])
+
+
 def _combine(draw_parts: list[str], op: str) -> str:
     if op == "alt":
         return "|".join(draw_parts)
@@ -55,8 +75,11 @@ def _combine(draw_parts: list[str], op: str) -> str:
     if op == "end":
         return draw_parts[0] + "$"
     return "".join(draw_parts)
+
+
 patterns = st.builds(
-    _combine, st.lists(atoms, min_size=1, max_size=3),
+    _combine,
+    st.lists(atoms, min_size=1, max_size=3),
     st.sampled_from(["plain", "alt", "dot", "star", "class", "anchor", "end"]),
 ) | st.sampled_from(["(a", "b)", "x+y", "[tag", "a{2,1}", "(a+)+$", "ada|", "*lyon"])
 
@@ -96,7 +119,9 @@ def reference(node: Node, query: str) -> list[tuple[str, str]]:
 
 @settings(max_examples=60)
 @given(batches=batches, queries=st.lists(patterns, min_size=1, max_size=4))
-def test_grep_equals_brute_force_reference(batches: list[list[NewEvent]], queries: list[str]) -> None:
+def test_grep_equals_brute_force_reference(
+    batches: list[list[NewEvent]], queries: list[str]
+) -> None:
     with tempfile.TemporaryDirectory() as tmp, fresh_node(tmp) as node:
         for i, batch in enumerate(batches):
             node.log.append(batch, now=0)
@@ -166,8 +191,10 @@ def test_chat_turns_are_never_returned(node: Node) -> None:
 def test_twelve_newest_of_many_and_clipping(node: Node) -> None:
     filler = "word " * 200
     node.log.append(
-        [NewEvent(kind=EventKind.JOURNAL, at=i, text=f"{filler} needle{i} {filler}")
-         for i in range(50)],
+        [
+            NewEvent(kind=EventKind.JOURNAL, at=i, text=f"{filler} needle{i} {filler}")
+            for i in range(50)
+        ],
         now=0,
     )
     result = node.grep.run("needle")

@@ -52,8 +52,16 @@ def test_given_ids_are_insert_if_absent(node: Node) -> None:
 
 def test_insert_if_absent_keeps_remote_origin_and_is_idempotent(node: Node) -> None:
     rec = EventRecord(
-        id=new_id(), origin="other", seq=7, kind=EventKind.JOURNAL, at=5, contact_id=None,
-        thread=None, source=None, from_me=None, text="remote",
+        id=new_id(),
+        origin="other",
+        seq=7,
+        kind=EventKind.JOURNAL,
+        at=5,
+        contact_id=None,
+        thread=None,
+        source=None,
+        from_me=None,
+        text="remote",
     )
     assert node.log.insert_if_absent([rec, rec]) == 1
     assert node.log.insert_if_absent([rec]) == 0
@@ -61,8 +69,9 @@ def test_insert_if_absent_keeps_remote_origin_and_is_idempotent(node: Node) -> N
 
 
 def test_unknown_contacts_are_created_and_resolved_case_insensitively(node: Node) -> None:
-    res = node.log.append([ev("hi", contact="Ada Lovelace"), ev("yo", contact="ADA lovelace")],
-                          now=0)
+    res = node.log.append(
+        [ev("hi", contact="Ada Lovelace"), ev("yo", contact="ADA lovelace")], now=0
+    )
     assert res.new_contacts == 1
     records = node.log.all_records()
     assert records[0].contact_id == records[1].contact_id

@@ -1,0 +1,192 @@
+"""Benchmarks for the memory log and grep_memory.
+
+Every figure is paired with a baseline measured in the same run on the same
+machine, and reported as a ratio, so the numbers mean something on any box:
+
+* import: 100k events through the real import path (parse, validate, append
+  with contacts, ids and sequences, one durable transaction) against raw
+  sqlite3 ``executemany`` of the same rows into an equal table (same DDL,
+  indexes and pragmas). Target: rate >= 0.7x the raw rate.
+* grep at 100k and 1M events: p50 for a common name (the newest 12); a pattern
+  with no hit against GNU ``grep -ci`` over the same lines in a file (target
+  <= 1.5x); ``(a+)+$`` against the no-hit case (target: no slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pixie.device.datadir import DataDir
+from pixie.device.eventfile import read_events
+from pixie.device.grep import MAX_HITS
+from pixie.device.node import Node
+from pixie.device.samplelife import generate
+from pixie.protocol.timestamps import now_us
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def p50(fn: Callable[[], object], runs: int) -> float:
+    fn()  # warm
+    return statistics.median(timed(fn) for _ in range(runs))
+
+
+def write_life(path: Path, events: int, seed: int) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for obj in generate(seed=seed, events=events):
+            out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def bench_import(tmp: Path, events: int) -> dict[str, float]:
+    life = tmp / "import.jsonl"
+    write_life(life, events, seed=11)
+
+    data = tmp / "import-data"
+    DataDir.init(data, name="bench", role="device")
+    with Node.open(data) as node:
+
+        def ours() -> None:
+            with life.open("rb") as stream:
+                node.log.append(read_events(stream), now=now_us())
+
+        t_ours = timed(ours)
+        rows = [
+            (
+                n, r.id, r.origin, r.seq, r.kind.value, r.at, r.contact_id, r.thread,
+                r.source, r.from_me, r.text,
+            )
+            for n, r in enumerate(node.log.all_records(), start=1)
+        ]
+        con = sqlite3.connect(node.db.path)
+        ddl = [
+            sql
+            for (sql,) in con.execute(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = 'memory_event' "
+                "AND type IN ('table', 'index') AND sql IS NOT NULL"
+            )
+        ]
+        con.close()
+
+    raw_path = tmp / "raw.db"
+    con = sqlite3.connect(raw_path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    for sql in ddl:
+        con.execute(sql)
+    placeholders = ",".join("?" * 11)
+
+    def raw() -> None:
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany(f"INSERT INTO memory_event VALUES ({placeholders})", rows)
+        con.execute("COMMIT")
+
+    t_raw = timed(raw)
+    con.close()
+    return {
+        "events": events,
+        "ours_s": t_ours,
+        "raw_s": t_raw,
+        "ours_events_per_s": events / t_ours,
+        "raw_events_per_s": events / t_raw,
+        "rate_ratio": t_raw / t_ours,
+    }
+
+
+def bench_grep(tmp: Path, events: int, runs: int) -> dict[str, float]:
+    data = tmp / f"grep-{events}"
+    DataDir.init(data, name="bench", role="device")
+    life = tmp / f"grep-{events}.jsonl"
+    write_life(life, events, seed=5)
+    with Node.open(data) as node:
+        with life.open("rb") as stream:
+            node.log.append(read_events(stream), now=now_us())
+        life.unlink()
+        t_build = timed(node.mirror.ensure_current)
+        text_file = tmp / f"mirror-{events}.txt"
+        with text_file.open("w", encoding="utf-8") as out:
+            for _, line in node.mirror.lines():
+                out.write(line + "\n")
+
+        common = node.grep.run("Ada")
+        assert len(common.hits) == MAX_HITS, common.message
+        nohit = "zebra crossing"
+        assert not node.grep.run(nohit).hits
+        t_common = p50(lambda: node.grep.run("Ada"), runs)
+        t_nohit = p50(lambda: node.grep.run(nohit), max(5, runs // 5))
+        t_patho = p50(lambda: node.grep.run("(a+)+$"), max(5, runs // 5))
+    grep = shutil.which("grep")
+    assert grep is not None
+    t_gnu = p50(
+        lambda: subprocess.run([grep, "-ci", nohit, str(text_file)], stdout=subprocess.DEVNULL,
+                               check=False),
+        max(5, runs // 5),
+    )
+    size_mb = text_file.stat().st_size / 1e6
+    text_file.unlink()
+    shutil.rmtree(data)
+    return {
+        "events": events,
+        "mirror_mb": size_mb,
+        "mirror_build_s": t_build,
+        "common_name_p50_ms": t_common * 1000,
+        "no_hit_p50_ms": t_nohit * 1000,
+        "gnu_grep_ci_p50_ms": t_gnu * 1000,
+        "no_hit_vs_gnu_grep": t_nohit / t_gnu,
+        "pathological_p50_ms": t_patho * 1000,
+        "pathological_vs_no_hit": t_patho / t_nohit,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--import-events", type=int, default=100_000)
+    parser.add_argument("--grep-events", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--runs", type=int, default=50, help="repetitions per p50")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="pixie-bench-") as tmpname:
+        tmp = Path(tmpname)
+        imp = bench_import(tmp, args.import_events)
+        results["import"] = imp
+        if not args.json:
+            print(
+                f"import {imp['events']:,} events: {imp['ours_events_per_s']:,.0f}/s vs raw "
+                f"executemany {imp['raw_events_per_s']:,.0f}/s -> {imp['rate_ratio']:.2f}x "
+                "(target >= 0.7x)"
+            )
+        for n in args.grep_events:
+            g = bench_grep(tmp, n, args.runs)
+            results[f"grep_{n}"] = g
+            if not args.json:
+                print(
+                    f"grep at {n:,} events ({g['mirror_mb']:.0f} MB of text, mirror built in "
+                    f"{g['mirror_build_s']:.2f} s):\n"
+                    f"  common name p50 {g['common_name_p50_ms']:.2f} ms (target <= 10 ms at 1M)\n"
+                    f"  no hit p50 {g['no_hit_p50_ms']:.1f} ms vs grep -ci "
+                    f"{g['gnu_grep_ci_p50_ms']:.1f} ms -> {g['no_hit_vs_gnu_grep']:.2f}x "
+                    "(target <= 1.5x)\n"
+                    f"  (a+)+$ p50 {g['pathological_p50_ms']:.1f} ms -> "
+                    f"{g['pathological_vs_no_hit']:.2f}x the no-hit case (target <= 1x)"
+                )
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
