@@ -66,8 +66,17 @@ def bench_import(tmp: Path, events: int) -> dict[str, float]:
         t_ours = timed(ours)
         rows = [
             (
-                n, r.id, r.origin, r.seq, r.kind.value, r.at, r.contact_id, r.thread,
-                r.source, r.from_me, r.text,
+                n,
+                r.id,
+                r.origin,
+                r.seq,
+                r.kind.value,
+                r.at,
+                r.contact_id,
+                r.thread,
+                r.source,
+                r.from_me,
+                r.text,
             )
             for n, r in enumerate(node.log.all_records(), start=1)
         ]
@@ -131,8 +140,9 @@ def bench_grep(tmp: Path, events: int, runs: int) -> dict[str, float]:
     grep = shutil.which("grep")
     assert grep is not None
     t_gnu = p50(
-        lambda: subprocess.run([grep, "-ci", nohit, str(text_file)], stdout=subprocess.DEVNULL,
-                               check=False),
+        lambda: subprocess.run(
+            [grep, "-ci", nohit, str(text_file)], stdout=subprocess.DEVNULL, check=False
+        ),
         max(5, runs // 5),
     )
     size_mb = text_file.stat().st_size / 1e6

@@ -35,8 +35,19 @@ def test_init_log_and_grep_round_trip(tmp_path: Path) -> None:
     assert run_cli("--data", d, "init", "--name", "phone").code == 0
     assert run_cli("--data", d, "grep", "x").out.strip() == EMPTY_MEMORY
     added = run_cli(
-        "--data", d, "log", "add", "--kind", "message", "--text", "Lyon marathon in May",
-        "--contact", "Ada", "--at", "2025-03-01T10:00:00+01:00", "--json",
+        "--data",
+        d,
+        "log",
+        "add",
+        "--kind",
+        "message",
+        "--text",
+        "Lyon marathon in May",
+        "--contact",
+        "Ada",
+        "--at",
+        "2025-03-01T10:00:00+01:00",
+        "--json",
     )
     assert added.code == 0, added.err
     event_id = added.json()["id"]  # type: ignore[index]
@@ -64,16 +75,21 @@ def test_data_dir_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_import_reports_and_is_idempotent(tmp_path: Path, data_dir: Path) -> None:
     lines = [
-        {"kind": "message", "at": "2025-01-01T00:00:00Z", "text": "hello", "contact": "Zoë",
-         "thread": "t-zoe", "id": "0190a1b2-0000-7000-8000-000000000001"},
+        {
+            "kind": "message",
+            "at": "2025-01-01T00:00:00Z",
+            "text": "hello",
+            "contact": "Zoë",
+            "thread": "t-zoe",
+            "id": "0190a1b2-0000-7000-8000-000000000001",
+        },
         {"kind": "journal", "at": "2025-01-02T00:00:00Z", "text": "I live in Porto"},
     ]
     f = tmp_path / "life.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n", encoding="utf-8")
     first = run_cli("--data", str(data_dir), "log", "import", str(f), "--json")
     assert first.json() == {"imported": 2, "already_present": 0, "new_contacts": 1}
-    again = run_cli("--data", str(data_dir), "log", "import", "-", "--json",
-                    stdin=f.read_bytes())
+    again = run_cli("--data", str(data_dir), "log", "import", "-", "--json", stdin=f.read_bytes())
     # the line with an id is skipped; the one without gets a fresh id
     assert again.json() == {"imported": 1, "already_present": 1, "new_contacts": 0}
 
@@ -85,29 +101,46 @@ GOOD = '{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "fine"}'
     ("content", "needle"),
     [
         (GOOD + "\n{not json\n", "line 2: not valid JSON"),
-        (GOOD + '\n{"kind": "memo", "at": "2025-01-01T00:00:00Z", "text": "x"}\n',
-         "line 2: unknown kind 'memo'"),
+        (
+            GOOD + '\n{"kind": "memo", "at": "2025-01-01T00:00:00Z", "text": "x"}\n',
+            "line 2: unknown kind 'memo'",
+        ),
         ('{"kind": "journal", "at": "yesterday", "text": "x"}\n', "line 1: not an ISO 8601"),
         ('{"kind": "journal", "at": "2025-01-01T00:00:00", "text": "x"}\n', "no UTC offset"),
         ('{"kind": "journal", "at": "3025-01-01T00:00:00Z", "text": "x"}\n', "outside"),
         ('{"kind": "journal", "text": "x"}\n', "line 1: missing field 'at'"),
         ('{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": ""}\n', "text is empty"),
-        ('{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "x", "mood": 1}\n',
-         "unknown field 'mood'"),
-        ('{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "x", "id": "nope"}\n',
-         "not a UUID"),
-        ('{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "x", "contact": 3}\n',
-         "contact name must be a string"),
+        (
+            '{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "x", "mood": 1}\n',
+            "unknown field 'mood'",
+        ),
+        (
+            '{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "x", "id": "nope"}\n',
+            "not a UUID",
+        ),
+        (
+            '{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "x", "contact": 3}\n',
+            "contact name must be a string",
+        ),
         ('["a list"]\n', "must be a JSON object"),
-        (GOOD + "\n" + '{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "'
-         + "x" * (MAX_LINE_BYTES + 10) + '"}\n', "line 2: longer than"),
-        ('{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "'
-         + "x" * 70_000 + '"}\n', "longer than 65536"),
+        (
+            GOOD
+            + "\n"
+            + '{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "'
+            + "x" * (MAX_LINE_BYTES + 10)
+            + '"}\n',
+            "line 2: longer than",
+        ),
+        (
+            '{"kind": "journal", "at": "2025-01-01T00:00:00Z", "text": "' + "x" * 70_000 + '"}\n',
+            "longer than 65536",
+        ),
         ("[" * 100_000 + "\n", "line 1"),
     ],
 )
-def test_bad_import_writes_nothing(tmp_path: Path, data_dir: Path, content: str,
-                                   needle: str) -> None:
+def test_bad_import_writes_nothing(
+    tmp_path: Path, data_dir: Path, content: str, needle: str
+) -> None:
     run_cli("--data", str(data_dir), "log", "add", "--kind", "journal", "--text", "before")
     before = db_fingerprint(data_dir)
     f = tmp_path / "bad.jsonl"
@@ -132,8 +165,10 @@ def test_non_utf8_import(tmp_path: Path, data_dir: Path) -> None:
     [
         (["log", "add", "--kind", "journal"], "--text"),
         (["log", "add", "--kind", "gossip", "--text", "x"], "unknown kind"),
-        (["log", "add", "--kind", "journal", "--text", "x", "--at", "2025-13-01T00:00:00Z"],
-         "--at"),
+        (
+            ["log", "add", "--kind", "journal", "--text", "x", "--at", "2025-13-01T00:00:00Z"],
+            "--at",
+        ),
         (["log", "add", "--kind", "journal", "--text", "   "], "text is empty"),
         (["log", "add", "--kind", "journal", "--text", "x", "--contact", ""], "empty"),
         (["log", "import", "/definitely/not/here.jsonl"], "cannot read"),
@@ -190,9 +225,14 @@ def test_real_console_script(tmp_path: Path) -> None:
     subprocess.run([*cmd, "init"], env=env, check=True, capture_output=True)
     out = subprocess.run(
         [*cmd, "log", "import", "-"],
-        env=env, input=GOOD.encode(), check=True, capture_output=True,
+        env=env,
+        input=GOOD.encode(),
+        check=True,
+        capture_output=True,
     )
     assert b"imported 1 events" in out.stdout
-    bad = subprocess.run([*cmd, "log", "import", "-"], env=env, input=b"{", capture_output=True)
+    bad = subprocess.run(
+        [*cmd, "log", "import", "-"], env=env, input=b"{", capture_output=True, check=False
+    )
     assert bad.returncode == 2
     assert bad.stderr.decode().startswith("pixie: error: line 1")
