@@ -6,6 +6,7 @@ learn about "Ada" on their own agree on who she is before they ever sync.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ def clean_name(name: object, what: str = "contact name") -> str:
     """Validate a display name: non-empty, bounded, one line, trimmed."""
     if not isinstance(name, str):
         raise BadInput(f"{what} must be a string")
+    return _clean_name(name, what)
+
+
+@functools.lru_cache(maxsize=4096)  # imports repeat the same few names many times
+def _clean_name(name: str, what: str) -> str:
     cleaned = " ".join(name.split())
     if not cleaned:
         raise BadInput(f"{what} is empty")

@@ -21,18 +21,18 @@ from .memlog import NewEvent, check_ref, check_text, parse_kind
 MAX_LINE_BYTES = 256 * 1024
 REQUIRED = ("kind", "at", "text")
 OPTIONAL = ("contact", "thread", "source", "id", "from_me")
+_REQUIRED = frozenset(REQUIRED)
+_ALLOWED = frozenset(REQUIRED + OPTIONAL)
 
 
 def event_from_object(obj: Any) -> NewEvent:
     """Validate one decoded JSON object into a `NewEvent`."""
     if not isinstance(obj, dict):
         raise BadInput("each line must be a JSON object")
-    unknown = sorted(set(obj) - set(REQUIRED) - set(OPTIONAL))
-    if unknown:
-        raise BadInput(f"unknown field {unknown[0]!r:.40}")
-    for key in REQUIRED:
-        if key not in obj:
-            raise BadInput(f"missing field {key!r}")
+    if not obj.keys() <= _ALLOWED:
+        raise BadInput(f"unknown field {sorted(obj.keys() - _ALLOWED)[0]!r:.40}")
+    if not obj.keys() >= _REQUIRED:
+        raise BadInput(f"missing field {sorted(_REQUIRED - obj.keys())[0]!r}")
     try:
         at = parse_time(obj["at"])
         event_id = parse_id(obj["id"]) if obj.get("id") is not None else None

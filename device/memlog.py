@@ -8,6 +8,7 @@ honest record of what was known when. A database trigger backs the promise up.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -120,9 +121,12 @@ def check_ref(value: object, what: str) -> str | None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise BadInput(f"{what} must be a non-empty string")
-    if len(value) > MAX_REF_CHARS or any(ch in value for ch in "\n\r\x00"):
+    if len(value) > MAX_REF_CHARS or _LINE_BREAK.search(value):
         raise BadInput(f"{what} must be one line of at most {MAX_REF_CHARS} characters")
     return value
+
+
+_LINE_BREAK = re.compile("[\n\r\x00]")
 
 
 _KIND_VALUES = frozenset(k.value for k in EventKind)

@@ -29,11 +29,9 @@ from .memlog import SEARCHABLE_KINDS, EventKind, MemoryEvent, Row
 
 BLOCK_LINES = 1024
 _KINDS: tuple[EventKind, ...] = tuple(EventKind)
-_KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
+_KIND_CODE: dict[str, int] = {k.value: i for i, k in enumerate(_KINDS)}
 _SEARCHABLE_VALUES = sorted(k.value for k in SEARCHABLE_KINDS)
 _SEARCHABLE = frozenset(_SEARCHABLE_VALUES)
-# RE2 only treats "\n" as a line break; "\r" is folded too so lines print cleanly.
-_LINE_BREAKS = str.maketrans({"\n": " ", "\r": " "})
 
 
 class Matcher(Protocol):
@@ -49,7 +47,7 @@ def mirror_line(contact_name: str | None, text: str) -> tuple[str, str]:
     they said even when the text never names them.
     """
     prefix = f"{contact_name}: " if contact_name else ""
-    return prefix, text.translate(_LINE_BREAKS)
+    return prefix, text.replace("\n", " ").replace("\r", " ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +155,7 @@ class MemoryTextMirror:
             self._names = self._load_names()
             with self.db.reading() as session:
                 top = session.scalar(select(func.max(MemoryEvent.n))) or 0
-                rows = session.execute(self._rows_query(0, top)).all()
+                rows = session.connection().execute(self._rows_query(0, top)).all()
             entries = [self._entry(*row) for row in rows]
             entries.sort(key=lambda e: (e[0], e[1]))
             self._blocks = [
@@ -172,7 +170,7 @@ class MemoryTextMirror:
             top = session.scalar(select(func.max(MemoryEvent.n))) or 0
             if top <= self._watermark:
                 return
-            rows = session.execute(self._rows_query(self._watermark, top)).all()
+            rows = session.connection().execute(self._rows_query(self._watermark, top)).all()
         if any(row[4] and row[4] not in self._names for row in rows):
             self._names = self._load_names()
         self._ingest(self._entry(*row) for row in rows)
@@ -205,9 +203,9 @@ class MemoryTextMirror:
         pbytes = prefix.encode()
         return (
             at,
-            uuid.UUID(event_id).bytes,
+            bytes.fromhex(event_id.replace("-", "")),
             n,
-            _KIND_CODE[EventKind(kind)],
+            _KIND_CODE[kind],
             len(pbytes),
             pbytes + body.encode(),
         )
