@@ -19,6 +19,8 @@ from pixie.protocol.timestamps import now_us
 
 from .db import SCHEMA_VERSION, Database, Meta
 from .errors import BadInput, DataDirError
+from .memlog import MEMLOG_DDL
+from .notes import NOTEBOOK_DDL
 
 DATA_ENV = "PIXIE_DATA"
 DB_NAME = "pixie.db"
@@ -69,7 +71,7 @@ class DataDir:
                 stale.unlink()
             db = Database(partial, create=True)
             try:
-                db.create_schema()
+                db.create_schema(MEMLOG_DDL + NOTEBOOK_DDL)
                 with db.writing() as session:
                     session.add_all(
                         [

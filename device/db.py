@@ -10,7 +10,7 @@ with "database is locked" when it tries to upgrade a read lock.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,19 +36,6 @@ class Meta(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(512))
-
-
-# The memory log is append-only by construction (the store has no edit or delete
-# path) and by the database itself: these triggers refuse any UPDATE or DELETE,
-# whoever issues it.
-_APPEND_ONLY_TRIGGERS = (
-    """CREATE TRIGGER IF NOT EXISTS memory_event_no_update
-       BEFORE UPDATE ON memory_event
-       BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END""",
-    """CREATE TRIGGER IF NOT EXISTS memory_event_no_delete
-       BEFORE DELETE ON memory_event
-       BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END""",
-)
 
 
 def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
@@ -99,11 +86,12 @@ class Database:
         ):
             yield session
 
-    def create_schema(self) -> None:
+    def create_schema(self, extra_ddl: Sequence[str]) -> None:
+        """Create every mapped table, then the triggers and virtual tables given."""
         with self.writing() as session:
             conn = session.connection()
             Base.metadata.create_all(conn)
-            for ddl in _APPEND_ONLY_TRIGGERS:
+            for ddl in extra_ddl:
                 conn.exec_driver_sql(ddl)
 
     def check_schema(self) -> None:

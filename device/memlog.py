@@ -25,6 +25,19 @@ MAX_TEXT_CHARS = 65_536
 MAX_REF_CHARS = 200
 
 
+# The memory log is append-only by construction (the store has no edit or delete
+# path) and by the database itself: these triggers refuse any UPDATE or DELETE,
+# whoever issues it.
+MEMLOG_DDL = (
+    """CREATE TRIGGER IF NOT EXISTS memory_event_no_update
+       BEFORE UPDATE ON memory_event
+       BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_event_no_delete
+       BEFORE DELETE ON memory_event
+       BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END""",
+)
+
+
 class EventKind(enum.StrEnum):
     JOURNAL = "journal"
     MESSAGE = "message"
@@ -177,57 +190,66 @@ class MemoryLog:
         are given only to rows actually written, keeping each origin's sequence
         gap-free.
         """
+        with self.db.writing() as session:
+            result, rows = self.append_in(session, events, now=now)
+        self.committed(rows)
+        return result
+
+    def append_in(
+        self, session: Session, events: Sequence[NewEvent], *, now: int
+    ) -> tuple[AppendResult, list[Row]]:
+        """`append` inside a caller's write transaction (a pin writes a note and
+        its event together). The caller passes the rows to `committed` after
+        its commit."""
         rows: list[Row] = []
         skipped = 0
         new_contacts = 0
         fresh = iter(new_ids(sum(1 for e in events if e.id is None)))
-        with self.db.writing() as session:
-            seen = _existing_ids(session, [e.id for e in events if e.id is not None])
-            names: dict[str, str] = {}
-            n = session.scalar(select(func.max(MemoryEvent.n))) or 0
-            seq = (
-                session.scalar(
-                    select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == self.origin)
-                )
-                or 0
+        seen = _existing_ids(session, [e.id for e in events if e.id is not None])
+        names: dict[str, str] = {}
+        n = session.scalar(select(func.max(MemoryEvent.n))) or 0
+        seq = (
+            session.scalar(
+                select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == self.origin)
             )
-            origin = self.origin
-            for ev in events:
-                event_id = ev.id
-                if event_id is None:
-                    event_id = next(fresh)
-                elif event_id in seen:
-                    skipped += 1
-                    continue
-                else:
-                    seen.add(event_id)
-                contact_id = None
-                if ev.contact is not None:
-                    contact_id = names.get(ev.contact)
-                    if contact_id is None:
-                        contact_id, created = ContactBook.ensure_in(session, ev.contact, now)
-                        names[ev.contact] = contact_id
-                        new_contacts += created
-                n += 1
-                seq += 1
-                rows.append(
-                    (
-                        n,
-                        event_id,
-                        origin,
-                        seq,
-                        ev.kind.value,
-                        ev.at,
-                        contact_id,
-                        ev.thread,
-                        ev.source,
-                        ev.from_me,
-                        ev.text,
-                    )
+            or 0
+        )
+        origin = self.origin
+        for ev in events:
+            event_id = ev.id
+            if event_id is None:
+                event_id = next(fresh)
+            elif event_id in seen:
+                skipped += 1
+                continue
+            else:
+                seen.add(event_id)
+            contact_id = None
+            if ev.contact is not None:
+                contact_id = names.get(ev.contact)
+                if contact_id is None:
+                    contact_id, created = ContactBook.ensure_in(session, ev.contact, now)
+                    names[ev.contact] = contact_id
+                    new_contacts += created
+            n += 1
+            seq += 1
+            rows.append(
+                (
+                    n,
+                    event_id,
+                    origin,
+                    seq,
+                    ev.kind.value,
+                    ev.at,
+                    contact_id,
+                    ev.thread,
+                    ev.source,
+                    ev.from_me,
+                    ev.text,
                 )
-            _insert(session, rows)
-        self._notify(rows)
-        return AppendResult(tuple(r[1] for r in rows), skipped, new_contacts)
+            )
+        _insert(session, rows)
+        return AppendResult(tuple(r[1] for r in rows), skipped, new_contacts), rows
 
     def insert_if_absent(self, records: Sequence[EventRecord]) -> int:
         """Merge events from another replica: insert those whose id is new.
@@ -260,10 +282,11 @@ class MemoryLog:
                     )
                 )
             _insert(session, rows)
-        self._notify(rows)
+        self.committed(rows)
         return len(rows)
 
-    def _notify(self, rows: Sequence[Row]) -> None:
+    def committed(self, rows: Sequence[Row]) -> None:
+        """Tell listeners (the text mirror) about rows that are now durable."""
         if rows:
             for listener in self._listeners:
                 listener(rows)

@@ -10,8 +10,10 @@ from .datadir import DataDir
 from .db import Database
 from .errors import DataDirError
 from .grep import GrepMemoryTool
+from .keystore import KeyStore
 from .memlog import MemoryLog
 from .mirror import MemoryTextMirror
+from .notebook import NotebookStore
 
 
 @dataclass
@@ -25,6 +27,8 @@ class Node:
     contacts: ContactBook = field(init=False)
     mirror: MemoryTextMirror = field(init=False)
     grep: GrepMemoryTool = field(init=False)
+    notebook: NotebookStore = field(init=False)
+    key_store: KeyStore | None = None  # None: PIXIE_KEYSTORE decides, on first use
 
     def __post_init__(self) -> None:
         self.log = MemoryLog(self.db, self.origin)
@@ -32,9 +36,10 @@ class Node:
         self.mirror = MemoryTextMirror(self.db)
         self.log.subscribe(self.mirror.on_commit)
         self.grep = GrepMemoryTool(self.mirror)
+        self.notebook = NotebookStore(self.db, self.origin, self.log, key_store=self.key_store)
 
     @classmethod
-    def open(cls, path: Path) -> Node:
+    def open(cls, path: Path, key_store: KeyStore | None = None) -> Node:
         data = DataDir.open(path)
         db = Database(data.db_path)
         try:
@@ -45,7 +50,9 @@ class Node:
         except BaseException:
             db.dispose()
             raise
-        return cls(data, db, meta["origin"], meta["role"], meta.get("name", meta["role"]))
+        return cls(
+            data, db, meta["origin"], meta["role"], meta.get("name", meta["role"]), key_store
+        )
 
     def close(self) -> None:
         self.db.dispose()

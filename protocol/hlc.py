@@ -98,8 +98,17 @@ class HybridClock:
                 f"stamp from {remote.origin} is {remote.wall_ms - physical} ms ahead of this "
                 f"clock (at most {self.max_forward_ms} ms is believed)"
             )
-        if (remote.wall_ms, remote.counter) > (self._last_wall, self._last_counter):
-            self._last_wall, self._last_counter = remote.wall_ms, remote.counter
+        self._advance(remote)
+
+    def witness(self, stamp: Stamp) -> None:
+        """Move past a stamp this peer already stored (no skew check: it was
+        checked when it arrived, or it is our own)."""
+        self._advance(stamp)
+
+    def _advance(self, stamp: Stamp) -> None:
+        self._last_wall, self._last_counter = max(
+            (self._last_wall, self._last_counter), (stamp.wall_ms, stamp.counter)
+        )
 
     def _bump(self) -> None:
         if self._last_counter >= _MAX_COUNTER:

@@ -58,3 +58,10 @@ def data_dir(tmp_path: Path) -> Path:
 def node(data_dir: Path) -> Iterator[Node]:
     with Node.open(data_dir) as n:
         yield n
+
+
+@pytest.fixture(autouse=True)
+def _file_keys(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys go to a private temp dir per test, never to the user's keychain."""
+    monkeypatch.setenv("PIXIE_KEYSTORE", "file")
+    monkeypatch.setenv("PIXIE_KEYS", str(tmp_path_factory.mktemp("keys")))
