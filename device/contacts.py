@@ -79,12 +79,26 @@ class ContactBook:
         self.db = db
 
     @staticmethod
-    def resolve_in(session: Session, name: str) -> str | None:
+    def resolve_in(session: Session, name: str, *, loose: bool = False) -> str | None:
+        """The contact a name or alias belongs to.
+
+        With ``loose`` (how people and models ask: "Ada"), a name that matches
+        nobody exactly may still match exactly one contact's first name.
+        Writers never resolve loosely, so an import cannot merge two people.
+        """
         key = name_key(name)
         found = session.scalar(select(Contact.id).where(Contact.name_key == key))
-        if found is not None:
-            return found
-        return session.scalar(select(ContactAlias.contact_id).where(ContactAlias.alias_key == key))
+        if found is None:
+            found = session.scalar(
+                select(ContactAlias.contact_id).where(ContactAlias.alias_key == key)
+            )
+        if found is None and loose and " " not in key:
+            candidates = session.scalars(
+                select(Contact.id).where(Contact.name_key.startswith(key + " ", autoescape=True))
+            ).all()
+            if len(candidates) == 1:
+                found = candidates[0]
+        return found
 
     @classmethod
     def ensure_in(cls, session: Session, name: str, now: int) -> tuple[str, bool]:
@@ -117,7 +131,7 @@ class ContactBook:
 
     def resolve(self, name: str) -> str:
         with self.db.reading() as session:
-            cid = self.resolve_in(session, clean_name(name))
+            cid = self.resolve_in(session, clean_name(name), loose=True)
         if cid is None:
             raise NotFound(f"no contact named {name!r}")
         return cid

@@ -1,0 +1,131 @@
+"""What the user sees of the Notebook: listing, showing, searching, exporting.
+
+Everything here is handed a `ClearNotebook` (the clear zone, holding no key)
+and imports nothing that can open the sealed zone; an import contract checks
+that. The sealed zone cannot leak through a screen that has no way to read it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pixie.protocol.timestamps import format_date, format_time
+
+from .clearview import ClearNotebook
+from .errors import BadInput, NotFound
+from .notes import ClearNote, NoteKind
+from .tools import CheckNotebookTool, label
+
+
+def note_line(note: ClearNote) -> str:
+    flags = []
+    if note.user_edited:
+        flags.append("edited")
+    if note.body is None:
+        flags.append("offloaded: opens from your Homebase")
+    tags = f" [{', '.join(note.tags)}]" if note.tags else ""
+    extra = f" ({'; '.join(flags)})" if flags else ""
+    when = format_date(note.effective_date)
+    return f"{note.id}  {when}  {label(note.kind, note.title)}{tags}{extra}"
+
+
+def list_notes(view: ClearNotebook, kind: NoteKind | None) -> list[ClearNote]:
+    return view.clear_notes(kind)
+
+
+def show_note(view: ClearNotebook, note_id: str, contact_names: dict[str, str]) -> str:
+    note = view.get_clear(note_id)
+    if note is None:
+        raise NotFound(f"no note with id {note_id}")
+    lines = [
+        label(note.kind, note.title),
+        f"id: {note.id}",
+        f"kind: {note.kind.value}",
+    ]
+    if note.contact_id:
+        lines.append(f"person: {contact_names.get(note.contact_id, note.contact_id)}")
+    if note.tags:
+        lines.append(f"tags: {', '.join(note.tags)}")
+    lines.append(f"about: {format_date(note.effective_date)}")
+    lines.append(f"updated: {format_time(note.updated_at.wall_ms * 1000)}")
+    if note.source_ref:
+        lines.append(f"source: {note.source_ref}")
+    if note.user_edited:
+        lines.append("edited by you: distillation will not overwrite it")
+    lines.append("")
+    lines.append(note.body if note.body is not None else "Offloaded — opens from your Homebase.")
+    return "\n".join(lines)
+
+
+def note_json(note: ClearNote, contact_names: dict[str, str]) -> dict[str, Any]:
+    out = note.as_json()
+    out["person"] = contact_names.get(note.contact_id) if note.contact_id else None
+    out["offloaded"] = note.body is None
+    return out
+
+
+def search_text(
+    tool: CheckNotebookTool, query: str, person: str | None, topic: str | None, days: int | None
+) -> str:
+    """Exactly what check_notebook would hand the model."""
+    args: dict[str, Any] = {"query": query}
+    if person is not None:
+        args["person"] = person
+    if topic is not None:
+        args["topic"] = topic
+    if days is not None:
+        args["days_back"] = days
+    return tool.call(args)
+
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def _slug(text: str) -> str:
+    return _SLUG.sub("-", text.casefold()).strip("-")[:50] or "note"
+
+
+def export_markdown(view: ClearNotebook, target: Path, contact_names: dict[str, str]) -> int:
+    """Write the clear zone as one Markdown file per note; all or nothing.
+
+    The files go to a staging directory beside ``target`` that is renamed into
+    place only when every note is written.
+    """
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise BadInput(f"{target} exists and is not an empty directory")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    notes = view.clear_notes()
+    try:
+        staging.mkdir(parents=True)
+        for note in notes:
+            name = f"{note.kind.value}-{_slug(note.title)}-{note.id[:8]}.md"
+            front = [
+                "---",
+                f"id: {note.id}",
+                f"kind: {note.kind.value}",
+                f"title: {note.title!r}",
+                f"about: {format_date(note.effective_date)}",
+                f"updated: {format_time(note.updated_at.wall_ms * 1000)}",
+            ]
+            if note.contact_id:
+                front.append(f"person: {contact_names.get(note.contact_id, note.contact_id)!r}")
+            if note.tags:
+                front.append(f"tags: [{', '.join(note.tags)}]")
+            if note.source_ref:
+                front.append(f"source: {note.source_ref}")
+            front.append(f"edited_by_you: {'true' if note.user_edited else 'false'}")
+            front.append("---")
+            body = note.body if note.body is not None else "_Offloaded: opens from your Homebase._"
+            text = "\n".join([*front, "", f"# {note.title}", "", body, ""])
+            (staging / name).write_text(text, encoding="utf-8")
+        if target.exists():
+            target.rmdir()
+        staging.replace(target)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BadInput(f"cannot export to {target}: {exc.strerror}") from None
+    return len(notes)
