@@ -126,7 +126,9 @@ def _translate_errors(path: Path) -> Iterator[None]:
             raise DataDirError(f"{path} is not a Pixie database ({message})") from None
         if "unable to open" in message:
             raise DataDirError(f"cannot open {path} ({message})") from None
-        raise
+        if "locked" in message or "busy" in message:
+            raise DataDirError(f"{path} is busy: another pixie is writing; try again") from None
+        raise DataDirError(f"database error in {path} ({message})") from None
     except DatabaseError as exc:
         message = str(exc.orig) if exc.orig is not None else str(exc)
         raise DataDirError(f"{path} is damaged or not a Pixie database ({message})") from None
