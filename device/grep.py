@@ -40,6 +40,7 @@ class GrepHit:
     at: int
     contact: str | None
     snippet: str
+    from_me: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -47,8 +48,15 @@ class GrepHit:
             "kind": self.kind.value,
             "at": format_time(self.at),
             "contact": self.contact,
+            "from_me": self.from_me,
             "snippet": self.snippet,
         }
+
+    def who(self) -> str:
+        """Whose words these are, as the model reads them."""
+        if self.from_me:
+            return f" · you → {self.contact}" if self.contact else " · you"
+        return f" · {self.contact}" if self.contact else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +69,7 @@ class GrepResult:
         """Exactly the text the model receives."""
         lines = [self.message]
         for hit in self.hits:
-            who = f" · {hit.contact}" if hit.contact else ""
-            lines.append(f"- {format_date(hit.at)} · {hit.kind.value}{who}: {hit.snippet}")
+            lines.append(f"- {format_date(hit.at)} · {hit.kind.value}{hit.who()}: {hit.snippet}")
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
@@ -154,7 +161,9 @@ class GrepMemoryTool:
         if self.mirror.is_empty():
             return GrepResult((), EMPTY_MEMORY)
         found = self.mirror.search(matcher, MAX_HITS)
-        hits = tuple(GrepHit(h.event_id, h.kind, h.at, h.contact, snippet_of(h)) for h in found)
+        hits = tuple(
+            GrepHit(h.event_id, h.kind, h.at, h.contact, snippet_of(h), h.from_me) for h in found
+        )
         shown = query if len(query) <= 80 else query[:79] + ELLIPSIS
         how = " (not a valid pattern, so searched as plain text)" if literal else ""
         if not hits:

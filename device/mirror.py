@@ -29,6 +29,7 @@ from .memlog import SEARCHABLE_KINDS, EventKind, MemoryEvent, Row
 
 BLOCK_LINES = 1024
 _KINDS: tuple[EventKind, ...] = tuple(EventKind)
+_FROM_ME = 0x80  # high bit of a line's kind byte: the user wrote it
 _KIND_CODE: dict[str, int] = {k.value: i for i, k in enumerate(_KINDS)}
 _SEARCHABLE_VALUES = sorted(k.value for k in SEARCHABLE_KINDS)
 _SEARCHABLE = frozenset(_SEARCHABLE_VALUES)
@@ -57,6 +58,7 @@ class MirrorHit:
     kind: EventKind
     at: int
     contact: str | None
+    from_me: bool
     body: str  # the event text as one line
     match_start: int  # character offsets of the match within body
     match_end: int
@@ -135,7 +137,7 @@ class MemoryTextMirror:
             if any(r[6] and r[6] not in self._names for r in rows):
                 self._names = self._load_names()
             self._ingest(
-                self._entry(r[0], r[1], r[4], r[5], r[6], r[10])
+                self._entry(r[0], r[1], r[4], r[5], r[6], r[10], r[9])
                 for r in rows
                 if r[4] in _SEARCHABLE
             )
@@ -186,6 +188,7 @@ class MemoryTextMirror:
                 MemoryEvent.at,
                 MemoryEvent.contact_id,
                 MemoryEvent.text,
+                MemoryEvent.from_me,
             )
             .where(MemoryEvent.n > after, MemoryEvent.n <= upto)
             .where(MemoryEvent.kind.in_(_SEARCHABLE_VALUES))
@@ -196,7 +199,14 @@ class MemoryTextMirror:
             return dict(session.execute(select(Contact.id, Contact.name)).all())
 
     def _entry(
-        self, n: int, event_id: str, kind: str, at: int, contact_id: str | None, text: str
+        self,
+        n: int,
+        event_id: str,
+        kind: str,
+        at: int,
+        contact_id: str | None,
+        text: str,
+        from_me: bool | None,
     ) -> _Entry:
         name = self._names.get(contact_id) if contact_id else None
         prefix, body = mirror_line(name, text)
@@ -205,7 +215,7 @@ class MemoryTextMirror:
             at,
             bytes.fromhex(event_id.replace("-", "")),
             n,
-            _KIND_CODE[kind],
+            _KIND_CODE[kind] | (_FROM_ME if from_me else 0),
             len(pbytes),
             pbytes + body.encode(),
         )
@@ -280,7 +290,8 @@ class MemoryTextMirror:
         return MirrorHit(
             n=block.ns[i],
             event_id=str(uuid.UUID(bytes=block.ids[16 * i : 16 * i + 16])),
-            kind=_KINDS[block.kinds[i]],
+            kind=_KINDS[block.kinds[i] & ~_FROM_ME],
+            from_me=bool(block.kinds[i] & _FROM_ME),
             at=block.at[i],
             contact=line[: plen - 2].decode() if plen else None,
             body=body_bytes.decode(),

@@ -59,6 +59,7 @@ def test_init_log_and_grep_round_trip(tmp_path: Path) -> None:
             "kind": "message",
             "at": "2025-03-01T09:00:00Z",
             "contact": "Ada",
+            "from_me": False,
             "snippet": "Lyon marathon in May",
         }
     ]

@@ -241,3 +241,26 @@ def test_tool_schema_is_json_schema(node: Node) -> None:
     tool = GrepMemoryTool(node.mirror)
     assert tool.name == "grep_memory"
     assert tool.parameters["required"] == ["query"]
+
+
+def test_whose_words_a_hit_shows(node: Node) -> None:
+    node.log.append(
+        [
+            NewEvent(
+                kind=EventKind.MESSAGE,
+                at=1,
+                text="I live in Porto now",
+                contact="Inés",
+                from_me=True,
+            ),
+            NewEvent(kind=EventKind.MESSAGE, at=2, text="Porto! jealous", contact="Inés"),
+            NewEvent(kind=EventKind.JOURNAL, at=3, text="Porto again", from_me=True),
+        ],
+        now=0,
+    )
+    lines = node.grep.run("porto").render().splitlines()[1:]
+    assert [line.split(": ", 1)[0].split(" · ", 1)[1] for line in lines] == [
+        "journal · you",
+        "message · Inés",
+        "message · you → Inés",
+    ]
