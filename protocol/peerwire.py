@@ -1,0 +1,194 @@
+"""Messages between a peer and its siblings, inside sealed envelopes.
+
+The relay never sees any of this: a body is msgpack
+``[version, type, message id, counter, field...]`` and travels only inside an
+envelope (see `envelope.py`). One strict decoder: bounded msgpack, exact arity,
+every field checked, frozen dataclasses out, `ProtocolError` for anything else
+(an unknown version or type included) and never a half-built message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import msgpack
+
+from .errors import ProtocolError
+from .framing import MAX_FRAME_BYTES
+
+PEER_VERSION = 1
+MESSAGE_ID_BYTES = 16
+MAX_NAME_CHARS = 200
+MAX_REASON_CHARS = 200
+PROOF_BYTES = 32
+MAX_BODY_BYTES = MAX_FRAME_BYTES - 1024  # room for the envelope around it
+
+
+class UnknownMessage(ProtocolError):
+    """A well-formed body of a version or type this peer does not speak."""
+
+
+def _str(value: Any, what: str, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise ProtocolError(f"{what} must be a string of at most {limit} characters")
+    return value
+
+
+def _bytes(value: Any, what: str, size: int) -> bytes:
+    if not isinstance(value, bytes) or len(value) != size:
+        raise ProtocolError(f"{what} must be {size} bytes")
+    return value
+
+
+def _uint(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+        raise ProtocolError(f"{what} must be a non-negative integer")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class PairRequest:
+    """joiner -> inviter: I hold the invite secret (``proof``), here is who I am."""
+
+    TYPE: ClassVar[int] = 1
+    name: str
+    role: str
+    proof: bytes
+
+    def fields(self) -> list[Any]:
+        return [self.name, self.role, self.proof]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> PairRequest:
+        return cls(_str(f[0], "name", MAX_NAME_CHARS), _role(f[1]), _bytes(f[2], "proof", 32))
+
+
+@dataclass(frozen=True, slots=True)
+class PairAccept:
+    """inviter -> joiner: so do I; we are siblings now."""
+
+    TYPE: ClassVar[int] = 2
+    name: str
+    role: str
+    proof: bytes
+
+    def fields(self) -> list[Any]:
+        return [self.name, self.role, self.proof]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> PairAccept:
+        return cls(_str(f[0], "name", MAX_NAME_CHARS), _role(f[1]), _bytes(f[2], "proof", 32))
+
+
+@dataclass(frozen=True, slots=True)
+class PairReject:
+    TYPE: ClassVar[int] = 3
+    reason: str
+
+    def fields(self) -> list[Any]:
+        return [self.reason]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> PairReject:
+        return cls(_str(f[0], "reason", MAX_REASON_CHARS))
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    TYPE: ClassVar[int] = 4
+    token: int
+
+    def fields(self) -> list[Any]:
+        return [self.token]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> Ping:
+        return cls(_uint(f[0], "token"))
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    TYPE: ClassVar[int] = 5
+    token: int
+
+    def fields(self) -> list[Any]:
+        return [self.token]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> Pong:
+        return cls(_uint(f[0], "token"))
+
+
+def _role(value: Any) -> str:
+    if value not in ("device", "homebase"):
+        raise ProtocolError("role must be device or homebase")
+    return str(value)
+
+
+PeerMessage = PairRequest | PairAccept | PairReject | Ping | Pong
+_ARITY: dict[int, tuple[int, Callable[[list[Any]], PeerMessage]]] = {
+    PairRequest.TYPE: (3, PairRequest.from_fields),
+    PairAccept.TYPE: (3, PairAccept.from_fields),
+    PairReject.TYPE: (1, PairReject.from_fields),
+    Ping.TYPE: (1, Ping.from_fields),
+    Pong.TYPE: (1, Pong.from_fields),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """A decoded body: the message plus what replay protection needs."""
+
+    message_id: bytes
+    counter: int
+    message: PeerMessage
+
+
+def new_message_id() -> bytes:
+    return os.urandom(MESSAGE_ID_BYTES)
+
+
+def encode_body(message: PeerMessage, counter: int, message_id: bytes | None = None) -> bytes:
+    if counter < 1:
+        raise ProtocolError("counters start at 1")
+    mid = message_id or new_message_id()
+    packed: bytes = msgpack.packb(
+        [PEER_VERSION, message.TYPE, mid, counter, *message.fields()], use_bin_type=True
+    )
+    if len(packed) > MAX_BODY_BYTES:
+        raise ProtocolError(f"message of {len(packed)} bytes is over {MAX_BODY_BYTES}")
+    return packed
+
+
+def decode_body(data: bytes) -> Body:
+    try:
+        items = msgpack.unpackb(
+            data,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            max_bin_len=MAX_BODY_BYTES,
+            max_str_len=MAX_BODY_BYTES,
+            max_array_len=64,
+            max_map_len=64,
+            max_ext_len=0,
+        )
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise ProtocolError(f"malformed message body ({type(exc).__name__})") from None
+    if not isinstance(items, list) or len(items) < 4:
+        raise ProtocolError("a message body must be an array of at least 4 items")
+    version, kind, mid, counter, *fields = items
+    if version != PEER_VERSION:
+        raise UnknownMessage(f"unknown message version {version!r:.20}")
+    if isinstance(kind, bool) or not isinstance(kind, int) or kind not in _ARITY:
+        raise UnknownMessage(f"unknown message type {kind!r:.20}")
+    arity, build = _ARITY[kind]
+    if len(fields) != arity:
+        raise ProtocolError(f"message type {kind} has {len(fields)} fields, not {arity}")
+    counter = _uint(counter, "counter")
+    if counter < 1:
+        raise ProtocolError("counters start at 1")
+    return Body(_bytes(mid, "message id", MESSAGE_ID_BYTES), counter, build(fields))

@@ -1,0 +1,198 @@
+"""What a client and the relay say to each other: routing, never content.
+
+Every relay frame is a msgpack array whose first item is a small integer type.
+A client proves it holds the private key of the identity it claims before it can
+send or receive anything (the relay signs nothing and holds no key: the client
+signs the relay's random challenge with its Ed25519 identity key, as DERP has a
+client prove its key). After that the relay only ever sees a recipient key and
+an opaque envelope.
+
+The decoder is strict: bounded lengths, exact arity, every field type-checked,
+frozen dataclasses out, `ProtocolError` for anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from .errors import ProtocolError
+from .framing import MAX_FRAME_BYTES
+
+RELAY_VERSION = 1
+KEY_BYTES = 32
+NONCE_BYTES = 32
+SIGNATURE_BYTES = 64
+MAX_REASON_CHARS = 200
+# Room for the routing header inside one frame.
+MAX_ENVELOPE_BYTES = MAX_FRAME_BYTES - 64
+AUTH_CONTEXT = b"pixie-relay-auth-v1\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """client -> relay: the identity key it claims."""
+
+    version: int
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """relay -> client: fresh random bytes to sign."""
+
+    nonce: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Prove:
+    """client -> relay: Ed25519 signature over AUTH_CONTEXT + nonce + key."""
+
+    signature: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """relay -> client: authenticated; ``queued`` envelopes wait in its mailbox."""
+
+    queued: int
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """client -> relay: route ``envelope`` to ``recipient``."""
+
+    recipient: bytes
+    envelope: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """relay -> client: an envelope addressed to it."""
+
+    envelope: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """relay -> client: why the relay is closing the connection."""
+
+    reason: str
+
+
+RelayMessage = Hello | Challenge | Prove | Welcome | Send | Deliver | Ping | Pong | Refuse
+
+_TYPES: dict[type[Any], int] = {
+    Hello: 1,
+    Challenge: 2,
+    Prove: 3,
+    Welcome: 4,
+    Send: 5,
+    Deliver: 6,
+    Ping: 7,
+    Pong: 8,
+    Refuse: 9,
+}
+
+
+def auth_message(nonce: bytes, key: bytes) -> bytes:
+    return AUTH_CONTEXT + nonce + key
+
+
+def encode(message: RelayMessage) -> bytes:
+    code = _TYPES[type(message)]
+    match message:
+        case Hello(version, key):
+            fields: list[Any] = [version, key]
+        case Challenge(nonce):
+            fields = [nonce]
+        case Prove(signature):
+            fields = [signature]
+        case Welcome(queued):
+            fields = [queued]
+        case Send(recipient, envelope):
+            fields = [recipient, envelope]
+        case Deliver(envelope):
+            fields = [envelope]
+        case Ping(token) | Pong(token):
+            fields = [token]
+        case Refuse(reason):
+            fields = [reason[:MAX_REASON_CHARS]]
+    packed: bytes = msgpack.packb([code, *fields], use_bin_type=True)
+    return packed
+
+
+def _bytes(value: Any, what: str, exact: int | None = None, limit: int | None = None) -> bytes:
+    if not isinstance(value, bytes):
+        raise ProtocolError(f"{what} must be bytes")
+    if exact is not None and len(value) != exact:
+        raise ProtocolError(f"{what} must be {exact} bytes, not {len(value)}")
+    if limit is not None and len(value) > limit:
+        raise ProtocolError(f"{what} is over {limit} bytes")
+    return value
+
+
+def _uint(value: Any, what: str, limit: int = (1 << 63) - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ProtocolError(f"{what} must be an integer from 0 to {limit}")
+    return value
+
+
+def decode(frame: bytes) -> RelayMessage:
+    """Decode one relay frame, or raise `ProtocolError`. Never a half-built message."""
+    try:
+        items = msgpack.unpackb(
+            frame,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            max_bin_len=MAX_ENVELOPE_BYTES,
+            max_str_len=MAX_REASON_CHARS * 4,
+            max_array_len=4,
+            max_map_len=0,
+            max_ext_len=0,
+        )
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise ProtocolError(f"malformed relay frame ({type(exc).__name__})") from None
+    if not isinstance(items, list) or not items:
+        raise ProtocolError("a relay frame must be a non-empty array")
+    code, *fields = items
+    arity = {1: 2, 2: 1, 3: 1, 4: 1, 5: 2, 6: 1, 7: 1, 8: 1, 9: 1}
+    if isinstance(code, bool) or not isinstance(code, int) or code not in arity:
+        raise ProtocolError(f"unknown relay frame type {code!r:.20}")
+    if len(fields) != arity[code]:
+        raise ProtocolError(f"relay frame type {code} has {len(fields)} fields")
+    if code == 1:
+        return Hello(_uint(fields[0], "version", 255), _bytes(fields[1], "key", KEY_BYTES))
+    if code == 2:
+        return Challenge(_bytes(fields[0], "nonce", NONCE_BYTES))
+    if code == 3:
+        return Prove(_bytes(fields[0], "signature", SIGNATURE_BYTES))
+    if code == 4:
+        return Welcome(_uint(fields[0], "queued", 1 << 32))
+    if code == 5:
+        return Send(
+            _bytes(fields[0], "recipient", KEY_BYTES),
+            _bytes(fields[1], "envelope", limit=MAX_ENVELOPE_BYTES),
+        )
+    if code == 6:
+        return Deliver(_bytes(fields[0], "envelope", limit=MAX_ENVELOPE_BYTES))
+    if code in (7, 8):
+        token = _uint(fields[0], "token")
+        return Ping(token) if code == 7 else Pong(token)
+    reason = fields[0]
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+        raise ProtocolError("reason must be a short string")
+    return Refuse(reason)

@@ -1,0 +1,219 @@
+"""The sans-IO core: framing, relay frames, peer bodies, envelopes, replay, clocks."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pixie.protocol import envelope, peerwire, relaywire
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, HybridClock, Stamp
+from pixie.protocol.identity import fingerprint, new_identity
+from pixie.protocol.replay import WINDOW, ReplayWindow, Verdict
+
+# -- framing ---------------------------------------------------------------------
+
+
+@given(
+    payloads=st.lists(st.binary(max_size=3000), max_size=20),
+    cuts=st.lists(st.integers(0, 70_000), max_size=30),
+)
+def test_frames_survive_any_chunking(payloads: list[bytes], cuts: list[int]) -> None:
+    stream = b"".join(encode_frame(p) for p in payloads)
+    points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for a, b in itertools.pairwise(points):
+        out += decoder.feed(stream[a:b])
+    assert out == payloads
+    assert decoder.at_boundary()
+
+
+def test_oversize_prefix_is_refused_before_buffering() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(ProtocolError, match="limit"):
+        decoder.feed((MAX_FRAME_BYTES + 1).to_bytes(4, "big") + b"x")
+    with pytest.raises(ProtocolError):
+        encode_frame(bytes(MAX_FRAME_BYTES + 1))
+    assert FrameDecoder().feed(encode_frame(bytes(MAX_FRAME_BYTES))) == [bytes(MAX_FRAME_BYTES)]
+
+
+# -- relay frames and peer bodies ------------------------------------------------------
+
+KEY = bytes(range(32))
+relay_messages = st.one_of(
+    st.builds(relaywire.Hello, st.integers(0, 255), st.just(KEY)),
+    st.builds(relaywire.Challenge, st.binary(min_size=32, max_size=32)),
+    st.builds(relaywire.Prove, st.binary(min_size=64, max_size=64)),
+    st.builds(relaywire.Welcome, st.integers(0, 1000)),
+    st.builds(relaywire.Send, st.just(KEY), st.binary(max_size=2000)),
+    st.builds(relaywire.Deliver, st.binary(max_size=2000)),
+    st.builds(relaywire.Ping, st.integers(0, 2**62)),
+    st.builds(relaywire.Pong, st.integers(0, 2**62)),
+    st.builds(relaywire.Refuse, st.text(max_size=100)),
+)
+
+
+@given(relay_messages)
+def test_relay_frames_round_trip(message: relaywire.RelayMessage) -> None:
+    assert relaywire.decode(relaywire.encode(message)) == message
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_relay_decoder_only_ever_raises_protocol_error(data: bytes) -> None:
+    with contextlib.suppress(ProtocolError):
+        relaywire.decode(data)
+
+
+peer_messages = st.one_of(
+    st.builds(
+        peerwire.PairRequest,
+        st.text(max_size=50),
+        st.sampled_from(["device", "homebase"]),
+        st.binary(min_size=32, max_size=32),
+    ),
+    st.builds(
+        peerwire.PairAccept,
+        st.text(max_size=50),
+        st.sampled_from(["device", "homebase"]),
+        st.binary(min_size=32, max_size=32),
+    ),
+    st.builds(peerwire.PairReject, st.text(max_size=50)),
+    st.builds(peerwire.Ping, st.integers(0, 2**62)),
+    st.builds(peerwire.Pong, st.integers(0, 2**62)),
+)
+
+
+@given(peer_messages, st.integers(1, 2**62))
+def test_peer_bodies_round_trip(message: peerwire.PeerMessage, counter: int) -> None:
+    body = peerwire.decode_body(peerwire.encode_body(message, counter))
+    assert (body.message, body.counter) == (message, counter)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_peer_decoder_only_ever_raises_protocol_error(data: bytes) -> None:
+    with contextlib.suppress(ProtocolError):
+        peerwire.decode_body(data)
+
+
+def test_unknown_version_and_type_are_named() -> None:
+    import msgpack
+
+    with pytest.raises(peerwire.UnknownMessage, match="version"):
+        peerwire.decode_body(msgpack.packb([99, 4, bytes(16), 1, 5]))
+    with pytest.raises(peerwire.UnknownMessage, match="type"):
+        peerwire.decode_body(msgpack.packb([1, 99, bytes(16), 1, 5]))
+    with pytest.raises(ProtocolError, match="fields"):
+        peerwire.decode_body(msgpack.packb([1, 4, bytes(16), 1]))
+
+
+# -- envelopes -------------------------------------------------------------------------
+
+ALICE, BOB, MALLORY = new_identity(), new_identity(), new_identity()
+
+
+def test_envelope_round_trip_and_padding() -> None:
+    body = peerwire.encode_body(peerwire.Ping(7), 1)
+    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), body)
+    opened = envelope.open_envelope(BOB, sealed)
+    assert opened.sender == bytes(ALICE.verify_key) and opened.body == body
+    # sizes leak only a bucket
+    small = envelope.seal(ALICE, bytes(BOB.verify_key), b"x")
+    assert len(small) == len(envelope.seal(ALICE, bytes(BOB.verify_key), b"x" * 400))
+
+
+@settings(max_examples=60)
+@given(position=st.integers(0, 10_000), bit=st.integers(0, 7))
+def test_any_flipped_bit_is_refused(position: int, bit: int) -> None:
+    sealed = bytearray(envelope.seal(ALICE, bytes(BOB.verify_key), b"hello"))
+    sealed[position % len(sealed)] ^= 1 << bit
+    with pytest.raises(envelope.EnvelopeError):
+        envelope.open_envelope(BOB, bytes(sealed))
+
+
+def test_envelope_for_someone_else_does_not_open() -> None:
+    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), b"hello")
+    with pytest.raises(envelope.EnvelopeError):
+        envelope.open_envelope(MALLORY, sealed)
+
+
+def test_sender_is_authenticated_not_just_encrypted() -> None:
+    """Mallory knows Bob's public key; she can encrypt to him, but not as Alice."""
+    import msgpack
+    from nacl.public import Box, PrivateKey
+
+    eph = PrivateKey.generate()
+    forged_sig = MALLORY.sign(b"anything").signature
+    inner = msgpack.packb([1, bytes(ALICE.verify_key), forged_sig, b"hi"], use_bin_type=True)
+    framed = len(inner).to_bytes(4, "big") + inner
+    padded = framed + bytes(512 - len(framed))
+    forged = bytes(eph.public_key) + bytes(
+        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(padded)
+    )
+    with pytest.raises(envelope.EnvelopeError, match="signature"):
+        envelope.open_envelope(BOB, forged)
+
+
+def test_fingerprints_are_stable_and_short() -> None:
+    fp = fingerprint(bytes(ALICE.verify_key))
+    assert fp == fingerprint(bytes(ALICE.verify_key)) and len(fp) == 19
+
+
+# -- replay window -----------------------------------------------------------------------
+
+
+@given(st.lists(st.integers(1, 400), max_size=200))
+def test_replay_window_matches_a_set_reference(counters: list[int]) -> None:
+    window = ReplayWindow()
+    seen: set[int] = set()
+    for c in counters:
+        verdict = window.check(c)
+        if c in seen:
+            expected = Verdict.REPLAY if window.high - c < WINDOW else Verdict.TOO_OLD
+        elif c + WINDOW <= window.high:
+            expected = Verdict.TOO_OLD
+        else:
+            expected = Verdict.NEW
+        assert verdict is expected, (c, window)
+        if verdict is Verdict.NEW:
+            window = window.accept(c)
+            seen.add(c)
+
+
+# -- the hybrid logical clock ----------------------------------------------------------------
+
+
+def test_clock_is_monotonic_when_the_wall_goes_back() -> None:
+    wall = iter([1000, 1000, 900, 1200, 1200])
+    clock = HybridClock("a", wall=lambda: next(wall))
+    stamps = [clock.now() for _ in range(5)]
+    assert stamps == sorted(stamps) and len(set(stamps)) == 5
+
+
+def test_clock_refuses_a_stamp_too_far_ahead() -> None:
+    clock = HybridClock("a", wall=lambda: 1_000_000)
+    clock.observe(Stamp(1_000_000 + MAX_FORWARD_MS, 3, "b"))
+    assert clock.now() > Stamp(1_000_000 + MAX_FORWARD_MS, 3, "b")
+    with pytest.raises(ClockSkewError):
+        clock.observe(Stamp(4_070_908_800_000, 0, "b"))  # a phone set to 2099
+
+
+@given(
+    st.tuples(st.integers(0, 10**15 - 1), st.integers(0, 10**6 - 1), st.text("abc", min_size=1)),
+    st.tuples(st.integers(0, 10**15 - 1), st.integers(0, 10**6 - 1), st.text("abc", min_size=1)),
+)
+def test_stamp_text_sorts_like_stamps(a: tuple[int, int, str], b: tuple[int, int, str]) -> None:
+    sa, sb = Stamp(*a), Stamp(*b)
+    assert Stamp.decode(sa.encode()) == sa
+    assert (
+        (sa < sb) == (sa.encode() < sb.encode())
+        or sa.origin.startswith(sb.origin)
+        or sb.origin.startswith(sa.origin)
+    )
