@@ -13,11 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from pixie.protocol.errors import ProtocolError
+from pixie.protocol.identity import fingerprint
 from pixie.protocol.ids import parse_id
 from pixie.protocol.timestamps import format_time, now_us, parse_time
 
-from . import display
+from . import config, display, pairing
 from .contacts import clean_name
 from .datadir import ROLES, DataDir, resolve_data_dir
 from .errors import BadInput, NotFound
@@ -26,6 +29,8 @@ from .huddle import nudges, read_huddle_file, record_huddle
 from .memlog import NewEvent, check_ref, check_text, parse_kind
 from .node import Node
 from .notes import NoteKind, Zone
+from .relayclient import RelayAddress
+from .siblings import SiblingInfo
 from .tools import MAX_DAYS_BACK, CheckNotebookTool
 
 Handler = Any  # argparse namespaces carry the handler as an attribute
@@ -60,21 +65,74 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with open_node(args) as node:
+        siblings = node.siblings.all()
         info = {
             "data": str(node.data.path),
             "role": node.role,
             "name": node.name,
+            "fingerprint": fingerprint(node.public_key()),
             "origin": node.origin,
             "events": node.log.count(),
             "contacts": len(node.contacts.all()),
             **{f"{zone}_notes": count for zone, count in node.notebook.counts().items()},
         }
     if args.json:
-        emit_json(info)
+        emit_json({**info, "siblings": [s.as_json() for s in siblings]})
     else:
         for key, value in info.items():
             print(f"{key}: {value}")
+        for s in siblings:
+            print(f"sibling: {s.name} ({s.role}) {s.fingerprint} via {s.relay}")
     return 0
+
+
+# -- pairing ------------------------------------------------------------------------
+
+
+def _relay_address(args: argparse.Namespace, node: Node) -> RelayAddress:
+    settings = config.effective(node.data.config_path, {"relay": args.relay})
+    if not settings.get("relay"):
+        raise BadInput("no relay address: pass --relay HOST:PORT or set [relay] address")
+    return RelayAddress.parse(str(settings["relay"]))
+
+
+def _positive(value: float, what: str) -> float:
+    if not value > 0:
+        raise BadInput(f"{what} must be a positive number of seconds")
+    return value
+
+
+def cmd_invite(args: argparse.Namespace) -> int:
+    timeout = _positive(args.timeout, "--timeout")
+    with open_node(args) as node:
+        relay = _relay_address(args, node)
+
+        def show(code: str) -> None:
+            print(code, flush=True)
+            print(
+                f"Waiting up to {timeout:g} s for `pixie pair CODE` on your other peer...",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        sibling = trio.run(lambda: pairing.invite(node, relay, timeout=timeout, show_code=show))
+    _paired(args, sibling)
+    return 0
+
+
+def cmd_pair(args: argparse.Namespace) -> int:
+    timeout = _positive(args.timeout, "--timeout")
+    with open_node(args) as node:
+        sibling = trio.run(lambda: pairing.pair(node, args.code, timeout=timeout))
+    _paired(args, sibling)
+    return 0
+
+
+def _paired(args: argparse.Namespace, sibling: SiblingInfo) -> None:
+    if args.json:
+        emit_json(sibling.as_json())
+    else:
+        print(f"paired with {sibling.name} ({sibling.role}), fingerprint {sibling.fingerprint}")
 
 
 # -- contacts --------------------------------------------------------------
@@ -472,6 +530,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     json_flag(p)
     p.set_defaults(func=cmd_huddle_record)
+
+    p = sub.add_parser("invite", parents=[common], help="print a one-time pairing code and wait")
+    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (tls://HOST:PORT for TLS)")
+    p.add_argument("--timeout", type=float, default=pairing.DEFAULT_TIMEOUT, metavar="SECONDS")
+    json_flag(p)
+    p.set_defaults(func=cmd_invite)
+    p = sub.add_parser("pair", parents=[common], help="pair with the peer that printed CODE")
+    p.add_argument("code", metavar="CODE")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
+    json_flag(p)
+    p.set_defaults(func=cmd_pair)
 
     p = sub.add_parser("nudges", parents=[common], help="finished nudges from both zones")
     json_flag(p)

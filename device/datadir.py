@@ -15,12 +15,15 @@ from pathlib import Path
 
 import platformdirs
 
+from pixie.protocol.identity import new_identity
 from pixie.protocol.timestamps import now_us
 
 from .db import SCHEMA_VERSION, Database, Meta
 from .errors import BadInput, DataDirError
+from .keystore import KeyStore, open_key_store
 from .memlog import MEMLOG_DDL
 from .notes import NOTEBOOK_DDL
+from .siblings import Sibling  # noqa: F401  (its tables are created here too)
 
 DATA_ENV = "PIXIE_DATA"
 DB_NAME = "pixie.db"
@@ -31,6 +34,10 @@ _CONFIG_TEMPLATE = """\
 # Pixie Memory settings for this data dir. Flags and PIXIE_* environment
 # variables override what is written here. Secrets never belong in this file.
 """
+
+
+def identity_key_name(origin: str) -> str:
+    return f"{origin}-identity"
 
 
 def resolve_data_dir(flag: str | None) -> Path:
@@ -55,8 +62,13 @@ class DataDir:
         return self.path / CONFIG_NAME
 
     @classmethod
-    def init(cls, path: Path, *, name: str | None, role: str) -> DataDir:
-        """Create a fresh data dir; all or nothing."""
+    def init(
+        cls, path: Path, *, name: str | None, role: str, key_store: KeyStore | None = None
+    ) -> DataDir:
+        """Create a fresh data dir and this peer's identity key; all or nothing.
+
+        The identity's private half goes to the key store, never to the data dir.
+        """
         if role not in ROLES:
             raise BadInput(f"unknown role {role!r} (device or homebase)")
         if path.exists() and not path.is_dir():
@@ -65,6 +77,10 @@ class DataDir:
             raise DataDirError(f"{path} already holds a Pixie data dir")
         created_dir = not path.exists()
         partial = path / (DB_NAME + ".partial")
+        keys = key_store or open_key_store()
+        origin = uuid.uuid4().hex
+        identity = new_identity()
+        key_name = identity_key_name(origin)
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
             for stale in path.glob(DB_NAME + ".partial*"):
@@ -76,7 +92,8 @@ class DataDir:
                     session.add_all(
                         [
                             Meta(key="schema_version", value=str(SCHEMA_VERSION)),
-                            Meta(key="origin", value=uuid.uuid4().hex),
+                            Meta(key="origin", value=origin),
+                            Meta(key="identity", value=bytes(identity.verify_key).hex()),
                             Meta(key="role", value=role),
                             Meta(key="name", value=name or role),
                             Meta(key="created_at", value=str(now_us())),
@@ -84,10 +101,12 @@ class DataDir:
                     )
             finally:
                 db.dispose()
+            keys.put(key_name, bytes(identity))
             if not (path / CONFIG_NAME).exists():
                 (path / CONFIG_NAME).write_text(_CONFIG_TEMPLATE, encoding="utf-8")
             partial.replace(path / DB_NAME)
         except BaseException:
+            keys.delete(key_name)
             for leftover in path.glob(DB_NAME + ".partial*"):
                 leftover.unlink(missing_ok=True)
             if created_dir:

@@ -5,15 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nacl.signing import SigningKey
+
+from pixie.protocol.identity import identity_from_seed
+
 from .contacts import ContactBook
-from .datadir import DataDir
+from .datadir import DataDir, identity_key_name
 from .db import Database
 from .errors import DataDirError
 from .grep import GrepMemoryTool
-from .keystore import KeyStore
+from .keystore import KeyStore, KeyStoreError, open_key_store
 from .memlog import MemoryLog
 from .mirror import MemoryTextMirror
 from .notebook import NotebookStore
+from .siblings import SiblingBook
 
 
 @dataclass
@@ -28,6 +33,7 @@ class Node:
     mirror: MemoryTextMirror = field(init=False)
     grep: GrepMemoryTool = field(init=False)
     notebook: NotebookStore = field(init=False)
+    siblings: SiblingBook = field(init=False)
     key_store: KeyStore | None = None  # None: PIXIE_KEYSTORE decides, on first use
 
     def __post_init__(self) -> None:
@@ -37,6 +43,24 @@ class Node:
         self.log.subscribe(self.mirror.on_commit)
         self.grep = GrepMemoryTool(self.mirror)
         self.notebook = NotebookStore(self.db, self.origin, self.log, key_store=self.key_store)
+        self.siblings = SiblingBook(self.db)
+
+    def identity(self) -> SigningKey:
+        """This peer's identity key, from the key store (never from the data dir)."""
+        store = self.key_store or open_key_store()
+        seed = store.get(identity_key_name(self.origin))
+        if seed is None:
+            raise KeyStoreError(
+                "this peer's identity key is missing from the key store; "
+                "pair again from a fresh `pixie init`"
+            )
+        key = identity_from_seed(seed)
+        if bytes(key.verify_key).hex() != self.db.meta().get("identity"):
+            raise KeyStoreError("the key store holds a different identity than this data dir")
+        return key
+
+    def public_key(self) -> bytes:
+        return bytes.fromhex(self.db.meta()["identity"])
 
     @classmethod
     def open(cls, path: Path, key_store: KeyStore | None = None) -> Node:

@@ -28,7 +28,7 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._need: int | None = None  # body length of the frame being read
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
         self._buffer += data
         frames: list[bytes] = []
         while True:

@@ -217,7 +217,7 @@ def test_key_is_minted_once_and_kept_apart_with_0600(node: Node) -> None:
     seal_one(node)
     seal_one(node)
     key_dir = Path(os.environ["PIXIE_KEYS"])
-    files = list(key_dir.iterdir())
+    files = list(key_dir.glob("*-notebook-seal.key"))
     assert len(files) == 1
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
     assert stat.S_IMODE(key_dir.stat().st_mode) == 0o700
@@ -227,7 +227,7 @@ def test_key_is_minted_once_and_kept_apart_with_0600(node: Node) -> None:
 
 def test_world_readable_key_file_is_refused(node: Node) -> None:
     seal_one(node)
-    (key_file,) = Path(os.environ["PIXIE_KEYS"]).iterdir()
+    (key_file,) = Path(os.environ["PIXIE_KEYS"]).glob("*-notebook-seal.key")
     key_file.chmod(0o644)
     with Node.open(node.data.path) as fresh, pytest.raises(KeyStoreError, match="chmod 600"):
         fresh.notebook.sealed_notes_for_huddle_reasoning()

@@ -1,0 +1,85 @@
+"""Envelopes to and from siblings, over one relay connection.
+
+Sending reserves the next per-sibling counter durably before the envelope
+leaves. Receiving opens the envelope, checks the sender is a sibling, decodes
+the body strictly and checks the counter against the persisted replay window.
+Anything that fails is logged with its reason (fingerprints and sizes only),
+counted, and dropped without changing any state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+
+import trio
+from nacl.signing import SigningKey
+
+from pixie.protocol.envelope import EnvelopeError, open_envelope, seal
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.identity import fingerprint
+from pixie.protocol.peerwire import Body, PeerMessage, decode_body, encode_body
+from pixie.protocol.replay import Verdict
+
+from .relayclient import RelayClient
+from .siblings import SiblingBook
+
+log = logging.getLogger("pixie.peers")
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    sender: bytes
+    body: Body
+
+
+class PeerLink:
+    def __init__(self, identity: SigningKey, siblings: SiblingBook, client: RelayClient) -> None:
+        self.identity = identity
+        self.siblings = siblings
+        self.client = client
+        self.rejected: Counter[str] = Counter()
+
+    async def send(self, recipient: bytes, message: PeerMessage) -> None:
+        counter = await trio.to_thread.run_sync(self.siblings.next_send_counter, recipient)
+        envelope = seal(self.identity, recipient, encode_body(message, counter))
+        await self.client.send(recipient, envelope)
+
+    async def receive(self, *, strangers: bool = False) -> Incoming:
+        """The next acceptable message. ``strangers`` admits unpaired senders
+        (only while an invite is open); their replay state is kept in memory."""
+        while True:
+            envelope = await self.client.receive()
+            incoming = await trio.to_thread.run_sync(self._admit, envelope, strangers)
+            if incoming is not None:
+                return incoming
+
+    def _admit(self, envelope: bytes, strangers: bool) -> Incoming | None:
+        try:
+            opened = open_envelope(self.identity, envelope)
+        except EnvelopeError as exc:
+            self._reject("tampered", f"{exc} ({len(envelope)} bytes)")
+            return None
+        who = fingerprint(opened.sender)
+        known = self.siblings.get(opened.sender) is not None
+        if not known and not strangers:
+            self._reject("unpaired", f"envelope from unpaired key {who}")
+            return None
+        try:
+            body = decode_body(opened.body)
+        except ProtocolError as exc:
+            self._reject("malformed", f"from {who}: {exc}")
+            return None
+        window = self.siblings.replay_window(opened.sender)
+        verdict = window.check(body.counter)
+        if verdict is not Verdict.NEW:
+            self._reject(verdict.value, f"from {who}: counter {body.counter} {verdict}")
+            return None
+        if known:
+            self.siblings.save_replay_window(opened.sender, window.accept(body.counter))
+        return Incoming(opened.sender, body)
+
+    def _reject(self, reason: str, detail: str) -> None:
+        self.rejected[reason] += 1
+        log.warning("rejected envelope: %s", detail)
