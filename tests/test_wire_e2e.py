@@ -1,0 +1,188 @@
+"""Pairing and peer messages through a real relay, seen from the wire.
+
+A recording TCP proxy sits in front of the relay and keeps every byte in both
+directions; afterwards the bytes are scanned for planted canaries. The relay
+must only ever have carried ciphertext.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from pixie.device.datadir import DataDir
+from pixie.device.errors import BadInput
+from pixie.device.memlog import EventKind, NewEvent
+from pixie.device.node import Node
+from pixie.device.notebook import Distilled
+from pixie.device.notes import NoteKind, SealedKind
+from pixie.device.pairing import InviteCode, PairingFailed, invite, pair
+from pixie.device.peers import PeerLink
+from pixie.device.relayclient import RelayAddress, RelayClient
+from pixie.protocol.peerwire import Ping, Pong
+from pixie.relay.server import RelayConfig, serve_relay
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen = bytearray()
+
+
+async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream, rec: Recorder) -> None:
+    try:
+        while data := await src.receive_some(65536):
+            rec.seen += data
+            await dst.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        await trio.aclose_forcefully(dst)
+
+
+async def _proxy(relay_port: int, rec: Recorder, task_status: trio.TaskStatus[int]) -> None:
+    async def handle(client: trio.SocketStream) -> None:
+        upstream = await trio.open_tcp_stream("127.0.0.1", relay_port)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pump, client, upstream, rec)
+            nursery.start_soon(_pump, upstream, client, rec)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(handle, listeners)
+
+
+@pytest.fixture
+async def wire(nursery: trio.Nursery) -> AsyncIterator[tuple[RelayAddress, Recorder]]:
+    relay_port = await nursery.start(serve_relay, RelayConfig(port=0))
+    rec = Recorder()
+    proxy_port = await nursery.start(_proxy, relay_port, rec)
+    yield RelayAddress("127.0.0.1", proxy_port), rec
+
+
+def make_node(tmp_path: Path, name: str, role: str) -> Node:
+    DataDir.init(tmp_path / name, name=name, role=role)
+    return Node.open(tmp_path / name)
+
+
+async def pair_up(
+    phone: Node, mac: Node, relay: RelayAddress, code_hook: list[str] | None = None
+) -> None:
+    codes: trio.MemorySendChannel[str]
+    codes, code_rx = trio.open_memory_channel[str](1)
+    async with trio.open_nursery() as nursery:
+
+        async def joiner() -> None:
+            code = await code_rx.receive()
+            if code_hook is not None:
+                code_hook.append(code)
+            await pair(mac, code, timeout=10)
+
+        nursery.start_soon(joiner)
+        await invite(phone, relay, timeout=10, show_code=codes.send_nowait)
+
+
+async def test_pairing_and_messages_carry_only_ciphertext(
+    tmp_path: Path, wire: tuple[RelayAddress, Recorder]
+) -> None:
+    relay, rec = wire
+    phone = make_node(tmp_path, "CANARYphone", "device")
+    mac = make_node(tmp_path, "CANARYmac", "homebase")
+    ev = phone.log.append(
+        [NewEvent(EventKind.MESSAGE, 0, "CANARYtext Lyon marathon", contact="CANARYada")], now=0
+    )
+    phone.notebook.upsert_clear(
+        Distilled(NoteKind.PERSON, "ada", "CANARYtitle", "CANARYbody", None)
+    )
+    phone.notebook.record_sealed(SealedKind.HUDDLE_PREP, title="CANARYsealed", body="CANARYsb")
+    codes: list[str] = []
+    await pair_up(phone, mac, relay, codes)
+
+    assert [s.name for s in phone.siblings.all()] == ["CANARYmac"]
+    assert [s.name for s in mac.siblings.all()] == ["CANARYphone"]
+
+    # peer messages both ways
+    a = PeerLink(
+        phone.identity(), phone.siblings, await RelayClient.connect(relay, phone.identity())
+    )
+    b = PeerLink(mac.identity(), mac.siblings, await RelayClient.connect(relay, mac.identity()))
+    with trio.fail_after(10):
+        await a.send(mac.public_key(), Ping(4242))
+        got = await b.receive()
+        assert got.body.message == Ping(4242) and got.sender == phone.public_key()
+        await b.send(phone.public_key(), Pong(4242))
+        assert (await a.receive()).body.message == Pong(4242)
+    await a.client.aclose()
+    await b.client.aclose()
+
+    wire_bytes = bytes(rec.seen)
+    assert len(wire_bytes) > 1000  # the recorder really saw the traffic
+    secret = InviteCode.parse(codes[0]).secret
+    canaries = [
+        b"CANARY",
+        b"PairRequest",
+        b"PairAccept",
+        b"Ping",
+        b"Pong",
+        b"Lyon",
+        b"device",
+        b"homebase",
+        secret,
+        phone.origin.encode(),
+        mac.origin.encode(),
+        ev.ids[0].encode(),
+        bytes.fromhex(ev.ids[0].replace("-", "")),
+    ]
+    for canary in canaries:
+        assert canary not in wire_bytes, canary
+    # What the relay may see: the keys it routes by.
+    assert mac.public_key() in wire_bytes
+
+
+async def test_wrong_code_is_refused_and_pairs_nothing(
+    tmp_path: Path, wire: tuple[RelayAddress, Recorder]
+) -> None:
+    relay, _ = wire
+    phone = make_node(tmp_path, "phone", "device")
+    mac = make_node(tmp_path, "mac", "homebase")
+    codes_tx, codes_rx = trio.open_memory_channel[str](1)
+    with trio.move_on_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: invite(phone, relay, timeout=3, show_code=codes_tx.send_nowait)
+            )
+            real = InviteCode.parse(await codes_rx.receive())
+            forged = InviteCode(real.inviter, real.relay, b"x" * 16, real.expires_at)
+            with pytest.raises(PairingFailed, match="refused"):
+                await pair(mac, forged.encode(), timeout=5)
+            nursery.cancel_scope.cancel()
+    assert phone.siblings.all() == [] and mac.siblings.all() == []
+
+
+async def test_reused_code_gets_no_answer(
+    tmp_path: Path, wire: tuple[RelayAddress, Recorder]
+) -> None:
+    relay, _ = wire
+    phone = make_node(tmp_path, "phone", "device")
+    mac = make_node(tmp_path, "mac", "homebase")
+    other = make_node(tmp_path, "other", "device")
+    codes: list[str] = []
+    await pair_up(phone, mac, relay, codes)
+    with pytest.raises(PairingFailed, match="expired or been used"):
+        await pair(other, codes[0], timeout=1)
+    assert other.siblings.all() == []
+    assert [s.name for s in phone.siblings.all()] == ["mac"]
+
+
+async def test_expired_invite_times_out_clearly(
+    tmp_path: Path, wire: tuple[RelayAddress, Recorder]
+) -> None:
+    relay, _ = wire
+    phone = make_node(tmp_path, "phone", "device")
+    with pytest.raises(PairingFailed, match="expired"):
+        await invite(phone, relay, timeout=0.5, show_code=lambda code: None)
+    with pytest.raises(BadInput, match="expired"):
+        code = InviteCode(phone.public_key(), relay, b"s" * 16, 1)
+        InviteCode.parse(code.encode())
