@@ -39,13 +39,14 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 def query_terms(query: str) -> list[str]:
     """Split a query into the lowercase words the index matches by prefix.
 
-    Diacritics are dropped, as the index's tokenizer drops them, so "Zoe"
-    finds "Zoë" and the other way round.
+    The folding copies the index's tokenizer (SQLite FTS5 unicode61 with
+    remove_diacritics 2): simple lowercasing and dropped diacritics, so "Zoe"
+    finds "Zoë" and the other way round. Full case folding or compatibility
+    decomposition (ß to ss, ² to 2) would make terms the index never holds.
     """
-    folded = "".join(
-        ch
-        for ch in unicodedata.normalize("NFKD", query.casefold())
-        if not unicodedata.combining(ch)
+    decomposed = unicodedata.normalize("NFD", query.lower())
+    folded = unicodedata.normalize(
+        "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     )
     words = list(dict.fromkeys(_WORD.findall(folded)))
     meaningful = [w for w in words if w not in STOPWORDS]
@@ -102,7 +103,8 @@ class ClearNotebook:
         if contact_id is not None:
             conditions.append(Note.contact_id == contact_id)
         if topic is not None:
-            tag = " ".join(topic.casefold().split())
+            # The same normalisation tags get when they are written.
+            tag = " ".join(unicodedata.normalize("NFC", topic).casefold().split())
             conditions.append(
                 Note.n.in_(select(NoteTag.note_n).where(NoteTag.tag == tag).scalar_subquery())
             )

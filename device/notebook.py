@@ -255,7 +255,8 @@ class NotebookStore:
         """
         new_title = clean_title(title) if title is not None else None
         new_body = clean_text(body, "body", MAX_BODY_CHARS) if body is not None else None
-        new_tags = tags_json(clean_tags(list(tags))) if tags is not None else None
+        tags_given = tags is not None
+        new_tags = tags_json(clean_tags(list(tags or [])))
         with self._db.writing() as session:
             row = self._live_clear_row(session, note_id)
             if new_body is not None and row.body is None:
@@ -263,9 +264,9 @@ class NotebookStore:
             changes = {
                 "title": new_title if new_title is not None and new_title != row.title else None,
                 "body": new_body if new_body is not None and new_body != row.body else None,
-                "tags": new_tags if new_tags is not None and new_tags != row.tags else None,
             }
-            if all(v is None for v in changes.values()):
+            retag = tags_given and new_tags != row.tags
+            if all(v is None for v in changes.values()) and not retag:
                 return False
             stamp = self._stamp(session)
             if changes["title"] is not None:
@@ -273,8 +274,8 @@ class NotebookStore:
             if changes["body"] is not None:
                 row.body = changes["body"]
                 row.content_hash = content_hash(changes["body"])
-            if changes["tags"] is not None:
-                row.tags = changes["tags"]
+            if retag:
+                row.tags = new_tags
             row.user_edited = True
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
             return True
@@ -512,7 +513,7 @@ class NotebookStore:
                 title=title,
                 body=body,
                 contact_id=contact_id,
-                tags=tags_json(tags) if tags else None,
+                tags=tags_json(tags),
                 source_ref=source_ref,
                 about_date=about_date,
                 created_at=stamp.wall_ms * 1000,

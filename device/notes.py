@@ -257,8 +257,10 @@ def clean_tags(values: object) -> tuple[str, ...]:
     return tuple(out)
 
 
-def tags_json(tags: tuple[str, ...]) -> str:
-    return json.dumps(list(tags), ensure_ascii=False)
+def tags_json(tags: tuple[str, ...]) -> str | None:
+    """How tags are stored: a JSON array, or NULL for none (one form only, so
+    comparing stored and new tags never sees a difference that is not there)."""
+    return json.dumps(list(tags), ensure_ascii=False) if tags else None
 
 
 LABELS = {
