@@ -29,6 +29,7 @@ from nacl.signing import SigningKey
 
 from .errors import ProtocolError
 from .identity import PUBLIC_KEY_BYTES, verify_key
+from .packing import unpack
 from .peerwire import MAX_BODY_BYTES
 
 ENVELOPE_VERSION = 1
@@ -92,16 +93,10 @@ def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:
     if size > len(padded) - 4 or padded[4 + size :].strip(b"\x00"):
         raise EnvelopeError("envelope padding is malformed")
     try:
-        items = msgpack.unpackb(
-            padded[4 : 4 + size],
-            raw=False,
-            max_bin_len=MAX_BODY_BYTES,
-            max_str_len=0,
-            max_array_len=4,
-            max_map_len=0,
-            max_ext_len=0,
+        items = unpack(
+            padded[4 : 4 + size], "envelope", max_bin=MAX_BODY_BYTES, max_str=0, max_array=4
         )
-    except (ValueError, TypeError, msgpack.UnpackException):
+    except ProtocolError:
         raise EnvelopeError("envelope contents are malformed") from None
     if not isinstance(items, list) or len(items) != 4:
         raise EnvelopeError("envelope contents are malformed")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import msgpack
 
 from .errors import ProtocolError
 from .framing import MAX_FRAME_BYTES
+from .packing import unpack
 
 PEER_VERSION = 1
 MESSAGE_ID_BYTES = 16
@@ -50,10 +51,9 @@ def _uint(value: Any, what: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class PairRequest:
-    """joiner -> inviter: I hold the invite secret (``proof``), here is who I am."""
+class _PairHello:
+    """The two pairing greetings share a shape: who I am, and proof of the code."""
 
-    TYPE: ClassVar[int] = 1
     name: str
     role: str
     proof: bytes
@@ -62,25 +62,24 @@ class PairRequest:
         return [self.name, self.role, self.proof]
 
     @classmethod
-    def from_fields(cls, f: list[Any]) -> PairRequest:
-        return cls(_str(f[0], "name", MAX_NAME_CHARS), _role(f[1]), _bytes(f[2], "proof", 32))
+    def from_fields(cls, f: list[Any]) -> Self:
+        return cls(
+            _str(f[0], "name", MAX_NAME_CHARS), _role(f[1]), _bytes(f[2], "proof", PROOF_BYTES)
+        )
 
 
 @dataclass(frozen=True, slots=True)
-class PairAccept:
+class PairRequest(_PairHello):
+    """joiner -> inviter: I hold the invite secret (``proof``), here is who I am."""
+
+    TYPE: ClassVar[int] = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PairAccept(_PairHello):
     """inviter -> joiner: so do I; we are siblings now."""
 
     TYPE: ClassVar[int] = 2
-    name: str
-    role: str
-    proof: bytes
-
-    def fields(self) -> list[Any]:
-        return [self.name, self.role, self.proof]
-
-    @classmethod
-    def from_fields(cls, f: list[Any]) -> PairAccept:
-        return cls(_str(f[0], "name", MAX_NAME_CHARS), _role(f[1]), _bytes(f[2], "proof", 32))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,20 +163,14 @@ def encode_body(message: PeerMessage, counter: int, message_id: bytes | None = N
 
 
 def decode_body(data: bytes) -> Body:
-    try:
-        items = msgpack.unpackb(
-            data,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            max_bin_len=MAX_BODY_BYTES,
-            max_str_len=MAX_BODY_BYTES,
-            max_array_len=64,
-            max_map_len=64,
-            max_ext_len=0,
-        )
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise ProtocolError(f"malformed message body ({type(exc).__name__})") from None
+    items = unpack(
+        data,
+        "message body",
+        max_bin=MAX_BODY_BYTES,
+        max_str=MAX_BODY_BYTES,
+        max_array=64,
+        max_map=64,
+    )
     if not isinstance(items, list) or len(items) < 4:
         raise ProtocolError("a message body must be an array of at least 4 items")
     version, kind, mid, counter, *fields = items

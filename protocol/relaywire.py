@@ -20,6 +20,7 @@ import msgpack
 
 from .errors import ProtocolError
 from .framing import MAX_FRAME_BYTES
+from .packing import unpack
 
 RELAY_VERSION = 1
 KEY_BYTES = 32
@@ -152,20 +153,9 @@ def _uint(value: Any, what: str, limit: int = (1 << 63) - 1) -> int:
 
 def decode(frame: bytes) -> RelayMessage:
     """Decode one relay frame, or raise `ProtocolError`. Never a half-built message."""
-    try:
-        items = msgpack.unpackb(
-            frame,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            max_bin_len=MAX_ENVELOPE_BYTES,
-            max_str_len=MAX_REASON_CHARS * 4,
-            max_array_len=4,
-            max_map_len=0,
-            max_ext_len=0,
-        )
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise ProtocolError(f"malformed relay frame ({type(exc).__name__})") from None
+    items = unpack(
+        frame, "relay frame", max_bin=MAX_ENVELOPE_BYTES, max_str=MAX_REASON_CHARS * 4, max_array=4
+    )
     if not isinstance(items, list) or not items:
         raise ProtocolError("a relay frame must be a non-empty array")
     code, *fields = items
