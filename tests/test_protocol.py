@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pixie.protocol import envelope, peerwire, relaywire
+from pixie.protocol.digest import Fingerprint, event_item, note_item
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, HybridClock, Stamp
@@ -213,3 +214,37 @@ def test_stamp_text_sorts_like_stamps(a: tuple[int, int, str], b: tuple[int, int
     sa, sb = Stamp(*a), Stamp(*b)
     assert Stamp.decode(sa.encode()) == sa
     assert (sa < sb) == (sa.encode() < sb.encode())
+
+
+# -- the state digest ------------------------------------------------------------------
+
+
+items = st.lists(st.uuids().map(lambda u: event_item(str(u))), unique=True, max_size=40)
+
+
+@given(items, st.randoms())
+def test_digest_is_order_free_and_incremental(xs: list[bytes], rnd) -> None:  # type: ignore[no-untyped-def]
+    full = Fingerprint.of(xs)
+    shuffled = xs[:]
+    rnd.shuffle(shuffled)
+    running = Fingerprint()
+    for x in shuffled:
+        running = running.add(x)
+    assert running == full and running.digest() == full.digest()
+    for x in xs[: len(xs) // 2]:
+        running = running.remove(x)
+    assert running == Fingerprint.of(xs[len(xs) // 2 :])
+    assert Fingerprint.decode(running.encode()) == running
+
+
+def test_note_versions_change_the_digest_and_no_ops_do_not() -> None:
+    nid = "01900000-0000-7000-8000-000000000001"
+    v1 = note_item(nid, "000000000000001.000000.a", "h1", False, False)
+    v2 = note_item(nid, "000000000000002.000000.a", "h1", False, False)
+    base = Fingerprint().add(v1)
+    assert base.replace(v1, v1) == base
+    moved = base.replace(v1, v2)
+    assert moved.count == 1 and moved.digest() != base.digest()
+    assert moved == Fingerprint.of([v2])
+    edited = note_item(nid, "000000000000002.000000.a", "h1", True, False)
+    assert Fingerprint.of([edited]).digest() != moved.digest()
