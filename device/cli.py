@@ -384,7 +384,7 @@ def cmd_huddle_record(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"ids": ids})
     else:
-        print(f"recorded {len(ids)} huddle notes")
+        print("\n".join(ids))
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import NoReturn
 from pixie.device import cli as device_cli
 from pixie.device.errors import DeviceError
 from pixie.protocol.errors import ProtocolError
+from pixie.relay import cli as relay_cli
 
 
 class UsageError(Exception):
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
     device_cli.add_commands(sub, common)
+    relay_cli.add_commands(sub, common)
     return parser
 
 
