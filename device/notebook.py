@@ -164,39 +164,43 @@ class NotebookStore:
         re-stamping unchanged notes on every pass would make converged peers
         look different forever.
         """
+        (result,) = self.upsert_many([item])
+        return result
+
+    def upsert_many(self, items: Sequence[Distilled]) -> list[UpsertResult]:
+        """`upsert_clear` for a batch, in one durable transaction: all or nothing."""
+        cleaned = [self._clean_distilled(item) for item in items]
+        with self._db.writing() as session:
+            return [self._upsert_in(session, *c) for c in cleaned]
+
+    @staticmethod
+    def _clean_distilled(
+        item: Distilled,
+    ) -> tuple[Distilled, str, str, tuple[str, ...], str | None]:
         if item.kind is NoteKind.SPARKED:
             raise BadInput("pins are created with pin_spark, not upserted")
         title = clean_title(item.title)
         body = clean_text(item.body, "body", MAX_BODY_CHARS)
         tags = clean_tags(item.tags)
-        identity = identity_for(item.kind, item.identity_key, title)
-        with self._db.writing() as session:
-            row = session.scalar(
-                select(Note).where(
-                    Note.zone == Zone.CLEAR.value,
-                    Note.kind == item.kind.value,
-                    Note.identity_key == identity,
-                )
+        return item, title, body, tags, identity_for(item.kind, item.identity_key, title)
+
+    def _upsert_in(
+        self,
+        session: Session,
+        item: Distilled,
+        title: str,
+        body: str,
+        tags: tuple[str, ...],
+        identity: str | None,
+    ) -> UpsertResult:
+        row = session.scalar(
+            select(Note).where(
+                Note.zone == Zone.CLEAR.value,
+                Note.kind == item.kind.value,
+                Note.identity_key == identity,
             )
-            if row is not None:
-                if row.user_edited:
-                    return UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT)
-                same = (
-                    row.title == title
-                    and row.body == body
-                    and row.tags == tags_json(tags)
-                    and row.contact_id == item.contact_id
-                    and row.source_ref == item.source_ref
-                    and row.about_date == item.about_date
-                )
-                if same:
-                    return UpsertResult(row.id, UpsertOutcome.UNCHANGED)
-                stamp = self._stamp(session)
-                row.title, row.body, row.tags = title, body, tags_json(tags)
-                row.contact_id, row.source_ref = item.contact_id, item.source_ref
-                row.about_date, row.content_hash = item.about_date, content_hash(body)
-                row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-                return UpsertResult(row.id, UpsertOutcome.UPDATED)
+        )
+        if row is None:
             note_id = self._insert_clear(
                 session,
                 item.kind,
@@ -210,6 +214,24 @@ class NotebookStore:
                 user_edited=False,
             )
             return UpsertResult(note_id, UpsertOutcome.CREATED)
+        if row.user_edited:
+            return UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT)
+        same = (
+            row.title == title
+            and row.body == body
+            and row.tags == tags_json(tags)
+            and row.contact_id == item.contact_id
+            and row.source_ref == item.source_ref
+            and row.about_date == item.about_date
+        )
+        if same:
+            return UpsertResult(row.id, UpsertOutcome.UNCHANGED)
+        stamp = self._stamp(session)
+        row.title, row.body, row.tags = title, body, tags_json(tags)
+        row.contact_id, row.source_ref = item.contact_id, item.source_ref
+        row.about_date, row.content_hash = item.about_date, content_hash(body)
+        row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+        return UpsertResult(row.id, UpsertOutcome.UPDATED)
 
     def add_user_note(self, kind: NoteKind, title: str, body: str, tags: Sequence[str] = ()) -> str:
         """The user writes a guidance or about_you note; it is theirs from the start."""
@@ -467,10 +489,16 @@ class NotebookStore:
         return seal
 
     def _stamp(self, session: Session) -> Stamp:
-        """A fresh stamp, later than every stamp in the database (whoever wrote it)."""
-        latest = session.scalar(select(func.max(Note.updated_at)))
-        if latest is not None:
-            self._clock.witness(Stamp.decode(latest))
+        """A fresh stamp, later than every stamp in the database (whoever wrote it).
+
+        The database is consulted once per transaction: inside it we hold the
+        write lock, so nobody else can add a newer stamp meanwhile.
+        """
+        if not session.info.get("pixie_stamp_witnessed"):
+            latest = session.scalar(select(func.max(Note.updated_at)))
+            if latest is not None:
+                self._clock.witness(Stamp.decode(latest))
+            session.info["pixie_stamp_witnessed"] = True
         return self._clock.now()
 
     def _live_clear_row(self, session: Session, note_id: str) -> Note:

@@ -66,7 +66,9 @@ class Note(Base):
     n: Mapped[int] = mapped_column(primary_key=True)
     id: Mapped[str] = mapped_column(String(36), unique=True)
     zone: Mapped[str] = mapped_column(String(8))
-    updated_at: Mapped[str] = mapped_column(String(90))  # an HLC stamp, text-sortable
+    # An HLC stamp, text-sortable. Indexed: every write reads the newest stamp,
+    # and listings sort by it.
+    updated_at: Mapped[str] = mapped_column(String(90), index=True)
     content_hash: Mapped[str] = mapped_column(String(64))
     deleted: Mapped[bool] = mapped_column(default=False)
     user_edited: Mapped[bool] = mapped_column(default=False)
