@@ -16,6 +16,7 @@ from pixie.device import cli as device_cli
 from pixie.device.errors import DeviceError
 from pixie.protocol.errors import ProtocolError
 from pixie.relay import cli as relay_cli
+from pixie.relay.errors import RelayError
 
 
 class UsageError(Exception):
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         code: int = args.func(args)
         sys.stdout.flush()
-    except (UsageError, DeviceError, ProtocolError) as exc:
+    except (UsageError, DeviceError, ProtocolError, RelayError) as exc:
         print(f"pixie: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,244 @@
+"""``pixie relay``: run the ciphertext-only relay until SIGINT or SIGTERM.
+
+Flags argparse can judge (an address, a number, a file that must exist) are
+refused there; what only shows later (a TLS pair that does not load, an address
+that cannot be bound) raises `RelayError`. Either way the entry point prints
+one line and exits 2, before the relay accepts anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import signal
+import ssl
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pixie.protocol.relaywire import MAX_ENVELOPE_BYTES
+
+from .errors import RelayError
+from .logs import configure_logging, event
+from .mailbox import MailboxLimits
+from .server import Relay, RelayConfig
+
+_DEFAULT = RelayConfig()
+_DEFAULT_MAIL = MailboxLimits()
+# How many seconds of the steady rate a client may send at once.
+BURST_SECONDS = 4.0
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[IPv6]:PORT``, or ``:PORT`` for every interface."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"must be HOST:PORT, not {text!r:.80}")
+    if any(c.isspace() or c in "[]/" for c in host):
+        raise argparse.ArgumentTypeError(f"bad host in {text!r:.80}")
+    return host, int(port)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text!r:.40}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r:.40}")
+    return value
+
+
+def _existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r:.200}")
+    return path
+
+
+def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server-side TLS context from PEM files, or `RelayError` naming what is wrong."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
+        raise RelayError(f"cannot use TLS certificate {cert} with key {key}: {reason}") from None
+    return context
+
+
+def config_from_args(args: argparse.Namespace) -> RelayConfig:
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise RelayError("--tls-cert and --tls-key go together")
+    context = None if args.tls_cert is None else tls_context(args.tls_cert, args.tls_key)
+    host, port = args.listen
+    return RelayConfig(
+        host=host or None,
+        port=port,
+        ssl_context=context,
+        max_connections=args.max_connections,
+        idle_timeout=args.idle_timeout,
+        envelopes_per_second=args.envelopes_per_second,
+        envelope_burst=max(1.0, args.envelopes_per_second * BURST_SECONDS),
+        bytes_per_second=args.bytes_per_second,
+        byte_burst=max(float(MAX_ENVELOPE_BYTES), args.bytes_per_second * BURST_SECONDS),
+        mailbox=MailboxLimits(
+            max_envelopes=args.mailbox_envelopes,
+            max_bytes=args.mailbox_bytes,
+            max_age=args.mailbox_age,
+            total_bytes=args.mailbox_total_bytes,
+            max_recipients=_DEFAULT_MAIL.max_recipients,
+        ),
+        stats_interval=args.stats_interval,
+    )
+
+
+async def run_relay(config: RelayConfig, port_file: Path | None = None) -> int:
+    """Serve until SIGINT or SIGTERM, then close every connection and log final stats."""
+    try:
+        listeners = await trio.open_tcp_listeners(config.port, host=config.host)
+    except OSError as exc:
+        where = f"{config.host or '*'}:{config.port}"
+        raise RelayError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    relay = Relay(config)
+    failure: RelayError | None = None
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(partial(relay.serve, listeners=listeners))
+            try:
+                if port_file is not None:
+                    write_port_file(port_file, port)
+            except RelayError as exc:
+                failure = exc
+            else:
+                async for signum in signals:
+                    event(logging.INFO, "shutting_down", signal=signal.Signals(signum).name)
+                    break
+            relay.shutdown()
+    if failure is not None:
+        raise failure
+    return 0
+
+
+def write_port_file(path: Path, port: int) -> None:
+    # Written whole, then renamed into place: a reader never sees half a number.
+    partial_file = path.with_name(path.name + ".partial")
+    try:
+        partial_file.write_text(f"{port}\n", encoding="ascii")
+        partial_file.replace(path)
+    except OSError as exc:
+        raise RelayError(f"cannot write --port-file {path}: {exc.strerror or exc}") from None
+
+
+def cmd_relay(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    configure_logging(json_lines=args.json_logs)
+    return trio.run(run_relay, config, args.port_file)
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``pixie relay`` on the top-level subparsers."""
+    p = sub.add_parser(
+        "relay",
+        parents=[common],
+        help="run the relay that forwards sealed envelopes between keys",
+        description="Forward sealed envelopes between peer keys. The relay holds no key "
+        "and can open no envelope; clients prove their key before sending or receiving.",
+    )
+    p.add_argument(
+        "--listen",
+        required=True,
+        type=parse_listen,
+        metavar="HOST:PORT",
+        help="address to listen on (:PORT for every interface; port 0 picks one)",
+    )
+    p.add_argument("--tls-cert", type=_existing_file, metavar="FILE", help="PEM certificate")
+    p.add_argument("--tls-key", type=_existing_file, metavar="FILE", help="PEM private key")
+    p.add_argument("--json-logs", action="store_true", help="log JSON Lines instead of text")
+    p.add_argument(
+        "--stats-interval",
+        type=_positive_float,
+        default=_DEFAULT.stats_interval,
+        metavar="SECONDS",
+        help=f"seconds between stats log lines (default {_DEFAULT.stats_interval:g})",
+    )
+    p.add_argument(
+        "--port-file",
+        type=Path,
+        metavar="FILE",
+        help="write the bound port here once listening (for --listen HOST:0)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=_DEFAULT.max_connections,
+        metavar="N",
+        help=f"connections at once; more are refused as busy (default {_DEFAULT.max_connections})",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=_positive_float,
+        default=_DEFAULT.idle_timeout,
+        metavar="SECONDS",
+        help="close a client silent this long; it is pinged halfway "
+        f"(default {_DEFAULT.idle_timeout:g})",
+    )
+    p.add_argument(
+        "--envelopes-per-second",
+        type=_positive_float,
+        default=_DEFAULT.envelopes_per_second,
+        metavar="N",
+        help="per-client envelope rate; envelopes over it are dropped "
+        f"(default {_DEFAULT.envelopes_per_second:g})",
+    )
+    p.add_argument(
+        "--bytes-per-second",
+        type=_positive_float,
+        default=_DEFAULT.bytes_per_second,
+        metavar="N",
+        help=f"per-client byte rate (default {_DEFAULT.bytes_per_second:.0f})",
+    )
+    p.add_argument(
+        "--mailbox-envelopes",
+        type=_positive_int,
+        default=_DEFAULT_MAIL.max_envelopes,
+        metavar="N",
+        help=f"envelopes held per offline recipient (default {_DEFAULT_MAIL.max_envelopes})",
+    )
+    p.add_argument(
+        "--mailbox-bytes",
+        type=_positive_int,
+        default=_DEFAULT_MAIL.max_bytes,
+        metavar="N",
+        help=f"bytes held per offline recipient (default {_DEFAULT_MAIL.max_bytes})",
+    )
+    p.add_argument(
+        "--mailbox-age",
+        type=_positive_float,
+        default=_DEFAULT_MAIL.max_age,
+        metavar="SECONDS",
+        help=f"how long an envelope waits before it is dropped (default {_DEFAULT_MAIL.max_age:g})",
+    )
+    p.add_argument(
+        "--mailbox-total-bytes",
+        type=_positive_int,
+        default=_DEFAULT_MAIL.total_bytes,
+        metavar="N",
+        help=f"bytes held for all recipients together (default {_DEFAULT_MAIL.total_bytes})",
+    )
+    p.set_defaults(func=cmd_relay)

@@ -1,0 +1,713 @@
+"""The relay server: prove keys, route sealed envelopes, hold mailboxes, outlast anyone.
+
+A client proves it holds the private key of the identity it claims (it signs the
+relay's fresh random challenge); only then may it send, and it only ever
+receives envelopes addressed to that key. The relay never holds a key and never
+looks inside an envelope: it sees a recipient key, a size and a time.
+
+Everything a client can make the relay hold is bounded, and every bound drops
+rather than blocks or grows: outboxes (per connection and all together),
+half-received frames (all together; before the handshake, 1 KiB each),
+mailboxes (per recipient and all together), a token bucket per client, the
+number of connections, and deadlines on the handshake, on idleness and on any
+frame once begun (slow-loris). With the defaults the relay holds at most about
+256 MiB of mail, 512 MiB of outboxes and 256 MiB of partial frames, plus one
+write batch and a fixed few kilobytes per connection, however keys are minted.
+Whatever goes wrong on one connection ends that connection, is counted, and is
+logged by key fingerprint and size, never by content.
+
+`Relay.handle` serves one `trio.abc.Stream`, so tests drive it over memory
+streams with a mock clock; `Relay.serve` (and `serve_relay`) runs the TCP accept
+loop, optionally behind TLS, in one nursery for the relay's lifetime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import math
+import secrets
+import ssl
+import traceback
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+from nacl.exceptions import CryptoError
+from nacl.signing import VerifyKey
+
+from pixie.protocol import relaywire
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
+
+from .errors import RelayError
+from .fastwire import deliver_frame, parse_send
+from .logs import event
+from .mailbox import Mailboxes, MailboxLimits
+from .ratelimit import SendLimit
+
+INFO, ERROR = logging.INFO, logging.ERROR
+
+RECEIVE_CHUNK = 1 << 16
+# A writer hands the kernel up to this much at once: small envelopes are batched
+# into few system calls, and a burst cannot build one huge joined buffer.
+WRITE_BATCH_BYTES = 1 << 18
+# Hello and Prove are under 120 bytes. Before a client has proved its key the
+# relay buffers no more than this for it, not a whole 1 MiB frame.
+HANDSHAKE_BUFFER_BYTES = 1024
+
+
+def fingerprint(key: bytes) -> str:
+    """What the log shows for a key: 8 bytes of its BLAKE2b hash, in hex."""
+    return hashlib.blake2b(key, digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class RelayConfig:
+    host: str | None = "127.0.0.1"  # None or "" listens on every interface
+    port: int = 0  # 0 picks a free port; `serve` reports the one it got
+    ssl_context: ssl.SSLContext | None = None
+    max_connections: int = 10_000
+    handshake_timeout: float = 5.0  # Hello to Prove, in all
+    idle_timeout: float = 120.0  # no frame from the client for this long closes it
+    frame_timeout: float = 30.0  # a frame once begun must be complete within this
+    close_grace: float = 1.0  # time to say Refuse to a client before hanging up
+    outbox_frames: int = 256  # per connection, waiting to be written
+    outbox_bytes: int = 8 << 20
+    # Relay-wide bounds, so that many connections cannot add up to unbounded memory:
+    outbox_total_bytes: int = 512 << 20  # queued in all outboxes together
+    receive_total_bytes: int = 256 << 20  # frames half-received on all connections
+    envelopes_per_second: float = 500.0  # per client
+    envelope_burst: float = 2_000.0
+    bytes_per_second: float = 16 << 20
+    byte_burst: float = 64 << 20
+    mailbox: MailboxLimits = field(default_factory=MailboxLimits)
+    stats_interval: float = 60.0  # seconds between stats log lines
+    sweep_interval: float = 10.0  # seconds between sweeps for expired mail
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_connections",
+            "handshake_timeout",
+            "idle_timeout",
+            "frame_timeout",
+            "close_grace",
+            "outbox_frames",
+            "outbox_bytes",
+            "outbox_total_bytes",
+            "receive_total_bytes",
+            "envelopes_per_second",
+            "envelope_burst",
+            "bytes_per_second",
+            "byte_burst",
+            "stats_interval",
+            "sweep_interval",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not value > 0 or not math.isfinite(value):
+                raise RelayError(f"{name} must be a positive number, not {value!r}")
+        if not 0 <= self.port <= 65535:
+            raise RelayError(f"port must be from 0 to 65535, not {self.port}")
+        if self.envelope_burst < 1 or self.byte_burst < relaywire.MAX_ENVELOPE_BYTES:
+            raise RelayError("bursts must admit at least one envelope of the largest size")
+        for name in ("outbox_bytes", "outbox_total_bytes", "receive_total_bytes"):
+            if getattr(self, name) < MAX_FRAME_BYTES:
+                raise RelayError(f"{name} must hold at least one frame ({MAX_FRAME_BYTES})")
+
+
+@dataclass(frozen=True, slots=True)
+class Hangup:
+    """Why a connection ends: a short reason (counted and logged) and what the
+    client is told in a `Refuse` before the close, if anything."""
+
+    reason: str
+    refuse: str | None = None
+
+
+EOF = Hangup("eof")
+LOST = Hangup("lost")
+BUSY = Hangup("busy", "busy")
+REPLACED = Hangup("replaced", "replaced by a newer connection for this key")
+SHUTDOWN = Hangup("shutdown", "relay shutting down")
+FAILED = Hangup("error", "internal error")
+TRUNCATED = Hangup("truncated", "connection ended inside a frame")
+# Every connection's half-received frames together are over the relay's budget.
+OVERLOADED = Hangup("overloaded", "relay overloaded; try again later")
+
+
+def _frame(message: relaywire.RelayMessage) -> bytes:
+    return encode_frame(relaywire.encode(message))
+
+
+class ByteBudget:
+    """Bytes held for one purpose across every connection, against one limit."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
+class Outbox:
+    """Frames waiting for one connection's writer, bounded in count and bytes for
+    the connection and in bytes for all outboxes together (a shared budget).
+
+    A full outbox refuses the frame and says which bound refused it (the caller
+    counts the drop): slow readers must never make the relay hold more, nor
+    stall a sender. Frames a writer has taken are in flight, outside both
+    bounds, but a writer takes at most one batch at a time."""
+
+    __slots__ = ("_frames", "_ready", "budget", "bytes", "max_bytes", "max_frames")
+
+    def __init__(self, max_frames: int, max_bytes: int, budget: ByteBudget) -> None:
+        self.max_frames = max_frames
+        self.max_bytes = max_bytes
+        self.budget = budget
+        self._frames: deque[tuple[bytes, bool]] = deque()
+        self._ready = trio.Event()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def put(self, frame: bytes, envelope: bool) -> str | None:
+        """Queue ``frame``; None if queued, else the drop reason."""
+        size = len(frame)
+        if len(self._frames) >= self.max_frames or self.bytes + size > self.max_bytes:
+            return "outbox_full"
+        budget = self.budget
+        if budget.used + size > budget.limit:
+            return "outboxes_full"
+        self._frames.append((frame, envelope))
+        self.bytes += size
+        budget.used += size
+        self._ready.set()
+        return None
+
+    async def take(self, max_bytes: int) -> tuple[list[bytes], int]:
+        """Wait for frames; return some (at least one) and how many carry envelopes."""
+        while not self._frames:
+            self._ready = trio.Event()
+            await self._ready.wait()
+        frames: list[bytes] = []
+        envelopes = total = 0
+        while self._frames:
+            frame, is_envelope = self._frames[0]
+            if frames and total + len(frame) > max_bytes:
+                break
+            self._frames.popleft()
+            frames.append(frame)
+            total += len(frame)
+            envelopes += is_envelope
+        self.bytes -= total
+        self.budget.used -= total
+        return frames, envelopes
+
+    def clear(self) -> int:
+        """Discard everything; return how many envelopes were discarded."""
+        envelopes = sum(is_envelope for _, is_envelope in self._frames)
+        self._frames.clear()
+        self.budget.used -= self.bytes
+        self.bytes = 0
+        return envelopes
+
+
+class _Connection:
+    __slots__ = (
+        "clean",
+        "decoder",
+        "fp",
+        "frame_started_at",
+        "hangup",
+        "held",
+        "key",
+        "last_frame_at",
+        "limit",
+        "live",
+        "number",
+        "opened_at",
+        "outbox",
+        "pending",
+        "pinged",
+        "received",
+        "scope",
+        "sent",
+        "stream",
+        "unsent",
+    )
+
+    def __init__(
+        self, number: int, stream: trio.abc.Stream, config: RelayConfig, outboxes: ByteBudget
+    ) -> None:
+        now = trio.current_time()
+        self.number = number
+        self.stream = stream
+        self.decoder = FrameDecoder(MAX_FRAME_BYTES)
+        self.pending: list[bytes] = []  # frames that arrived with the Prove
+        self.key = b""
+        self.fp = "-"
+        self.outbox = Outbox(config.outbox_frames, config.outbox_bytes, outboxes)
+        self.held = 0  # bytes of a half-received frame, counted in the relay's budget
+        self.received = self.sent = 0  # bytes, for the log
+        # False while the mailbox drains: envelopes for this key queue behind it.
+        self.live = False
+        self.scope = trio.CancelScope()
+        self.hangup: Hangup | None = None
+        self.clean = True  # no frame half-written: a Refuse can still follow
+        self.unsent = 0  # envelopes handed to a write that has not finished
+        self.opened_at = self.last_frame_at = self.frame_started_at = now
+        self.pinged = False
+        self.limit = SendLimit(
+            config.envelopes_per_second,
+            config.envelope_burst,
+            config.bytes_per_second,
+            config.byte_burst,
+            now,
+        )
+
+    def close(self, hangup: Hangup) -> None:
+        """End this connection from any task; the first reason given wins."""
+        if self.hangup is None:
+            self.hangup = hangup
+        self.scope.cancel()
+
+
+class Relay:
+    """One relay's state: who is connected, what waits for whom, and the counters."""
+
+    def __init__(self, config: RelayConfig | None = None) -> None:
+        self.config = config or RelayConfig()
+        self._mailboxes = Mailboxes(self.config.mailbox)
+        self._outboxes = ByteBudget(self.config.outbox_total_bytes)
+        self._receiving = ByteBudget(self.config.receive_total_bytes)
+        self._clients: dict[bytes, _Connection] = {}
+        self._open: set[_Connection] = set()
+        self._numbers = itertools.count(1)
+        self._ping_tokens = itertools.count(1)
+        self._scope: trio.CancelScope | None = None
+        self._closing = False
+        self.counters: dict[str, int] = dict.fromkeys(
+            (
+                "connections_total",
+                "refused_busy",
+                "auth_ok",
+                "auth_failures",
+                "envelopes_in",
+                "envelopes_delivered",
+                "bytes_in",
+                "bytes_out",
+                "malformed_frames",
+                "errors",
+            ),
+            0,
+        )
+        self._drops = dict.fromkeys(
+            ("rate_limited", "outbox_full", "outboxes_full", "closed", "pong"), 0
+        )
+        self._closes: dict[str, int] = {}
+
+    # -- what tests and the stats log see -------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        mail = self._mailboxes
+        return {
+            **self.counters,
+            "connections_open": len(self._open),
+            "connections_authenticated": len(self._clients),
+            "envelopes_mailboxed": mail.accepted,
+            "mailbox_envelopes": mail.envelopes,
+            "mailbox_bytes": mail.bytes,
+            "mailbox_recipients": mail.recipients,
+            "outbox_frames": sum(len(c.outbox) for c in self._open),
+            "outbox_bytes": self._outboxes.used,
+            "receive_buffer_bytes": self._receiving.used,
+            "drops": {**self._drops, **mail.drops},
+            "closes": dict(sorted(self._closes.items())),
+        }
+
+    def log_stats(self, *, final: bool = False) -> None:
+        event(INFO, "stats", final=final, **self.stats())
+
+    # -- the accept loop ------------------------------------------------------
+
+    async def serve(
+        self,
+        *,
+        listeners: list[trio.SocketListener] | None = None,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept and serve clients until `shutdown` (or cancellation); report the port.
+
+        Listener errors (address in use, permission) raise `OSError` before
+        anything starts."""
+        if listeners is None:
+            listeners = await trio.open_tcp_listeners(
+                self.config.port, host=self.config.host or None
+            )
+        address = listeners[0].socket.getsockname()
+        port: int = address[1]
+        try:
+            async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
+                if self._closing:
+                    nursery.cancel_scope.cancel()
+                # Handlers run in this same nursery: one nursery for the relay's lifetime.
+                # serve_listeners closes the listeners and rides out EMFILE on accept.
+                await nursery.start(
+                    partial(
+                        trio.serve_listeners, self._accepted, listeners, handler_nursery=nursery
+                    )
+                )
+                nursery.start_soon(self._every, self.config.stats_interval, self.log_stats)
+                nursery.start_soon(self._every, self.config.sweep_interval, self._sweep)
+                event(
+                    INFO,
+                    "listening",
+                    host=address[0],
+                    port=port,
+                    tls=self.config.ssl_context is not None,
+                    max_connections=self.config.max_connections,
+                )
+                task_status.started(port)
+        finally:
+            self.log_stats(final=True)
+
+    def shutdown(self) -> None:
+        """Stop accepting, tell every client the relay is going, and let `serve` return."""
+        self._closing = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _every(self, interval: float, job: Callable[[], object]) -> None:
+        while True:
+            await trio.sleep(interval)
+            job()
+
+    def _sweep(self) -> None:
+        self._mailboxes.expire(trio.current_time())
+
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        if self.config.ssl_context is None:
+            await self.handle(stream)
+        else:
+            # The TLS handshake runs inside the first read, under the relay handshake deadline.
+            await self.handle(trio.SSLStream(stream, self.config.ssl_context, server_side=True))
+
+    # -- one connection -------------------------------------------------------
+
+    async def handle(self, stream: trio.abc.Stream) -> None:
+        """Serve one client to the end. Nothing it does escapes this call: every
+        failure is a counted, logged hangup of this connection alone."""
+        self.counters["connections_total"] += 1
+        conn = _Connection(next(self._numbers), stream, self.config, self._outboxes)
+        if len(self._open) >= self.config.max_connections:
+            self.counters["refused_busy"] += 1
+            self._closes["busy"] = self._closes.get("busy", 0) + 1
+            await self._hang_up(conn, BUSY)
+            return
+        self._open.add(conn)
+        try:
+            with conn.scope:
+                await self._serve(conn)
+        except Exception as exc:
+            self._failed(conn, exc)
+        finally:
+            self._open.discard(conn)
+            if self._clients.get(conn.key) is conn:
+                del self._clients[conn.key]
+            self._drops["closed"] += conn.outbox.clear() + conn.unsent
+            self._receiving.used -= conn.held
+            hangup = conn.hangup or (SHUTDOWN if self._closing else LOST)
+            self._closes[hangup.reason] = self._closes.get(hangup.reason, 0) + 1
+            await self._hang_up(conn, hangup)
+            event(
+                INFO,
+                "closed",
+                conn=conn.number,
+                key=conn.fp,
+                reason=hangup.reason,
+                seconds=round(trio.current_time() - conn.opened_at, 3),
+                received=conn.received,
+                sent=conn.sent,
+            )
+
+    async def _serve(self, conn: _Connection) -> None:
+        with trio.move_on_after(self.config.handshake_timeout) as deadline:
+            try:
+                proven = await self._authenticate(conn)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                proven = LOST  # includes a TLS handshake that failed
+        if deadline.cancelled_caught:
+            proven = Hangup("handshake_timeout", "handshake not finished in time")
+        if isinstance(proven, Hangup):
+            self.counters["auth_failures"] += 1
+            conn.hangup = proven
+            # The key here is only claimed (or "-" if no Hello came): it was never proven.
+            event(INFO, "auth_failed", conn=conn.number, key=conn.fp, reason=proven.reason)
+            return
+        self.counters["auth_ok"] += 1
+        conn.key, conn.fp = proven, fingerprint(proven)
+        queued = self._mailboxes.count(proven, trio.current_time())
+        replaced = self._clients.get(proven)
+        self._clients[proven] = conn
+        if replaced is not None:
+            replaced.close(REPLACED)
+        event(INFO, "authenticated", conn=conn.number, key=conn.fp, queued=queued)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._guarded, conn, partial(self._write_loop, conn, queued))
+            nursery.start_soon(self._guarded, conn, partial(self._read_loop, conn))
+
+    async def _guarded(self, conn: _Connection, job: Callable[[], Any]) -> None:
+        # Each half of a connection ends it on any error, so no exception ever
+        # reaches the nursery and none can mix with a cancellation on its way out.
+        try:
+            await job()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            conn.close(LOST)
+        except Exception as exc:
+            self._failed(conn, exc)
+
+    def _failed(self, conn: _Connection, exc: BaseException) -> None:
+        self.counters["errors"] += 1
+        # Type and place only: an exception's text could quote what a client sent.
+        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        event(
+            ERROR,
+            "connection_error",
+            conn=conn.number,
+            key=conn.fp,
+            error=type(exc).__name__,
+            at=f"{Path(where[0].filename).name}:{where[0].lineno}" if where else "-",
+        )
+        # A Refuse still follows unless the failure left a frame half-written.
+        conn.close(FAILED)
+
+    async def _hang_up(self, conn: _Connection, hangup: Hangup) -> None:
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self.config.close_grace
+            if hangup.refuse is not None and conn.clean:
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = _frame(relaywire.Refuse(hangup.refuse))
+                    await conn.stream.send_all(data)
+                    conn.sent += len(data)
+                    self.counters["bytes_out"] += len(data)
+            await trio.aclose_forcefully(conn.stream)
+
+    # -- the handshake --------------------------------------------------------
+
+    async def _authenticate(self, conn: _Connection) -> bytes | Hangup:
+        hello = await self._next_message(conn)
+        if isinstance(hello, Hangup):
+            return hello
+        if not isinstance(hello, relaywire.Hello):
+            return self._unexpected(hello, "Hello")
+        conn.fp = fingerprint(hello.key)
+        if hello.version != relaywire.RELAY_VERSION:
+            return Hangup(
+                "version",
+                f"relay version {hello.version} is not spoken here; "
+                f"this relay speaks {relaywire.RELAY_VERSION}",
+            )
+        if conn.pending:
+            self.counters["malformed_frames"] += 1
+            return Hangup("unexpected", "frames sent before the challenge")
+        nonce = secrets.token_bytes(relaywire.NONCE_BYTES)
+        await self._write(conn, [_frame(relaywire.Challenge(nonce))], 0)
+        proof = await self._next_message(conn)
+        if isinstance(proof, Hangup):
+            return proof
+        if not isinstance(proof, relaywire.Prove):
+            return self._unexpected(proof, "Prove")
+        try:
+            VerifyKey(hello.key).verify(relaywire.auth_message(nonce, hello.key), proof.signature)
+        except (CryptoError, ValueError, TypeError):
+            return Hangup("bad_signature", "signature does not prove the key")
+        return hello.key
+
+    def _unexpected(self, message: relaywire.RelayMessage, wanted: str) -> Hangup:
+        self.counters["malformed_frames"] += 1
+        return Hangup("unexpected", f"expected {wanted}, got {type(message).__name__}")
+
+    async def _next_message(self, conn: _Connection) -> relaywire.RelayMessage | Hangup:
+        """One handshake message; anything after it waits in ``conn.pending``."""
+        if not conn.pending:
+            got = await self._receive(conn, handshake=True)
+            if isinstance(got, Hangup):
+                return got
+            conn.pending = got
+        return self._decode(conn.pending.pop(0))
+
+    def _decode(self, frame: bytes) -> relaywire.RelayMessage | Hangup:
+        try:
+            return relaywire.decode(frame)
+        except ProtocolError as exc:
+            return self._malformed(exc)
+
+    def _malformed(self, exc: ProtocolError) -> Hangup:
+        self.counters["malformed_frames"] += 1
+        return Hangup("malformed", f"malformed frame: {exc}")
+
+    # -- reading --------------------------------------------------------------
+
+    async def _receive(self, conn: _Connection, *, handshake: bool) -> list[bytes] | Hangup:
+        """The next complete frames from the client, or why there will be none.
+
+        After the handshake three clocks run: a frame once begun must finish
+        within ``frame_timeout``; a silent client is pinged at half the idle
+        timeout and closed at the whole of it. During the handshake its own
+        overall deadline (set by the caller) is the only clock."""
+        config = self.config
+        decoder = conn.decoder
+        while True:
+            if handshake:
+                deadline = math.inf
+            elif not decoder.at_boundary():
+                deadline = conn.frame_started_at + config.frame_timeout
+            elif conn.pinged:
+                deadline = conn.last_frame_at + config.idle_timeout
+            else:
+                deadline = conn.last_frame_at + config.idle_timeout / 2
+            with trio.move_on_at(deadline) as timer:
+                data = await conn.stream.receive_some(RECEIVE_CHUNK)
+            if timer.cancelled_caught:
+                if not decoder.at_boundary():
+                    return Hangup("slow_frame", f"frame not finished in {config.frame_timeout:g} s")
+                if conn.pinged:
+                    return Hangup("idle", f"idle for {config.idle_timeout:g} s")
+                conn.pinged = True
+                conn.outbox.put(_frame(relaywire.Ping(next(self._ping_tokens))), False)
+                continue
+            if not data:
+                if decoder.at_boundary():
+                    return EOF
+                self.counters["malformed_frames"] += 1
+                return TRUNCATED
+            self.counters["bytes_in"] += len(data)
+            conn.received += len(data)
+            was_at_boundary = decoder.at_boundary()
+            try:
+                frames = decoder.feed(data)
+            except ProtocolError as exc:  # an oversize length prefix: refused unread
+                return self._malformed(exc)
+            held = decoder.buffered
+            self._receiving.used += held - conn.held
+            conn.held = held
+            now = trio.current_time()
+            if (frames or was_at_boundary) and not decoder.at_boundary():
+                conn.frame_started_at = now
+            if frames:
+                conn.last_frame_at = now
+                conn.pinged = False
+                return frames
+            # A read that completed nothing grew a partial frame: check what that holds.
+            if handshake and held > HANDSHAKE_BUFFER_BYTES:
+                self.counters["malformed_frames"] += 1
+                return Hangup("malformed", "handshake frame too large")
+            if self._receiving.used > self._receiving.limit:
+                return OVERLOADED
+
+    async def _read_loop(self, conn: _Connection) -> None:
+        # The relay's hot path: one clock reading per batch of frames, names bound once,
+        # and Sends in the shape encoders write parsed without the general decoder.
+        route = self._route
+        frames, conn.pending = conn.pending, []
+        while True:
+            now = trio.current_time()
+            for frame in frames:
+                send = parse_send(frame)
+                if send is not None:
+                    route(conn, send[0], send[1], now)
+                    continue
+                try:
+                    message = relaywire.decode(frame)
+                except ProtocolError as exc:
+                    conn.close(self._malformed(exc))
+                    return
+                if isinstance(message, relaywire.Send):
+                    route(conn, message.recipient, message.envelope, now)
+                    continue
+                hangup = self._on_control(conn, message)
+                if hangup is not None:
+                    conn.close(hangup)
+                    return
+            got = await self._receive(conn, handshake=False)
+            if isinstance(got, Hangup):
+                conn.close(got)
+                return
+            frames = got
+
+    def _on_control(self, conn: _Connection, message: relaywire.RelayMessage) -> Hangup | None:
+        if isinstance(message, relaywire.Ping):
+            if conn.outbox.put(_frame(relaywire.Pong(message.token)), False) is not None:
+                self._drops["pong"] += 1
+            return None
+        if isinstance(message, relaywire.Pong):  # the answer to our keepalive Ping
+            return None
+        return self._unexpected(message, "Send or Ping")
+
+    def _route(self, conn: _Connection, recipient: bytes, envelope: bytes, now: float) -> None:
+        self.counters["envelopes_in"] += 1
+        if not conn.limit.allow(len(envelope), now):
+            self._drops["rate_limited"] += 1
+            return
+        target = self._clients.get(recipient)
+        if target is not None and target.live:
+            refused = target.outbox.put(deliver_frame(envelope), True)
+            if refused is not None:
+                self._drops[refused] += 1
+        else:
+            # Offline, or still draining its mailbox: queue behind what waits there.
+            self._mailboxes.put(recipient, envelope, now)
+
+    # -- writing --------------------------------------------------------------
+
+    async def _write_loop(self, conn: _Connection, queued: int) -> None:
+        await self._write(conn, [_frame(relaywire.Welcome(queued))], 0)
+        while True:
+            mail = self._mailboxes.take(
+                conn.key, trio.current_time(), max_count=256, max_bytes=WRITE_BATCH_BYTES
+            )
+            if not mail:
+                break
+            await self._write(conn, [deliver_frame(e) for e in mail], len(mail))
+        conn.live = True
+        while True:
+            frames, envelopes = await conn.outbox.take(WRITE_BATCH_BYTES)
+            await self._write(conn, frames, envelopes)
+
+    async def _write(self, conn: _Connection, frames: list[bytes], envelopes: int) -> None:
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        conn.unsent = envelopes
+        conn.clean = False
+        await conn.stream.send_all(data)
+        conn.clean = True
+        conn.unsent = 0
+        conn.sent += len(data)
+        self.counters["bytes_out"] += len(data)
+        self.counters["envelopes_delivered"] += envelopes
+
+
+async def serve_relay(
+    config: RelayConfig,
+    *,
+    listeners: list[trio.SocketListener] | None = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a relay with ``config`` until cancelled; ``task_status`` gets the bound port."""
+    await Relay(config).serve(listeners=listeners, task_status=task_status)
+
+
+__all__ = [
+    "MailboxLimits",
+    "Relay",
+    "RelayConfig",
+    "fingerprint",
+    "serve_relay",
+]
