@@ -8,20 +8,15 @@ key store; a fingerprint of it is what people compare.
 
 from __future__ import annotations
 
-import hashlib
-
 from nacl.signing import SigningKey, VerifyKey
 
 from .errors import ProtocolError
+from .keyprint import fingerprint
+
+__all__ = ["fingerprint", "identity_from_seed", "new_identity", "parse_public_key", "verify_key"]
 
 PUBLIC_KEY_BYTES = 32
 SEED_BYTES = 32
-
-
-def fingerprint(public_key: bytes) -> str:
-    """A short, readable digest of a public key: 4 groups of 4 hex digits."""
-    digest = hashlib.blake2b(public_key, digest_size=8, person=b"pixie-fpr").hexdigest()
-    return "-".join(digest[i : i + 4] for i in range(0, 16, 4))
 
 
 def new_identity() -> SigningKey:

@@ -23,7 +23,6 @@ loop, optionally behind TLS, in one nursery for the relay's lifetime.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import math
@@ -45,6 +44,7 @@ from nacl.signing import VerifyKey
 from pixie.protocol import relaywire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from pixie.protocol.keyprint import fingerprint as key_fingerprint
 
 from .errors import RelayError
 from .fastwire import deliver_frame, parse_send
@@ -64,8 +64,8 @@ HANDSHAKE_BUFFER_BYTES = 1024
 
 
 def fingerprint(key: bytes) -> str:
-    """What the log shows for a key: 8 bytes of its BLAKE2b hash, in hex."""
-    return hashlib.blake2b(key, digest_size=8).hexdigest()
+    """The same fingerprint peers show in `pixie status`; never the key itself."""
+    return key_fingerprint(key)
 
 
 @dataclass(frozen=True, slots=True)
