@@ -7,6 +7,7 @@ envelopes addressed to it.
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 
@@ -21,6 +22,19 @@ from .errors import DeviceError
 
 HANDSHAKE_TIMEOUT = 10.0
 RECEIVE_CHUNK = 65_536
+
+
+CA_ENV = "PIXIE_RELAY_CA"
+
+
+def tls_context() -> ssl.SSLContext:
+    """The system's trust store, or the CA bundle named by PIXIE_RELAY_CA (for a
+    relay with a self-signed certificate)."""
+    cafile = os.environ.get(CA_ENV)
+    try:
+        return ssl.create_default_context(cafile=cafile or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise DeviceError(f"cannot load {CA_ENV}={cafile}: {exc}") from None
 
 
 class RelayUnavailable(DeviceError):
@@ -69,7 +83,7 @@ class RelayClient:
             with trio.fail_after(timeout):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(address.host, address.port)
                 if address.tls:
-                    context = ssl_context or ssl.create_default_context()
+                    context = ssl_context or tls_context()
                     stream = trio.SSLStream(stream, context, server_hostname=address.host)
                     await stream.do_handshake()
                 client = cls(stream, identity)
@@ -78,7 +92,7 @@ class RelayClient:
         except trio.TooSlowError:
             raise RelayUnavailable(f"relay {address} did not answer within {timeout:g} s") from None
         except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
-            raise RelayUnavailable(f"cannot reach relay {address}: {exc}") from None
+            raise RelayUnavailable(f"cannot reach relay {address}: {_describe(exc)}") from None
 
     async def _handshake(self) -> None:
         key = bytes(self._identity.verify_key)
@@ -132,6 +146,13 @@ class RelayClient:
 
     async def aclose(self) -> None:
         await trio.aclose_forcefully(self._stream)
+
+
+def _describe(exc: BaseException) -> str:
+    """trio wraps TLS failures in an empty BrokenResourceError; say the cause."""
+    while not str(exc) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return str(exc) or type(exc).__name__
 
 
 def _reason(message: relaywire.RelayMessage) -> str:

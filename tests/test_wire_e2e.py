@@ -186,3 +186,27 @@ async def test_expired_invite_times_out_clearly(
     with pytest.raises(BadInput, match="expired"):
         code = InviteCode(phone.public_key(), relay, b"s" * 16, 1)
         InviteCode.parse(code.encode())
+
+
+async def test_pairing_over_tls(
+    tmp_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ssl
+
+    from tests.test_relay import self_signed
+
+    cert, key = self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    port = await nursery.start(serve_relay, RelayConfig(port=0, ssl_context=context))
+    monkeypatch.setenv("PIXIE_RELAY_CA", str(cert))
+    relay = RelayAddress.parse(f"tls://localhost:{port}")
+    phone = make_node(tmp_path, "phone", "device")
+    mac = make_node(tmp_path, "mac", "homebase")
+    await pair_up(phone, mac, relay)
+    assert [s.relay for s in mac.siblings.all()] == [f"tls://localhost:{port}"]
+    # without the CA the certificate is not trusted, and nothing is paired
+    monkeypatch.delenv("PIXIE_RELAY_CA")
+    other = make_node(tmp_path, "other", "device")
+    with pytest.raises(Exception, match="certificate"):
+        await RelayClient.connect(relay, other.identity())
