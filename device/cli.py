@@ -33,8 +33,6 @@ from .relayclient import RelayAddress
 from .siblings import SiblingInfo
 from .tools import MAX_DAYS_BACK, CheckNotebookTool
 
-Handler = Any  # argparse namespaces carry the handler as an attribute
-
 
 def emit_json(obj: object) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")

@@ -295,10 +295,6 @@ class MemoryLog:
         with self.db.reading() as session:
             return session.scalar(select(func.count()).select_from(MemoryEvent)) or 0
 
-    def max_n(self) -> int:
-        with self.db.reading() as session:
-            return session.scalar(select(func.max(MemoryEvent.n))) or 0
-
     def get(self, event_id: str) -> EventRecord | None:
         with self.db.reading() as session:
             row = session.scalar(select(MemoryEvent).where(MemoryEvent.id == event_id))

@@ -316,10 +316,6 @@ class MemoryTextMirror:
         with self._lock:
             return sum(len(b) for b in self._blocks)
 
-    @property
-    def is_loaded(self) -> bool:
-        return self._loaded
-
     def is_empty(self) -> bool:
         self.ensure_current()
         return not self._blocks

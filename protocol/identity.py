@@ -13,7 +13,7 @@ from nacl.signing import SigningKey, VerifyKey
 from .errors import ProtocolError
 from .keyprint import fingerprint
 
-__all__ = ["fingerprint", "identity_from_seed", "new_identity", "parse_public_key", "verify_key"]
+__all__ = ["fingerprint", "identity_from_seed", "new_identity", "verify_key"]
 
 PUBLIC_KEY_BYTES = 32
 SEED_BYTES = 32
@@ -36,12 +36,3 @@ def verify_key(public_key: bytes) -> VerifyKey:
         return VerifyKey(public_key)
     except Exception:  # nacl raises several types for a bad point
         raise ProtocolError("not a valid Ed25519 public key") from None
-
-
-def parse_public_key(text: str) -> bytes:
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raise ProtocolError("a public key is 64 hex digits") from None
-    verify_key(raw)
-    return raw
