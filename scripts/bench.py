@@ -179,6 +179,12 @@ def bench_grep(tmp: Path, events: int, runs: int) -> dict[str, float]:
         ),
         max(5, runs // 5),
     )
+    t_gnu_worst = p50(
+        lambda: subprocess.run(
+            [grep, "-ciE", worst, str(text_file)], stdout=subprocess.DEVNULL, check=False
+        ),
+        max(5, runs // 5),
+    )
     size_mb = text_file.stat().st_size / 1e6
     text_file.unlink()
     shutil.rmtree(data)
@@ -194,6 +200,8 @@ def bench_grep(tmp: Path, events: int, runs: int) -> dict[str, float]:
         "pathological_vs_no_hit": t_patho / t_nohit,
         "pathological_no_hit_p50_ms": t_worst * 1000,
         "pathological_no_hit_vs_no_hit": t_worst / t_nohit,
+        "gnu_grep_ciE_worst_p50_ms": t_gnu_worst * 1000,
+        "pathological_no_hit_vs_gnu_grep": t_worst / t_gnu_worst,
     }
 
 
@@ -233,7 +241,9 @@ def main() -> int:
                     f"{g['pathological_vs_no_hit']:.2f}x the no-hit case (target <= 1x)\n"
                     f"  (a+)+QQQ$ (fails on every line) p50 "
                     f"{g['pathological_no_hit_p50_ms']:.1f} ms -> "
-                    f"{g['pathological_no_hit_vs_no_hit']:.2f}x the no-hit case"
+                    f"{g['pathological_no_hit_vs_no_hit']:.2f}x the no-hit case; "
+                    f"grep -ciE on it {g['gnu_grep_ciE_worst_p50_ms']:.1f} ms -> "
+                    f"{g['pathological_no_hit_vs_gnu_grep']:.2f}x"
                 )
     if args.json:
         print(json.dumps(results, indent=2))
