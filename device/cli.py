@@ -70,6 +70,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "name": node.name,
             "fingerprint": fingerprint(node.public_key()),
             "origin": node.origin,
+            "digest": node.digest().digest().hex(),
             "events": node.log.count(),
             "contacts": len(node.contacts.all()),
             **{f"{zone}_notes": count for zone, count in node.notebook.counts().items()},

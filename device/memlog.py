@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from sqlalchemy import Index, String, Text, UniqueConstraint, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from pixie.protocol.digest import event_item
 from pixie.protocol.ids import new_ids
 
+from . import statedigest
 from .contacts import ContactBook
 from .db import Base, Database
 from .errors import BadInput
@@ -346,3 +348,4 @@ _INSERT_SQL = "INSERT INTO memory_event ({}) VALUES ({})".format(
 def _insert(session: Session, rows: Sequence[Row]) -> None:
     if rows:
         session.connection().exec_driver_sql(_INSERT_SQL, list(rows))
+        statedigest.update(session, add=[event_item(r[1]) for r in rows])

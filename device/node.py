@@ -6,18 +6,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nacl.signing import SigningKey
+from sqlalchemy import select
 
+from pixie.protocol.digest import Fingerprint, event_item
 from pixie.protocol.identity import identity_from_seed
 
+from . import statedigest
 from .contacts import ContactBook
 from .datadir import DataDir, identity_key_name
 from .db import Database
 from .errors import DataDirError
 from .grep import GrepMemoryTool
 from .keystore import KeyStore, KeyStoreError, open_key_store
-from .memlog import MemoryLog
+from .memlog import MemoryEvent, MemoryLog
 from .mirror import MemoryTextMirror
 from .notebook import NotebookStore
+from .notes import Note
 from .siblings import SiblingBook
 
 
@@ -58,6 +62,20 @@ class Node:
         if bytes(key.verify_key).hex() != self.db.meta().get("identity"):
             raise KeyStoreError("the key store holds a different identity than this data dir")
         return key
+
+    def digest(self) -> Fingerprint:
+        """The state digest as maintained on every write."""
+        return statedigest.current(self.db)
+
+    def recompute_digest(self) -> Fingerprint:
+        """The state digest rebuilt from every event and note version."""
+        with self.db.reading() as session:
+            fingerprint = Fingerprint.of(
+                event_item(i) for i in session.scalars(select(MemoryEvent.id))
+            )
+            for row in session.scalars(select(Note)):
+                fingerprint = fingerprint.add(statedigest.note_version(row))
+        return fingerprint
 
     def public_key(self) -> bytes:
         return bytes.fromhex(self.db.meta()["identity"])

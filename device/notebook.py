@@ -28,6 +28,7 @@ from pixie.protocol.hlc import HybridClock, Stamp, wall_clock_ms
 from pixie.protocol.ids import new_id
 from pixie.protocol.timestamps import now_us
 
+from . import statedigest
 from .clearview import ClearNotebook, ScoredNote
 from .contacts import Contact
 from .db import Database, Meta
@@ -226,11 +227,13 @@ class NotebookStore:
         )
         if same:
             return UpsertResult(row.id, UpsertOutcome.UNCHANGED)
+        old = statedigest.note_version(row)
         stamp = self._stamp(session)
         row.title, row.body, row.tags = title, body, tags_json(tags)
         row.contact_id, row.source_ref = item.contact_id, item.source_ref
         row.about_date, row.content_hash = item.about_date, content_hash(body)
         row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+        self._versioned(session, old, row.id)
         return UpsertResult(row.id, UpsertOutcome.UPDATED)
 
     def add_user_note(self, kind: NoteKind, title: str, body: str, tags: Sequence[str] = ()) -> str:
@@ -253,11 +256,13 @@ class NotebookStore:
                 what = "an about_you note" if kind is NoteKind.ABOUT_YOU else "a guidance note"
                 raise BadInput(f"there is already {what} like that ({existing.id}); edit it")
             if existing is not None:  # a tombstone: the user brings it back
+                old = statedigest.note_version(existing)
                 stamp = self._stamp(session)
                 existing.deleted, existing.user_edited = False, True
                 existing.title, existing.body, existing.tags = title, body, tags_json(clean)
                 existing.content_hash = content_hash(body)
                 existing.updated_at, existing.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+                self._versioned(session, old, existing.id)
                 return existing.id
             return self._insert_clear(
                 session, kind, identity, title, body, None, clean, None, None, user_edited=True
@@ -290,6 +295,7 @@ class NotebookStore:
             retag = tags_given and new_tags != row.tags
             if all(v is None for v in changes.values()) and not retag:
                 return False
+            old = statedigest.note_version(row)
             stamp = self._stamp(session)
             if changes["title"] is not None:
                 row.title = changes["title"]
@@ -300,6 +306,7 @@ class NotebookStore:
                 row.tags = new_tags
             row.user_edited = True
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+            self._versioned(session, old, row.id)
             return True
 
     def delete(self, note_id: str) -> None:
@@ -307,11 +314,13 @@ class NotebookStore:
         so the deletion can sync, and distillation will not bring it back."""
         with self._db.writing() as session:
             row = self._live_clear_row(session, note_id)
+            old = statedigest.note_version(row)
             stamp = self._stamp(session)
             row.deleted, row.user_edited = True, True
             row.title, row.body, row.tags = "", "", None
             row.content_hash = content_hash("")
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+            self._versioned(session, old, row.id)
 
     def pin_spark(self, event_id: str, tags: Sequence[str] = ()) -> str:
         """Pin a moment: a new sparked note, and a spark event so grep sees it.
@@ -418,6 +427,8 @@ class NotebookStore:
                     ciphertext=blob,
                 )
             )
+            session.flush()
+            self._versioned(session, None, note_id)
         return note_id
 
     def sealed_notes_for_huddle_reasoning(self) -> list[SealedNote]:
@@ -501,6 +512,15 @@ class NotebookStore:
             session.info["pixie_stamp_witnessed"] = True
         return self._clock.now()
 
+    @staticmethod
+    def _versioned(session: Session, old: bytes | None, note_id: str) -> None:
+        """Move the state digest from a note's old version key to its new one."""
+        row = session.scalar(select(Note).where(Note.id == note_id))
+        assert row is not None
+        statedigest.update(
+            session, add=[statedigest.note_version(row)], remove=[old] if old is not None else []
+        )
+
     def _live_clear_row(self, session: Session, note_id: str) -> Note:
         row = session.scalar(
             select(Note).where(
@@ -549,6 +569,7 @@ class NotebookStore:
             )
         )
         session.flush()
+        self._versioned(session, None, note_id)
         return note_id
 
     def get_clear(self, note_id: str) -> ClearNote:

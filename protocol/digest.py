@@ -16,7 +16,6 @@ items (a no-op) leaves the digest exactly as it was.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,8 +23,15 @@ MODULUS = 1 << 256
 _PERSON = b"pixie-digest-v1\x00"
 
 
+def _id_bytes(item_id: str) -> bytes:
+    raw = bytes.fromhex(item_id.replace("-", ""))
+    if len(raw) != 16:
+        raise ValueError(f"not a 128-bit id: {item_id!r:.60}")
+    return raw
+
+
 def event_item(event_id: str) -> bytes:
-    return b"E" + uuid.UUID(event_id).bytes
+    return b"E" + _id_bytes(event_id)
 
 
 def note_item(
@@ -34,7 +40,7 @@ def note_item(
     flags = (1 if user_edited else 0) | (2 if deleted else 0)
     return (
         b"N"
-        + uuid.UUID(note_id).bytes
+        + _id_bytes(note_id)
         + stamp.encode()
         + b"\x00"
         + content_hash.encode()
