@@ -30,11 +30,7 @@ def note_version(row: Note) -> bytes:
 def update(session: Session, *, add: Iterable[bytes] = (), remove: Iterable[bytes] = ()) -> None:
     row = session.get(Meta, DIGEST_KEY)
     current = Fingerprint.decode(row.value) if row is not None else Fingerprint()
-    changed = current
-    for item in remove:
-        changed = changed.remove(item)
-    for item in add:
-        changed = changed.add(item)
+    changed = current.update(add, remove)
     if changed == current:
         return
     if row is None:

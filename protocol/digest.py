@@ -48,8 +48,13 @@ def note_item(
     )
 
 
+_BASE = hashlib.sha256(_PERSON)
+
+
 def item_hash(item: bytes) -> int:
-    return int.from_bytes(hashlib.sha256(_PERSON + item).digest(), "big")
+    h = _BASE.copy()
+    h.update(item)
+    return int.from_bytes(h.digest(), "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,18 @@ class Fingerprint:
 
     def remove(self, item: bytes) -> Fingerprint:
         return Fingerprint((self.total - item_hash(item)) % MODULUS, self.count - 1)
+
+    def update(self, add: Iterable[bytes] = (), remove: Iterable[bytes] = ()) -> Fingerprint:
+        """Add and take away many items at once (one big-integer sum each way)."""
+        plus = minus = 0
+        added = removed = 0
+        for item in add:
+            plus += item_hash(item)
+            added += 1
+        for item in remove:
+            minus += item_hash(item)
+            removed += 1
+        return Fingerprint((self.total + plus - minus) % MODULUS, self.count + added - removed)
 
     def replace(self, old: bytes, new: bytes) -> Fingerprint:
         if old == new:
