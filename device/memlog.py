@@ -323,17 +323,20 @@ def to_record(row: MemoryEvent) -> EventRecord:
     )
 
 
+_ID_CHUNK = 500  # SQLite bounds the parameters of one statement
+_EXISTING_SQL = "SELECT id FROM memory_event WHERE id IN ({})"
+
+
 def _existing_ids(session: Session, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` the log already holds. Asked of the driver in chunks:
+    building a SQLAlchemy IN clause per chunk costs more than the lookups."""
     found: set[str] = set()
-    chunk: list[str] = []
-    # SQLite caps bound parameters per statement; ask in chunks.
-    for event_id in ids:
-        chunk.append(event_id)
-        if len(chunk) == 500:
-            found.update(session.scalars(select(MemoryEvent.id).where(MemoryEvent.id.in_(chunk))))
-            chunk = []
-    if chunk:
-        found.update(session.scalars(select(MemoryEvent.id).where(MemoryEvent.id.in_(chunk))))
+    wanted = list(ids)
+    conn = session.connection()
+    for i in range(0, len(wanted), _ID_CHUNK):
+        chunk = wanted[i : i + _ID_CHUNK]
+        sql = _EXISTING_SQL.format(",".join("?" * len(chunk)))
+        found.update(r[0] for r in conn.exec_driver_sql(sql, tuple(chunk)))
     return found
 
 

@@ -29,6 +29,7 @@ from .grep import MAX_QUERY_CHARS, GrepMemoryTool
 from .notes import LABELS, MAX_TAG_CHARS, NoteKind
 
 BODY_CHARS_SHOWN = 600
+MAX_PERSON_CHARS = 200
 MAX_DAYS_BACK = 36_500
 DEFAULT_BUDGETS: Mapping[str, int] = {"check_notebook": 4, "grep_memory": 3}
 
@@ -85,8 +86,16 @@ class CheckNotebookTool:
                 "description": "words to look for (title counts most, then tags, then body)",
                 "maxLength": MAX_QUERY_CHARS,
             },
-            "person": {"type": "string", "description": "a contact's name or alias"},
-            "topic": {"type": "string", "description": "a topic tag such as travel or health"},
+            "person": {
+                "type": "string",
+                "description": "a contact's name or alias",
+                "maxLength": MAX_PERSON_CHARS,
+            },
+            "topic": {
+                "type": "string",
+                "description": "a topic tag such as travel or health",
+                "maxLength": MAX_TAG_CHARS,
+            },
             "days_back": {
                 "type": "integer",
                 "minimum": 1,
@@ -110,7 +119,7 @@ class CheckNotebookTool:
     def call(self, arguments: Mapping[str, Any]) -> str:
         _check_arguments(arguments, {"query", "person", "topic", "days_back"})
         query = _optional_str(arguments, "query", MAX_QUERY_CHARS) or ""
-        person = _optional_str(arguments, "person", 200)
+        person = _optional_str(arguments, "person", MAX_PERSON_CHARS)
         topic = _optional_str(arguments, "topic", MAX_TAG_CHARS)
         days = arguments.get("days_back")
         if days is not None and (
@@ -222,10 +231,13 @@ class ToolReply:
 
 
 def _normalise(value: Any) -> Any:
+    """Arguments as the tool understands them: case and spacing folded, and
+    empty values dropped (after folding, so "   " counts as empty too)."""
     if isinstance(value, str):
         return " ".join(value.casefold().split())
     if isinstance(value, Mapping):
-        return {k: _normalise(v) for k, v in value.items() if v not in (None, "")}
+        folded = {k: _normalise(v) for k, v in value.items()}
+        return {k: v for k, v in folded.items() if v not in (None, "")}
     return value
 
 
@@ -286,10 +298,15 @@ class ToolBox:
         if self.guards is not None:
             self.guards.new_turn()
 
-    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolReply:
+    def call(self, name: str, arguments: Any) -> ToolReply:
+        """Run one call; ``arguments`` is whatever the model sent (checked here)."""
         tool = self.tools.get(name)
         if tool is None:
             return ToolReply(f"There is no tool named {name!r}.")
+        if not isinstance(arguments, Mapping):
+            if self.on_call is not None:
+                self.on_call(ToolEvent(name, tool.pill, {}, "bad_arguments"))
+            return ToolReply(f"{name}: arguments must be a JSON object")
         outcome = "ran" if self.guards is None else self.guards.admit(name, arguments)
         reply: ToolReply
         if outcome == "budget_spent":
