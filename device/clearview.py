@@ -14,7 +14,17 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, func, select, text
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    column,
+    func,
+    literal,
+    select,
+    table,
+    text,
+    union_all,
+)
 from sqlalchemy.orm import Session
 
 from .db import Database
@@ -123,47 +133,47 @@ class ClearNotebook:
                     .limit(limit)
                 )
                 return [ScoredNote(to_clear_note(r), 0) for r in rows]
-            scores = self._score(session, terms)
-            if not scores:
+            ranked = self._ranked(session, terms, conditions, limit)
+            if not ranked:
                 return []
-            ranked = self._rank(session, scores, conditions)
-            top = ranked[:limit]
             rows_by_n = {
-                r.n: r for r in session.scalars(select(Note).where(Note.n.in_([n for n, _ in top])))
+                r.n: r
+                for r in session.scalars(select(Note).where(Note.n.in_([n for n, _ in ranked])))
             }
-            return [ScoredNote(to_clear_note(rows_by_n[n]), s) for n, s in top]
+            return [ScoredNote(to_clear_note(rows_by_n[n]), int(s)) for n, s in ranked]
 
     @staticmethod
-    def _score(session: Session, terms: Sequence[str]) -> dict[int, int]:
-        scores: dict[int, int] = {}
-        conn = session.connection()
-        for term in terms:
-            for column, weight in WEIGHTS.items():
+    def _ranked(
+        session: Session, terms: Sequence[str], conditions: list[ColumnElement[bool]], limit: int
+    ) -> list[tuple[int, int]]:
+        """One statement that matches, filters, scores and ranks inside SQLite.
+
+        Each (term, field) pair is its own full-text query, returning a note at
+        most once with that field's weight; the sum over pairs is the score.
+        """
+        fts = table("note_fts", column("rowid"))
+        parts = []
+        for i, term in enumerate(terms):
+            for column_name, weight in WEIGHTS.items():
                 # Terms are bare words (letters and digits only), so quoting
                 # them makes a prefix query that cannot be FTS syntax.
-                match = f'{column} : "{term}"*'
-                result = conn.execute(
-                    text("SELECT rowid FROM note_fts WHERE note_fts MATCH :q"), {"q": match}
+                match = text(f"note_fts MATCH :q{i}_{column_name}").bindparams(
+                    **{f"q{i}_{column_name}": f'{column_name} : "{term}"*'}
                 )
-                for (n,) in result:
-                    scores[n] = scores.get(n, 0) + weight
-        return scores
-
-    @staticmethod
-    def _rank(
-        session: Session, scores: dict[int, int], conditions: list[ColumnElement[bool]]
-    ) -> list[tuple[int, int]]:
-        candidates = list(scores)
-        order: list[tuple[int, str, str, int]] = []
-        conn = session.connection()
-        # Apply the filters to the candidates (in chunks: SQLite bounds parameters).
-        for i in range(0, len(candidates), 5000):
-            chunk = candidates[i : i + 5000]
-            stmt = select(Note.n, Note.updated_at, Note.id).where(*conditions, Note.n.in_(chunk))
-            for n, updated_at, note_id in conn.execute(stmt):
-                order.append((scores[n], updated_at, note_id, n))
-        order.sort(reverse=True)
-        return [(n, score) for score, _, _, n in order]
+                parts.append(
+                    select(fts.c.rowid.label("n"), literal(weight).label("w")).where(match)
+                )
+        matches = union_all(*parts).subquery()
+        score = func.sum(matches.c.w).label("score")
+        stmt = (
+            select(Note.n, score)
+            .join(matches, matches.c.n == Note.n)
+            .where(*conditions)
+            .group_by(Note.n)
+            .order_by(score.desc(), Note.updated_at.desc(), Note.id.desc())
+            .limit(limit)
+        )
+        return [(int(n), int(s)) for n, s in session.execute(stmt)]
 
     def counts(self) -> dict[str, int]:
         with self._db.reading() as session:

@@ -77,7 +77,7 @@ class Note(Base):
     identity_key: Mapped[str | None] = mapped_column(String(MAX_IDENTITY_CHARS))
     title: Mapped[str | None] = mapped_column(String(MAX_TITLE_CHARS))
     body: Mapped[str | None] = mapped_column(Text)
-    contact_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    contact_id: Mapped[str | None] = mapped_column(String(32))
     tags: Mapped[str | None] = mapped_column(String(1024))  # JSON array of strings
     source_ref: Mapped[str | None] = mapped_column(String(MAX_IDENTITY_CHARS))
     about_date: Mapped[int | None]  # microseconds UTC
@@ -97,6 +97,8 @@ class Note(Base):
             " AND created_at IS NULL AND updated_wall IS NULL AND user_edited = 0)",
             name="ck_note_sealed_rows_hold_nothing_readable",
         ),
+        # "Everything about Ada, newest first" reads this index in order.
+        Index("ix_note_contact_updated", "contact_id", "updated_at"),
         # One distilled note per identity (a person page per contact, a digest
         # per source, the about_you singleton, guidance by title). Tombstones
         # keep their identity so a deleted note is not silently re-created.

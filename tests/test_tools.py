@@ -685,7 +685,7 @@ class _NoContacts:
         raise NotFound(name)
 
 
-# -- known bugs ---------------------------------------------------------------------
+# -- once bugs, now fixed (kept as regressions) -------------------------------------
 
 
 @pytest.mark.parametrize("arguments", [["query"], "lyon", 3])
