@@ -268,21 +268,7 @@ class MemoryLog:
                     continue
                 seen.add(r.id)
                 n += 1
-                rows.append(
-                    (
-                        n,
-                        r.id,
-                        r.origin,
-                        r.seq,
-                        r.kind.value,
-                        r.at,
-                        r.contact_id,
-                        r.thread,
-                        r.source,
-                        r.from_me,
-                        r.text,
-                    )
-                )
+                rows.append(as_row(n, r))
             _insert(session, rows)
         self.committed(rows)
         return len(rows)
@@ -306,6 +292,23 @@ class MemoryLog:
         with self.db.reading() as session:
             rows = session.scalars(select(MemoryEvent).order_by(MemoryEvent.n))
             return [to_record(r) for r in rows]
+
+
+def as_row(n: int, r: EventRecord) -> Row:
+    """A record as the row it is stored as, local row number ``n`` first."""
+    return (
+        n,
+        r.id,
+        r.origin,
+        r.seq,
+        r.kind.value,
+        r.at,
+        r.contact_id,
+        r.thread,
+        r.source,
+        r.from_me,
+        r.text,
+    )
 
 
 def to_record(row: MemoryEvent) -> EventRecord:

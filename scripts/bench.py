@@ -29,6 +29,7 @@ from pathlib import Path
 from pixie.device.datadir import DataDir
 from pixie.device.eventfile import read_events
 from pixie.device.grep import MAX_HITS
+from pixie.device.memlog import as_row
 from pixie.device.node import Node
 from pixie.device.samplelife import generate
 from pixie.protocol.timestamps import now_us
@@ -71,22 +72,7 @@ def bench_import(tmp: Path, events: int) -> dict[str, float]:
 
     with fresh("import-store") as node:
         t_store = timed(lambda: node.log.append(parsed, now=now_us()))
-        rows = [
-            (
-                n,
-                r.id,
-                r.origin,
-                r.seq,
-                r.kind.value,
-                r.at,
-                r.contact_id,
-                r.thread,
-                r.source,
-                r.from_me,
-                r.text,
-            )
-            for n, r in enumerate(node.log.all_records(), start=1)
-        ]
+        rows = [as_row(n, r) for n, r in enumerate(node.log.all_records(), start=1)]
         con = sqlite3.connect(node.db.path)
         ddl = [
             sql
