@@ -9,26 +9,24 @@ so "the chat cannot reach the sealed zone" is a fact of the import graph.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     and_,
-    column,
     func,
-    literal,
     select,
-    table,
-    text,
-    union_all,
 )
-from sqlalchemy.orm import Session
+
+from pixie.protocol.hlc import Stamp
 
 from .db import Database
-from .notes import ClearNote, Note, NoteKind, NoteTag, Zone, to_clear_note
+from .notes import ClearNote, Note, NoteKind, Zone, to_clear_note
 
 TOP_RESULTS = 8
 MAX_QUERY_TERMS = 16
@@ -67,6 +65,44 @@ def query_terms(query: str) -> list[str]:
 class ScoredNote:
     note: ClearNote
     score: int
+
+
+_COLUMN_NAMES = (
+    "id",
+    "kind",
+    "identity_key",
+    "title",
+    "body",
+    "contact_id",
+    "tags",
+    "source_ref",
+    "about_date",
+    "created_at",
+    "updated_at",
+    "user_edited",
+    "content_hash",
+    "deleted",
+)
+_COLUMNS = ", ".join(f"note.{name}" for name in _COLUMN_NAMES)
+
+
+def _note_from_row(r: Sequence[Any]) -> ClearNote:
+    return ClearNote(
+        id=r[0],
+        kind=NoteKind(r[1]),
+        identity_key=r[2],
+        title=r[3],
+        body=r[4],
+        contact_id=r[5],
+        tags=tuple(json.loads(r[6])) if r[6] else (),
+        source_ref=r[7],
+        about_date=r[8],
+        created_at=r[9] or 0,
+        updated_at=Stamp.decode(r[10]),
+        user_edited=bool(r[11]),
+        content_hash=r[12],
+        deleted=bool(r[13]),
+    )
 
 
 class ClearNotebook:
@@ -109,71 +145,52 @@ class ClearNotebook:
         1 of the body; ties go to the newest note; the top ``limit`` return.
         With no terms, the filtered notes come back newest first.
         """
-        conditions: list[ColumnElement[bool]] = [self._clear()]
+        # The hot path of check_notebook runs as one hand-written statement on
+        # the driver: building and loading it through the ORM cost several
+        # times what SQLite spends answering it. Every value is a parameter;
+        # query terms are bare words, so quoting them cannot inject FTS syntax.
+        where = ["note.zone = 'clear'", "note.deleted = 0"]
+        params: list[object] = []
         if contact_id is not None:
-            conditions.append(Note.contact_id == contact_id)
+            where.append("note.contact_id = ?")
+            params.append(contact_id)
         if topic is not None:
             # The same normalisation tags get when they are written.
-            tag = " ".join(unicodedata.normalize("NFC", topic).casefold().split())
-            conditions.append(
-                Note.n.in_(select(NoteTag.note_n).where(NoteTag.tag == tag).scalar_subquery())
-            )
-        effective = func.coalesce(Note.about_date, Note.updated_wall)
+            where.append("note.n IN (SELECT note_n FROM note_tag WHERE tag = ?)")
+            params.append(" ".join(unicodedata.normalize("NFC", topic).casefold().split()))
         if since is not None:
-            conditions.append(effective >= since)
+            where.append("coalesce(note.about_date, note.updated_wall) >= ?")
+            params.append(since)
         if until is not None:
-            conditions.append(effective < until)
+            where.append("coalesce(note.about_date, note.updated_wall) < ?")
+            params.append(until)
         terms = query_terms(query)
+        if not terms:
+            sql = (
+                f"SELECT 0, {_COLUMNS} FROM note WHERE {' AND '.join(where)}"
+                " ORDER BY note.updated_at DESC, note.id DESC LIMIT ?"
+            )
+            params.append(limit)
+        else:
+            # Each (term, field) pair is its own full-text query, returning a
+            # note at most once with that field's weight; the sum is the score.
+            parts, match_params = [], []
+            for term in terms:
+                for column_name, weight in WEIGHTS.items():
+                    parts.append(
+                        f"SELECT rowid AS n, {weight} AS w FROM note_fts WHERE note_fts MATCH ?"
+                    )
+                    match_params.append(f'{column_name} : "{term}"*')
+            sql = (
+                f"SELECT m.score, {_COLUMNS} FROM (SELECT n, sum(w) AS score FROM "
+                f"({' UNION ALL '.join(parts)}) GROUP BY n) AS m JOIN note ON note.n = m.n "
+                f"WHERE {' AND '.join(where)} "
+                "ORDER BY m.score DESC, note.updated_at DESC, note.id DESC LIMIT ?"
+            )
+            params = [*match_params, *params, limit]
         with self._db.reading() as session:
-            if not terms:
-                rows = session.scalars(
-                    select(Note)
-                    .where(*conditions)
-                    .order_by(Note.updated_at.desc(), Note.id.desc())
-                    .limit(limit)
-                )
-                return [ScoredNote(to_clear_note(r), 0) for r in rows]
-            ranked = self._ranked(session, terms, conditions, limit)
-            if not ranked:
-                return []
-            rows_by_n = {
-                r.n: r
-                for r in session.scalars(select(Note).where(Note.n.in_([n for n, _ in ranked])))
-            }
-            return [ScoredNote(to_clear_note(rows_by_n[n]), int(s)) for n, s in ranked]
-
-    @staticmethod
-    def _ranked(
-        session: Session, terms: Sequence[str], conditions: list[ColumnElement[bool]], limit: int
-    ) -> list[tuple[int, int]]:
-        """One statement that matches, filters, scores and ranks inside SQLite.
-
-        Each (term, field) pair is its own full-text query, returning a note at
-        most once with that field's weight; the sum over pairs is the score.
-        """
-        fts = table("note_fts", column("rowid"))
-        parts = []
-        for i, term in enumerate(terms):
-            for column_name, weight in WEIGHTS.items():
-                # Terms are bare words (letters and digits only), so quoting
-                # them makes a prefix query that cannot be FTS syntax.
-                match = text(f"note_fts MATCH :q{i}_{column_name}").bindparams(
-                    **{f"q{i}_{column_name}": f'{column_name} : "{term}"*'}
-                )
-                parts.append(
-                    select(fts.c.rowid.label("n"), literal(weight).label("w")).where(match)
-                )
-        matches = union_all(*parts).subquery()
-        score = func.sum(matches.c.w).label("score")
-        stmt = (
-            select(Note.n, score)
-            .join(matches, matches.c.n == Note.n)
-            .where(*conditions)
-            .group_by(Note.n)
-            .order_by(score.desc(), Note.updated_at.desc(), Note.id.desc())
-            .limit(limit)
-        )
-        return [(int(n), int(s)) for n, s in session.execute(stmt)]
+            rows = session.connection().exec_driver_sql(sql, tuple(params)).all()
+        return [ScoredNote(_note_from_row(r[1:]), int(r[0])) for r in rows]
 
     def counts(self) -> dict[str, int]:
         with self._db.reading() as session:

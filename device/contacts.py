@@ -87,11 +87,12 @@ class ContactBook:
         Writers never resolve loosely, so an import cannot merge two people.
         """
         key = name_key(name)
-        found = session.scalar(select(Contact.id).where(Contact.name_key == key))
-        if found is None:
-            found = session.scalar(
-                select(ContactAlias.contact_id).where(ContactAlias.alias_key == key)
-            )
+        found = session.scalar(
+            select(Contact.id)
+            .where(Contact.name_key == key)
+            .union_all(select(ContactAlias.contact_id).where(ContactAlias.alias_key == key))
+            .limit(1)
+        )
         if found is None and loose and " " not in key:
             candidates = session.scalars(
                 select(Contact.id).where(Contact.name_key.startswith(key + " ", autoescape=True))
