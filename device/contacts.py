@@ -72,6 +72,14 @@ def contact_id_for(name: str) -> str:
     return hashlib.sha256(b"pixie-contact\0" + name_key(name).encode()).hexdigest()[:32]
 
 
+_RESOLVE_SQL = (
+    "SELECT id, 0 FROM contact WHERE name_key = ?"
+    " UNION ALL SELECT contact_id, 0 FROM contact_alias WHERE alias_key = ?"
+    " UNION ALL SELECT * FROM (SELECT id, 1 FROM contact WHERE name_key >= ? AND name_key < ?"
+    " LIMIT 2)"
+)
+
+
 class ContactBook:
     """Reads and writes contacts inside a caller's unit of work."""
 
@@ -87,19 +95,20 @@ class ContactBook:
         Writers never resolve loosely, so an import cannot merge two people.
         """
         key = name_key(name)
-        found = session.scalar(
-            select(Contact.id)
-            .where(Contact.name_key == key)
-            .union_all(select(ContactAlias.contact_id).where(ContactAlias.alias_key == key))
-            .limit(1)
+        # One statement on the driver (this runs on every check_notebook call):
+        # exact names and aliases rank 0; with ``loose``, up to two contacts
+        # whose name starts with the word rank 1 (names in [key + " ", key + "!")).
+        first = key + " " if loose and " " not in key else "\x00"
+        rows = (
+            session.connection()
+            .exec_driver_sql(_RESOLVE_SQL, (key, key, first, first[:-1] + "!"))
+            .all()
         )
-        if found is None and loose and " " not in key:
-            candidates = session.scalars(
-                select(Contact.id).where(Contact.name_key.startswith(key + " ", autoescape=True))
-            ).all()
-            if len(candidates) == 1:
-                found = candidates[0]
-        return found
+        exact = [r[0] for r in rows if r[1] == 0]
+        if exact:
+            return str(exact[0])
+        loose_hits = [r[0] for r in rows if r[1] == 1]
+        return str(loose_hits[0]) if len(loose_hits) == 1 else None
 
     @classmethod
     def ensure_in(cls, session: Session, name: str, now: int) -> tuple[str, bool]:
