@@ -98,12 +98,8 @@ class ContactBook:
         # One statement on the driver (this runs on every check_notebook call):
         # exact names and aliases rank 0; with ``loose``, up to two contacts
         # whose name starts with the word rank 1 (names in [key + " ", key + "!")).
-        first = key + " " if loose and " " not in key else "\x00"
-        rows = (
-            session.connection()
-            .exec_driver_sql(_RESOLVE_SQL, (key, key, first, first[:-1] + "!"))
-            .all()
-        )
+        low, high = (key + " ", key + "!") if loose and " " not in key else ("", "")
+        rows = session.connection().exec_driver_sql(_RESOLVE_SQL, (key, key, low, high)).all()
         exact = [r[0] for r in rows if r[1] == 0]
         if exact:
             return str(exact[0])
