@@ -32,7 +32,7 @@ class SealError(DeviceError):
 
 
 def _aad(note_id: str, zone: str) -> bytes:
-    return b"pixie-notebook-seal\x00" + note_id.encode() + b"\x00" + zone.encode()
+    return f"pixie-notebook-seal\x00{note_id}\x00{zone}".encode()
 
 
 def key_fingerprint(key: bytes) -> str:
@@ -57,7 +57,9 @@ class NotebookSeal:
         if len(blob) < NONCE_BYTES + 16:
             raise SealError(f"sealed note {note_id} is truncated")
         try:
-            return self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], _aad(note_id, zone))
+            # A memoryview: no copy of the ciphertext on the way in.
+            view = memoryview(blob)
+            return self._aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], _aad(note_id, zone))
         except InvalidTag:
             raise SealError(
                 f"sealed note {note_id} failed authentication (tampered, moved, or another key)"
