@@ -9,12 +9,9 @@ so "the chat cannot reach the sealed zone" is a fact of the import graph.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -23,10 +20,16 @@ from sqlalchemy import (
     select,
 )
 
-from pixie.protocol.hlc import Stamp
-
 from .db import Database
-from .notes import ClearNote, Note, NoteKind, Zone, to_clear_note
+from .notes import (
+    CLEAR_COLUMNS,
+    ClearNote,
+    Note,
+    NoteKind,
+    Zone,
+    clear_note_from_columns,
+    to_clear_note,
+)
 
 TOP_RESULTS = 8
 MAX_QUERY_TERMS = 16
@@ -67,42 +70,8 @@ class ScoredNote:
     score: int
 
 
-_COLUMN_NAMES = (
-    "id",
-    "kind",
-    "identity_key",
-    "title",
-    "body",
-    "contact_id",
-    "tags",
-    "source_ref",
-    "about_date",
-    "created_at",
-    "updated_at",
-    "user_edited",
-    "content_hash",
-    "deleted",
-)
-_COLUMNS = ", ".join(f"note.{name}" for name in _COLUMN_NAMES)
-
-
-def _note_from_row(r: Sequence[Any]) -> ClearNote:
-    return ClearNote(
-        id=r[0],
-        kind=NoteKind(r[1]),
-        identity_key=r[2],
-        title=r[3],
-        body=r[4],
-        contact_id=r[5],
-        tags=tuple(json.loads(r[6])) if r[6] else (),
-        source_ref=r[7],
-        about_date=r[8],
-        created_at=r[9] or 0,
-        updated_at=Stamp.decode(r[10]),
-        user_edited=bool(r[11]),
-        content_hash=r[12],
-        deleted=bool(r[13]),
-    )
+_MATCH = "note_fts MATCH ?"
+_COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
 
 
 class ClearNotebook:
@@ -190,7 +159,7 @@ class ClearNotebook:
             params = [*match_params, *params, limit]
         with self._db.reading() as session:
             rows = session.connection().exec_driver_sql(sql, tuple(params)).all()
-        return [ScoredNote(_note_from_row(r[1:]), int(r[0])) for r in rows]
+        return [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
 
     def counts(self) -> dict[str, int]:
         with self._db.reading() as session:

@@ -233,7 +233,7 @@ class NotebookStore:
         row.contact_id, row.source_ref = item.contact_id, item.source_ref
         row.about_date, row.content_hash = item.about_date, content_hash(body)
         row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-        self._versioned(session, old, row.id)
+        self._versioned(session, old, row)
         return UpsertResult(row.id, UpsertOutcome.UPDATED)
 
     def add_user_note(self, kind: NoteKind, title: str, body: str, tags: Sequence[str] = ()) -> str:
@@ -262,7 +262,7 @@ class NotebookStore:
                 existing.title, existing.body, existing.tags = title, body, tags_json(clean)
                 existing.content_hash = content_hash(body)
                 existing.updated_at, existing.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-                self._versioned(session, old, existing.id)
+                self._versioned(session, old, existing)
                 return existing.id
             return self._insert_clear(
                 session, kind, identity, title, body, None, clean, None, None, user_edited=True
@@ -306,7 +306,7 @@ class NotebookStore:
                 row.tags = new_tags
             row.user_edited = True
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-            self._versioned(session, old, row.id)
+            self._versioned(session, old, row)
             return True
 
     def delete(self, note_id: str) -> None:
@@ -320,7 +320,7 @@ class NotebookStore:
             row.title, row.body, row.tags = "", "", None
             row.content_hash = content_hash("")
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-            self._versioned(session, old, row.id)
+            self._versioned(session, old, row)
 
     def pin_spark(self, event_id: str, tags: Sequence[str] = ()) -> str:
         """Pin a moment: a new sparked note, and a spark event so grep sees it.
@@ -416,19 +416,17 @@ class NotebookStore:
             seal = self._seal_for_write(session)
             blob = seal.seal(note_id, Zone.SEALED.value, plaintext)
             stamp = self._stamp(session)
-            session.add(
-                Note(
-                    id=note_id,
-                    zone=Zone.SEALED.value,
-                    updated_at=stamp.encode(),
-                    content_hash=_blob_hash(blob),
-                    deleted=False,
-                    user_edited=False,
-                    ciphertext=blob,
-                )
+            row = Note(
+                id=note_id,
+                zone=Zone.SEALED.value,
+                updated_at=stamp.encode(),
+                content_hash=_blob_hash(blob),
+                deleted=False,
+                user_edited=False,
+                ciphertext=blob,
             )
-            session.flush()
-            self._versioned(session, None, note_id)
+            session.add(row)
+            self._versioned(session, None, row)
         return note_id
 
     def sealed_notes_for_huddle_reasoning(self) -> list[SealedNote]:
@@ -513,10 +511,8 @@ class NotebookStore:
         return self._clock.now()
 
     @staticmethod
-    def _versioned(session: Session, old: bytes | None, note_id: str) -> None:
+    def _versioned(session: Session, old: bytes | None, row: Note) -> None:
         """Move the state digest from a note's old version key to its new one."""
-        row = session.scalar(select(Note).where(Note.id == note_id))
-        assert row is not None
         statedigest.update(
             session, add=[statedigest.note_version(row)], remove=[old] if old is not None else []
         )
@@ -548,28 +544,27 @@ class NotebookStore:
     ) -> str:
         stamp = self._stamp(session)
         note_id = new_id()
-        session.add(
-            Note(
-                id=note_id,
-                zone=Zone.CLEAR.value,
-                updated_at=stamp.encode(),
-                content_hash=content_hash(body),
-                deleted=False,
-                user_edited=user_edited,
-                kind=kind.value,
-                identity_key=identity,
-                title=title,
-                body=body,
-                contact_id=contact_id,
-                tags=tags_json(tags),
-                source_ref=source_ref,
-                about_date=about_date,
-                created_at=stamp.wall_ms * 1000,
-                updated_wall=stamp.wall_ms * 1000,
-            )
+        row = Note(
+            id=note_id,
+            zone=Zone.CLEAR.value,
+            updated_at=stamp.encode(),
+            content_hash=content_hash(body),
+            deleted=False,
+            user_edited=user_edited,
+            kind=kind.value,
+            identity_key=identity,
+            title=title,
+            body=body,
+            contact_id=contact_id,
+            tags=tags_json(tags),
+            source_ref=source_ref,
+            about_date=about_date,
+            created_at=stamp.wall_ms * 1000,
+            updated_wall=stamp.wall_ms * 1000,
         )
+        session.add(row)
         session.flush()
-        self._versioned(session, None, note_id)
+        self._versioned(session, None, row)
         return note_id
 
     def get_clear(self, note_id: str) -> ClearNote:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,21 +193,45 @@ class ClearNote:
 def to_clear_note(row: Note) -> ClearNote:
     if row.zone != Zone.CLEAR or row.kind is None or row.title is None:
         raise AssertionError("to_clear_note called on a row that is not clear")
+    return clear_note_from_columns([getattr(row, name) for name in CLEAR_COLUMNS])
+
+
+# The columns a ClearNote is made of, in the order `clear_note_from_columns` takes.
+CLEAR_COLUMNS = (
+    "id",
+    "kind",
+    "identity_key",
+    "title",
+    "body",
+    "contact_id",
+    "tags",
+    "source_ref",
+    "about_date",
+    "created_at",
+    "updated_at",
+    "user_edited",
+    "content_hash",
+    "deleted",
+)
+
+
+def clear_note_from_columns(r: Sequence[Any]) -> ClearNote:
+    """A ClearNote from a clear row's values in `CLEAR_COLUMNS` order."""
     return ClearNote(
-        id=row.id,
-        kind=NoteKind(row.kind),
-        identity_key=row.identity_key,
-        title=row.title,
-        body=row.body,
-        contact_id=row.contact_id,
-        tags=tuple(json.loads(row.tags)) if row.tags else (),
-        source_ref=row.source_ref,
-        about_date=row.about_date,
-        created_at=row.created_at or 0,
-        updated_at=Stamp.decode(row.updated_at),
-        user_edited=row.user_edited,
-        content_hash=row.content_hash,
-        deleted=row.deleted,
+        id=r[0],
+        kind=NoteKind(r[1]),
+        identity_key=r[2],
+        title=r[3],
+        body=r[4],
+        contact_id=r[5],
+        tags=tuple(json.loads(r[6])) if r[6] else (),
+        source_ref=r[7],
+        about_date=r[8],
+        created_at=r[9] or 0,
+        updated_at=Stamp.decode(r[10]),
+        user_edited=bool(r[11]),
+        content_hash=r[12],
+        deleted=bool(r[13]),
     )
 
 
