@@ -70,7 +70,9 @@ class ScoredNote:
     score: int
 
 
-_MATCH = "note_fts MATCH ?"
+_LIVE = "zone = 'clear' AND deleted = 0"
+# A note's date for the window filters: what it is about, else when it changed.
+_EFFECTIVE = "coalesce(about_date, updated_wall)"
 _COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
 
 
@@ -118,31 +120,48 @@ class ClearNotebook:
         # the driver: building and loading it through the ORM cost several
         # times what SQLite spends answering it. Every value is a parameter;
         # query terms are bare words, so quoting them cannot inject FTS syntax.
-        where = ["note.zone = 'clear'", "note.deleted = 0"]
+        #
+        # Each filter is a set of row numbers read from an index alone (the
+        # person from ix_note_contact_updated, the topic from note_tag, the
+        # window from ix_note_effective_date), so no note row is touched
+        # before the ranking needs it.
+        # Two forms of each filter: a plain condition on the note row (when
+        # there are no terms, the newest rows are read in index order), and a
+        # set of row numbers read from an index alone (the person from
+        # ix_note_contact_updated, the topic from note_tag, the window from
+        # ix_note_effective_date), applied to the full-text hits before any
+        # note row is touched.
+        conditions: list[str] = []
+        filters: list[str] = []
         params: list[object] = []
         if contact_id is not None:
-            where.append("note.contact_id = ?")
+            conditions.append("note.contact_id = ?")
+            filters.append("n IN (SELECT n FROM note WHERE contact_id = ?)")
             params.append(contact_id)
         if topic is not None:
             # The same normalisation tags get when they are written.
-            where.append("note.n IN (SELECT note_n FROM note_tag WHERE tag = ?)")
+            conditions.append("note.n IN (SELECT note_n FROM note_tag WHERE tag = ?)")
+            filters.append("n IN (SELECT note_n FROM note_tag WHERE tag = ?)")
             params.append(" ".join(unicodedata.normalize("NFC", topic).casefold().split()))
-        if since is not None:
-            where.append("coalesce(note.about_date, note.updated_wall) >= ?")
-            params.append(since)
-        if until is not None:
-            where.append("coalesce(note.about_date, note.updated_wall) < ?")
-            params.append(until)
+        for value, op in ((since, ">="), (until, "<")):
+            if value is not None:
+                conditions.append(f"{_EFFECTIVE} {op} ?")
+                filters.append(f"n IN (SELECT n FROM note WHERE {_LIVE} AND {_EFFECTIVE} {op} ?)")
+                params.append(value)
         terms = query_terms(query)
         if not terms:
             sql = (
-                f"SELECT 0, {_COLUMNS} FROM note WHERE {' AND '.join(where)}"
+                f"SELECT 0, {_COLUMNS} FROM note WHERE {' AND '.join([_LIVE, *conditions])}"
                 " ORDER BY note.updated_at DESC, note.id DESC LIMIT ?"
             )
             params.append(limit)
         else:
             # Each (term, field) pair is its own full-text query, returning a
             # note at most once with that field's weight; the sum is the score.
+            # Only notes scoring at least the limit-th best score can make the
+            # top list, so only those are joined to their rows and ordered by
+            # recency (a common word matches a tenth of the Notebook; its
+            # title matches are a handful).
             parts, match_params = [], []
             for term in terms:
                 for column_name, weight in WEIGHTS.items():
@@ -150,13 +169,17 @@ class ClearNotebook:
                         f"SELECT rowid AS n, {weight} AS w FROM note_fts WHERE note_fts MATCH ?"
                     )
                     match_params.append(f'{column_name} : "{term}"*')
+            where = f"WHERE {' AND '.join(filters)} " if filters else ""
             sql = (
-                f"SELECT m.score, {_COLUMNS} FROM (SELECT n, sum(w) AS score FROM "
-                f"({' UNION ALL '.join(parts)}) GROUP BY n) AS m JOIN note ON note.n = m.n "
-                f"WHERE {' AND '.join(where)} "
+                f"WITH m AS MATERIALIZED (SELECT n, sum(w) AS score FROM "
+                f"({' UNION ALL '.join(parts)}) {where}GROUP BY n) "
+                f"SELECT m.score, {_COLUMNS} FROM m JOIN note ON note.n = m.n "
+                "WHERE note.zone = 'clear' AND note.deleted = 0 "
+                "AND m.score >= coalesce((SELECT score FROM m ORDER BY score DESC "
+                "LIMIT 1 OFFSET ?), 0) "
                 "ORDER BY m.score DESC, note.updated_at DESC, note.id DESC LIMIT ?"
             )
-            params = [*match_params, *params, limit]
+            params = [*match_params, *params, max(limit, 1) - 1, limit]
         with self._db.reading() as session:
             rows = session.connection().exec_driver_sql(sql, tuple(params)).all()
         return [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]

@@ -23,6 +23,11 @@ from .errors import DataDirError
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 10_000
+# Page cache per connection, a ceiling rather than an allocation. SQLite's
+# default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that
+# joins a thousand full-text hits to their rows then re-reads pages from the OS
+# on every call: 64 MiB made check_notebook about 5x faster at 10k notes.
+CACHE_KIB = 64 * 1024
 
 
 class Base(DeclarativeBase):
@@ -47,6 +52,7 @@ def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")
     cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     cur.close()
 
 

@@ -414,16 +414,17 @@ class NotebookStore:
         ).encode()
         with self._db.writing() as session:
             seal = self._seal_for_write(session)
-            blob = seal.seal(note_id, Zone.SEALED.value, plaintext)
+            nonce, ciphertext = seal.seal(note_id, Zone.SEALED.value, plaintext)
             stamp = self._stamp(session)
             row = Note(
                 id=note_id,
                 zone=Zone.SEALED.value,
                 updated_at=stamp.encode(),
-                content_hash=_blob_hash(blob),
+                content_hash=sealed_hash(nonce, ciphertext),
                 deleted=False,
                 user_edited=False,
-                ciphertext=blob,
+                nonce=nonce,
+                ciphertext=ciphertext,
             )
             session.add(row)
             self._versioned(session, None, row)
@@ -433,7 +434,7 @@ class NotebookStore:
         """Decrypt the sealed zone, for the huddle/nudge pass and nothing else."""
         with self._db.reading() as session:
             rows = session.execute(
-                select(Note.id, Note.ciphertext, Note.updated_at).where(
+                select(Note.id, Note.nonce, Note.ciphertext, Note.updated_at).where(
                     Note.zone == Zone.SEALED.value, Note.deleted.is_(False)
                 )
             ).all()
@@ -445,8 +446,10 @@ class NotebookStore:
             raise SealError("sealed notes exist but no key was ever recorded for them")
         self._seal = seal
         out = []
-        for note_id, blob, updated_at in rows:
-            data = json.loads(seal.open(note_id, Zone.SEALED.value, blob or b""))
+        for note_id, nonce, ciphertext, updated_at in rows:
+            data = json.loads(
+                seal.open(note_id, Zone.SEALED.value, nonce or b"", ciphertext or b"")
+            )
             out.append(
                 SealedNote(
                     id=note_id,
@@ -574,8 +577,11 @@ class NotebookStore:
         return note
 
 
-def _blob_hash(blob: bytes) -> str:
-    return hashlib.sha256(blob).hexdigest()
+def sealed_hash(nonce: bytes, ciphertext: bytes) -> str:
+    """A sealed version's content hash: of what the row stores, never of plaintext."""
+    digest = hashlib.sha256(nonce)
+    digest.update(ciphertext)
+    return digest.hexdigest()
 
 
 __all__ = [

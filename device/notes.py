@@ -84,15 +84,19 @@ class Note(Base):
     about_date: Mapped[int | None]  # microseconds UTC
     created_at: Mapped[int | None]
     updated_wall: Mapped[int | None]  # the stamp's wall time in microseconds, for date filters
-    # Sealed zone only:
+    # Sealed zone only: AES-GCM's nonce and ciphertext (with its tag), in two
+    # columns so that neither sealing nor opening copies the ciphertext.
+    nonce: Mapped[bytes | None] = mapped_column(LargeBinary)
     ciphertext: Mapped[bytes | None] = mapped_column(LargeBinary)
 
     __table_args__ = (
         CheckConstraint("zone IN ('clear', 'sealed')", name="ck_note_zone"),
         CheckConstraint(
-            "(zone = 'clear' AND ciphertext IS NULL AND kind IS NOT NULL AND title IS NOT NULL"
+            "(zone = 'clear' AND nonce IS NULL AND ciphertext IS NULL"
+            " AND kind IS NOT NULL AND title IS NOT NULL"
             " AND created_at IS NOT NULL AND updated_wall IS NOT NULL)"
-            " OR (zone = 'sealed' AND ciphertext IS NOT NULL AND kind IS NULL"
+            " OR (zone = 'sealed' AND length(nonce) = 12 AND ciphertext IS NOT NULL"
+            " AND kind IS NULL"
             " AND identity_key IS NULL AND title IS NULL AND body IS NULL AND contact_id IS NULL"
             " AND tags IS NULL AND source_ref IS NULL AND about_date IS NULL"
             " AND created_at IS NULL AND updated_wall IS NULL AND user_edited = 0)",
@@ -125,6 +129,9 @@ class NoteTag(Base):
 # The full-text index covers live clear notes only, and triggers keep it (and
 # the tag table) exact whatever path writes a note. Sealed rows never enter it.
 NOTEBOOK_DDL = (
+    # check_notebook's date window, answered from the index alone.
+    """CREATE INDEX IF NOT EXISTS ix_note_effective_date
+       ON note (coalesce(about_date, updated_wall)) WHERE zone = 'clear' AND deleted = 0""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS note_fts USING fts5(
            title, tags, body, tokenize = 'unicode61 remove_diacritics 2')""",
     """CREATE TRIGGER IF NOT EXISTS note_index_insert AFTER INSERT ON note

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from functools import lru_cache
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -25,13 +26,16 @@ from .keystore import KeyStore
 
 NONCE_BYTES = 12
 KEY_BYTES = 32
+TAG_BYTES = 16
 
 
 class SealError(DeviceError):
     """A sealed note cannot be opened: wrong or missing key, or tampered bytes."""
 
 
+@lru_cache(maxsize=4096)
 def _aad(note_id: str, zone: str) -> bytes:
+    # Cached: a note is sealed and opened under the same (id, zone) many times.
     return f"pixie-notebook-seal\x00{note_id}\x00{zone}".encode()
 
 
@@ -49,17 +53,16 @@ class NotebookSeal:
     def __repr__(self) -> str:  # never show the key
         return f"NotebookSeal(fingerprint={self.fingerprint})"
 
-    def seal(self, note_id: str, zone: str, plaintext: bytes) -> bytes:
+    def seal(self, note_id: str, zone: str, plaintext: bytes) -> tuple[bytes, bytes]:
+        """(nonce, ciphertext): kept apart so neither side ever copies the ciphertext."""
         nonce = os.urandom(NONCE_BYTES)
-        return nonce + self._aead.encrypt(nonce, plaintext, _aad(note_id, zone))
+        return nonce, self._aead.encrypt(nonce, plaintext, _aad(note_id, zone))
 
-    def open(self, note_id: str, zone: str, blob: bytes) -> bytes:
-        if len(blob) < NONCE_BYTES + 16:
+    def open(self, note_id: str, zone: str, nonce: bytes, ciphertext: bytes) -> bytes:
+        if len(nonce) != NONCE_BYTES or len(ciphertext) < TAG_BYTES:
             raise SealError(f"sealed note {note_id} is truncated")
         try:
-            # A memoryview: no copy of the ciphertext on the way in.
-            view = memoryview(blob)
-            return self._aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], _aad(note_id, zone))
+            return self._aead.decrypt(nonce, ciphertext, _aad(note_id, zone))
         except InvalidTag:
             raise SealError(
                 f"sealed note {note_id} failed authentication (tampered, moved, or another key)"

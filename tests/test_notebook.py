@@ -170,6 +170,7 @@ def test_sealed_rows_hold_only_ciphertext(node: Node) -> None:
         "content_hash",
         "deleted",
         "user_edited",
+        "nonce",
         "ciphertext",
     }
     assert b"CANARY" not in row["ciphertext"]
@@ -193,8 +194,10 @@ def test_ciphertext_is_bound_to_its_row(node: Node) -> None:
     a = seal_one(node, "first")
     b = seal_one(node, "second")
     con = sqlite3.connect(node.db.path)
-    blob_a = con.execute("SELECT ciphertext FROM note WHERE id = ?", (a,)).fetchone()[0]
-    con.execute("UPDATE note SET ciphertext = ? WHERE id = ?", (blob_a, b))
+    nonce_a, blob_a = con.execute(
+        "SELECT nonce, ciphertext FROM note WHERE id = ?", (a,)
+    ).fetchone()
+    con.execute("UPDATE note SET nonce = ?, ciphertext = ? WHERE id = ?", (nonce_a, blob_a, b))
     con.commit()
     con.close()
     with pytest.raises(SealError, match="failed authentication"):
@@ -210,6 +213,18 @@ def test_tampered_ciphertext_is_refused(node: Node) -> None:
     con.commit()
     con.close()
     with pytest.raises(SealError):
+        node.notebook.sealed_notes_for_huddle_reasoning()
+
+
+def test_tampered_nonce_is_refused(node: Node) -> None:
+    a = seal_one(node)
+    con = sqlite3.connect(node.db.path)
+    nonce = bytearray(con.execute("SELECT nonce FROM note WHERE id = ?", (a,)).fetchone()[0])
+    nonce[0] ^= 1
+    con.execute("UPDATE note SET nonce = ? WHERE id = ?", (bytes(nonce), a))
+    con.commit()
+    con.close()
+    with pytest.raises(SealError, match="failed authentication"):
         node.notebook.sealed_notes_for_huddle_reasoning()
 
 
@@ -254,10 +269,10 @@ def test_wiping_data_and_key_makes_the_sealed_zone_unreadable(node: Node, tmp_pa
             thief.notebook.sealed_notes_for_huddle_reasoning()
     # and with the fingerprint check bypassed, AES-GCM itself refuses
     con = sqlite3.connect(copy / "pixie.db")
-    note_id, blob = con.execute("SELECT id, ciphertext FROM note").fetchone()
+    note_id, nonce, blob = con.execute("SELECT id, nonce, ciphertext FROM note").fetchone()
     con.close()
     with pytest.raises(SealError):
-        NotebookSeal(os.urandom(32)).open(note_id, Zone.SEALED.value, blob)
+        NotebookSeal(os.urandom(32)).open(note_id, Zone.SEALED.value, nonce, blob)
 
 
 def test_clear_zone_works_without_the_key(node: Node) -> None:
