@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from sqlalchemy import ForeignKey, String, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from pixie.protocol.digest import alias_item, contact_item
+
+from . import statedigest
 from .db import Base, Database
 from .errors import BadInput, NotFound
 
@@ -116,6 +119,7 @@ class ContactBook:
         cid = contact_id_for(name)
         session.add(Contact(id=cid, name=name, name_key=name_key(name), created_at=now))
         session.flush()
+        statedigest.update(session, add=[contact_item(cid, name)])
         return cid, True
 
     def add(self, name: str, aliases: list[str], now: int) -> tuple[str, bool]:
@@ -129,10 +133,10 @@ class ContactBook:
                 if owner is not None and owner != cid:
                     raise BadInput(f"alias {alias!r} already names another contact")
                 if owner is None:
-                    session.add(
-                        ContactAlias(alias_key=name_key(alias), contact_id=cid, alias=alias)
-                    )
+                    key = name_key(alias)
+                    session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
                     session.flush()
+                    statedigest.update(session, add=[alias_item(key, cid, alias)])
         return cid, created
 
     def resolve(self, name: str) -> str:

@@ -259,19 +259,26 @@ class MemoryLog:
         Idempotent by id; the records keep their own origin and sequence.
         Returns how many rows were written.
         """
-        rows: list[Row] = []
         with self.db.writing() as session:
-            seen = _existing_ids(session, [r.id for r in records])
-            n = session.scalar(select(func.max(MemoryEvent.n))) or 0
-            for r in records:
-                if r.id in seen:
-                    continue
-                seen.add(r.id)
-                n += 1
-                rows.append(as_row(n, r))
-            _insert(session, rows)
+            rows = self.insert_in(session, records)
         self.committed(rows)
         return len(rows)
+
+    @staticmethod
+    def insert_in(session: Session, records: Sequence[EventRecord]) -> list[Row]:
+        """`insert_if_absent` inside the caller's write transaction; the caller
+        passes the returned rows to `committed` once that transaction commits."""
+        rows: list[Row] = []
+        seen = _existing_ids(session, [r.id for r in records])
+        n = session.scalar(select(func.max(MemoryEvent.n))) or 0
+        for r in records:
+            if r.id in seen:
+                continue
+            seen.add(r.id)
+            n += 1
+            rows.append(as_row(n, r))
+        _insert(session, rows)
+        return rows
 
     def committed(self, rows: Sequence[Row]) -> None:
         """Tell listeners (the text mirror) about rows that are now durable."""

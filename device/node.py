@@ -8,11 +8,11 @@ from pathlib import Path
 from nacl.signing import SigningKey
 from sqlalchemy import select
 
-from pixie.protocol.digest import Fingerprint, event_item
+from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item
 from pixie.protocol.identity import identity_from_seed
 
 from . import statedigest
-from .contacts import ContactBook
+from .contacts import Contact, ContactAlias, ContactBook
 from .datadir import DataDir, identity_key_name
 from .db import Database
 from .errors import DataDirError
@@ -75,6 +75,13 @@ class Node:
             )
             for row in session.scalars(select(Note)):
                 fingerprint = fingerprint.add(statedigest.note_version(row))
+            for cid, name in session.execute(select(Contact.id, Contact.name)):
+                fingerprint = fingerprint.add(contact_item(cid, name))
+            aliases = session.execute(
+                select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias)
+            )
+            for key, cid, alias in aliases:
+                fingerprint = fingerprint.add(alias_item(key, cid, alias))
         return fingerprint
 
     def public_key(self) -> bytes:

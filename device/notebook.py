@@ -47,6 +47,8 @@ from .notes import (
     clean_text,
     clean_title,
     content_hash,
+    identity_note_id,
+    record_marks,
     tags_json,
     to_clear_note,
 )
@@ -519,6 +521,7 @@ class NotebookStore:
         statedigest.update(
             session, add=[statedigest.note_version(row)], remove=[old] if old is not None else []
         )
+        record_marks(session, [row.updated_at])
 
     def _live_clear_row(self, session: Session, note_id: str) -> Note:
         row = session.scalar(
@@ -546,7 +549,7 @@ class NotebookStore:
         user_edited: bool,
     ) -> str:
         stamp = self._stamp(session)
-        note_id = new_id()
+        note_id = new_id() if identity is None else identity_note_id(kind.value, identity)
         row = Note(
             id=note_id,
             zone=Zone.CLEAR.value,

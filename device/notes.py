@@ -126,6 +126,45 @@ class NoteTag(Base):
     tag: Mapped[str] = mapped_column(String(MAX_TAG_CHARS), primary_key=True, index=True)
 
 
+class NoteMark(Base):
+    """Per origin, the newest note stamp of that origin this replica has seen
+    (written here or merged from a sibling, whether or not it won the merge).
+    Sync sends a sibling the versions newer than its marks. Never synced."""
+
+    __tablename__ = "note_mark"
+
+    origin: Mapped[str] = mapped_column(String(64), primary_key=True)
+    stamp: Mapped[str] = mapped_column(String(90))
+
+
+STAMP_ORIGIN_AT = 23  # a stamp is "%015d.%06d.origin": the origin starts here
+_MARK_SQL = (
+    "INSERT INTO note_mark (origin, stamp) VALUES (?, ?) "
+    "ON CONFLICT (origin) DO UPDATE SET stamp = max(stamp, excluded.stamp)"
+)
+
+
+def record_marks(session: Any, stamps: Sequence[str]) -> None:
+    """Move the note marks up to cover ``stamps`` (inside the caller's transaction)."""
+    newest: dict[str, str] = {}
+    for stamp in stamps:
+        origin = stamp[STAMP_ORIGIN_AT:]
+        if stamp > newest.get(origin, ""):
+            newest[origin] = stamp
+    if newest:
+        session.connection().exec_driver_sql(_MARK_SQL, list(newest.items()))
+
+
+def identity_note_id(kind: str, identity: str) -> str:
+    """The id of the note with this identity, the same on every replica, so two
+    devices that distil the same person page make one note, not two."""
+    raw = bytearray(hashlib.sha256(f"pixie-note\x00{kind}\x00{identity}".encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x80  # UUID version 8: custom
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 9562 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 # The full-text index covers live clear notes only, and triggers keep it (and
 # the tag table) exact whatever path writes a note. Sealed rows never enter it.
 NOTEBOOK_DDL = (

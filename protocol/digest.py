@@ -1,7 +1,9 @@
 """The state digest: one short value that two converged peers agree on.
 
 Everything that converges between siblings is a set of items: each log event
-(by id) and each note version (id, stamp, content hash, user_edited, deleted).
+(by id), each note version (id, stamp, content hash, user_edited, deleted),
+each contact (id, name) and each alias (alias, contact). Every item starts with
+a 17-byte key (a kind letter and a 128-bit id) that names it across versions.
 The fingerprint of a set is the sum of its items' hashes modulo 2^256 together
 with the count, as Negentropy fingerprints ranges. Addition commutes, so the
 digest does not depend on the order things arrived in; and an item can be added
@@ -46,6 +48,21 @@ def note_item(
         + content_hash.encode()
         + bytes([flags])
     )
+
+
+def contact_item(contact_id: str, name: str) -> bytes:
+    return b"C" + _id_bytes(contact_id) + name.encode()
+
+
+def alias_item(alias_key: str, contact_id: str, alias: str) -> bytes:
+    # Keyed by a hash of the alias key: every item starts with a 17-byte key.
+    key = hashlib.sha256(b"pixie-alias\x00" + alias_key.encode()).digest()[:16]
+    return b"A" + key + _id_bytes(contact_id) + alias.encode()
+
+
+def item_key(item: bytes) -> bytes:
+    """The 17 bytes (kind, id) that name an item whatever its version."""
+    return item[:17]
 
 
 _BASE = hashlib.sha256(_PERSON)

@@ -34,7 +34,9 @@ from .peerwire import MAX_BODY_BYTES
 
 ENVELOPE_VERSION = 1
 SIGN_CONTEXT = b"pixie-envelope-v1\x00"
-MIN_BUCKET = 512
+# The smallest padded size: a sync Hello with its marks, in an envelope under
+# 512 bytes on the wire, which is what a converged pair exchanges.
+MIN_BUCKET = 256
 _OVERHEAD = 32 + Box.NONCE_SIZE + 16  # ephemeral key, nonce, Poly1305 tag
 
 
@@ -56,7 +58,7 @@ def _signed(recipient: bytes, eph_pub: bytes, body: bytes) -> bytes:
 
 
 def bucket(size: int) -> int:
-    """The padded size for ``size`` bytes: at least 512, then steps of 1/8 of
+    """The padded size for ``size`` bytes: at least MIN_BUCKET, then steps of 1/8 of
     the power of two below (Padmé-like: leaks only the rough order of size)."""
     if size <= MIN_BUCKET:
         return MIN_BUCKET

@@ -121,19 +121,37 @@ class Pong:
         return cls(_uint(f[0], "token"))
 
 
+@dataclass(frozen=True, slots=True)
+class SyncData:
+    """A sync session message (see `syncwire.py`), carried as opaque bytes here."""
+
+    TYPE: ClassVar[int] = 6
+    payload: bytes
+
+    def fields(self) -> list[Any]:
+        return [self.payload]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> SyncData:
+        if not isinstance(f[0], bytes) or len(f[0]) > MAX_BODY_BYTES:
+            raise ProtocolError("sync payload must be bytes")
+        return cls(f[0])
+
+
 def _role(value: Any) -> str:
     if value not in ("device", "homebase"):
         raise ProtocolError("role must be device or homebase")
     return str(value)
 
 
-PeerMessage = PairRequest | PairAccept | PairReject | Ping | Pong
+PeerMessage = PairRequest | PairAccept | PairReject | Ping | Pong | SyncData
 _ARITY: dict[int, tuple[int, Callable[[list[Any]], PeerMessage]]] = {
     PairRequest.TYPE: (3, PairRequest.from_fields),
     PairAccept.TYPE: (3, PairAccept.from_fields),
     PairReject.TYPE: (1, PairReject.from_fields),
     Ping.TYPE: (1, Ping.from_fields),
     Pong.TYPE: (1, Pong.from_fields),
+    SyncData.TYPE: (1, SyncData.from_fields),
 }
 
 

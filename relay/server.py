@@ -47,7 +47,6 @@ from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
 from pixie.protocol.keyprint import fingerprint as key_fingerprint
 
 from .errors import RelayError
-from .fastwire import deliver_frame, parse_send
 from .logs import event
 from .mailbox import Mailboxes, MailboxLimits
 from .ratelimit import SendLimit
@@ -621,7 +620,7 @@ class Relay:
         while True:
             now = trio.current_time()
             for frame in frames:
-                send = parse_send(frame)
+                send = relaywire.parse_send(frame)
                 if send is not None:
                     route(conn, send[0], send[1], now)
                     continue
@@ -659,7 +658,7 @@ class Relay:
             return
         target = self._clients.get(recipient)
         if target is not None and target.live:
-            refused = target.outbox.put(deliver_frame(envelope), True)
+            refused = target.outbox.put(relaywire.deliver_frame(envelope), True)
             if refused is not None:
                 self._drops[refused] += 1
         else:
@@ -676,7 +675,7 @@ class Relay:
             )
             if not mail:
                 break
-            await self._write(conn, [deliver_frame(e) for e in mail], len(mail))
+            await self._write(conn, [relaywire.deliver_frame(e) for e in mail], len(mail))
         conn.live = True
         while True:
             frames, envelopes = await conn.outbox.take(WRITE_BATCH_BYTES)

@@ -36,9 +36,9 @@ from nacl.signing import SigningKey
 from pixie.homebase.cli import build_parser
 from pixie.protocol import relaywire as rw
 from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from pixie.protocol.relaywire import deliver_frame, parse_send
 from pixie.relay import cli as relay_cli
 from pixie.relay.errors import RelayError
-from pixie.relay.fastwire import deliver_frame, parse_send
 from pixie.relay.logs import LOGGER_NAME, JsonFormatter, TextFormatter
 from pixie.relay.mailbox import DROP_REASONS, Mailboxes
 from pixie.relay.server import (

@@ -1,0 +1,496 @@
+"""A replica's side of sync: what the session asks of the store, over SQLite.
+
+`NodeReplica` answers a `pixie.protocol.sync.SyncSession`: the digest, the
+marks, the records a sibling lacks, and the merge of what a sibling sends.
+
+The merge rules, each a join (the result does not depend on the order or the
+number of times records arrive):
+
+- Log events: insert-if-absent on id. Events are never edited, so there is
+  nothing to decide. An event that reuses another's (origin, seq) is a lie.
+- Note versions: the greater of (user_edited, stamp) wins, where a stamp is
+  the hybrid logical clock value (wall time, counter, origin). The user's own
+  edits (and deletions) come first, so a distillation on one device that had
+  not yet seen an edit made on another can never overwrite it, whatever the
+  clocks say; between two edits, or two distillations, the later stamp wins,
+  and the origin in the stamp breaks the last tie, so any two versions compare
+  and every replica picks the same one. Tombstones are versions like any other.
+- Contacts: a grow-only set by id (ids derive from the normalised name); of two
+  spellings of one name the smaller wins. Aliases: by alias, the smaller
+  contact id wins.
+
+Where a note's body lives, marks, watermarks, settings and keys are local and
+never leave. A batch is applied in one transaction, so a refused batch leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item, item_hash
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.hlc import HybridClock, Stamp
+from pixie.protocol.reconcile import range_fingerprint
+from pixie.protocol.syncwire import (
+    ClearFields,
+    ContactEntry,
+    LogEvent,
+    Marks,
+    NoteVersion,
+    Records,
+)
+
+from . import statedigest
+from .contacts import Contact, ContactAlias, clean_name, contact_id_for, name_key
+from .db import Database
+from .errors import BadInput
+from .memlog import (
+    EventRecord,
+    MemoryEvent,
+    MemoryLog,
+    check_ref,
+    check_text,
+    parse_kind,
+)
+from .notebook import sealed_hash
+from .notes import (
+    STAMP_ORIGIN_AT,
+    Note,
+    NoteKind,
+    NoteMark,
+    Zone,
+    clean_tags,
+    content_hash,
+    record_marks,
+    tags_json,
+)
+
+# A batch is cut once its records reach about this many encoded bytes; with one
+# maximal record on top it stays under syncwire.MAX_MESSAGE_BYTES.
+BATCH_BYTES = 256 * 1024
+BATCH_RECORDS = 5_000
+_PAGE = 2_000
+_ID_CHUNK = 500
+
+
+def _size(record: LogEvent | NoteVersion) -> int:
+    """Encoded bytes, nearly: fixed fields plus the UTF-8 of the long ones."""
+    if isinstance(record, LogEvent):
+        return 96 + len(record.text.encode())
+    if record.clear is not None:
+        return 160 + len(record.clear.body.encode()) + len(record.clear.title.encode())
+    return 96 + len(record.ciphertext or b"")
+
+
+class _Chunker:
+    """Cuts a stream of records into bounded `Records`."""
+
+    def __init__(self) -> None:
+        self.contacts: list[ContactEntry] = []
+        self.events: list[LogEvent] = []
+        self.notes: list[NoteVersion] = []
+        self.bytes = 0
+
+    def add(self, record: ContactEntry | LogEvent | NoteVersion) -> Records | None:
+        if isinstance(record, ContactEntry):
+            self.contacts.append(record)
+            self.bytes += 64 + len(record.name) + sum(len(a) + 4 for a in record.aliases)
+        elif isinstance(record, LogEvent):
+            self.events.append(record)
+            self.bytes += _size(record)
+        else:
+            self.notes.append(record)
+            self.bytes += _size(record)
+        count = len(self.contacts) + len(self.events) + len(self.notes)
+        if self.bytes >= BATCH_BYTES or count >= BATCH_RECORDS:
+            return self.flush()
+        return None
+
+    def flush(self) -> Records | None:
+        if not (self.contacts or self.events or self.notes):
+            return None
+        out = Records(tuple(self.contacts), tuple(self.events), tuple(self.notes))
+        self.contacts, self.events, self.notes, self.bytes = [], [], [], 0
+        return out
+
+
+def _chunked(records: Iterable[ContactEntry | LogEvent | NoteVersion]) -> Iterator[Records]:
+    chunker = _Chunker()
+    for record in records:
+        full = chunker.add(record)
+        if full is not None:
+            yield full
+    last = chunker.flush()
+    if last is not None:
+        yield last
+
+
+def _wire_event(row: MemoryEvent) -> LogEvent:
+    return LogEvent(
+        row.id,
+        row.origin,
+        row.seq,
+        row.kind,
+        row.at,
+        row.contact_id,
+        row.thread,
+        row.source,
+        row.from_me,
+        row.text,
+    )
+
+
+def _wire_note(row: Note) -> NoteVersion:
+    if row.zone == Zone.SEALED.value:
+        return NoteVersion(
+            row.id,
+            row.updated_at,
+            row.content_hash,
+            row.user_edited,
+            row.deleted,
+            nonce=row.nonce,
+            ciphertext=row.ciphertext,
+        )
+    if row.body is None:
+        # Offloaded bodies are issue-level future work; refuse rather than send a hole.
+        raise ProtocolError(f"note {row.id} has no resident body to send")
+    clear = ClearFields(
+        kind=row.kind or "",
+        identity_key=row.identity_key,
+        title=row.title or "",
+        body=row.body,
+        contact_id=row.contact_id,
+        tags=tuple(json.loads(row.tags)) if row.tags else (),
+        source_ref=row.source_ref,
+        about_date=row.about_date,
+        created_at=row.created_at or 0,
+    )
+    return NoteVersion(
+        row.id, row.updated_at, row.content_hash, row.user_edited, row.deleted, clear=clear
+    )
+
+
+def _version_order(user_edited: bool, stamp: str) -> tuple[bool, str]:
+    # Why this order: see the module docstring. Stamps compare as text because
+    # their fixed-width encoding sorts in clock order, origin last.
+    return (user_edited, stamp)
+
+
+class NodeReplica:
+    """The `Replica` a sync session runs against, for one data dir."""
+
+    def __init__(self, db: Database, log: MemoryLog, origin: str) -> None:
+        self.db = db
+        self.log = log
+        self.origin = origin
+        self.clock = HybridClock(origin)
+
+    # -- what I hold --------------------------------------------------------------------
+
+    def state(self) -> tuple[bytes, int]:
+        fp = statedigest.current(self.db)
+        return fp.digest(), fp.count
+
+    def marks(self) -> Marks:
+        with self.db.reading() as session:
+            log = session.execute(
+                select(MemoryEvent.origin, func.max(MemoryEvent.seq)).group_by(MemoryEvent.origin)
+            ).all()
+            notes = session.execute(select(NoteMark.origin, NoteMark.stamp)).all()
+            contacts = self._contacts_fingerprint(session)
+        return Marks(
+            tuple((str(o), int(s)) for o, s in sorted(log)),
+            tuple((str(o), str(s)) for o, s in sorted(notes)),
+            contacts,
+        )
+
+    @staticmethod
+    def _contact_items(session: Session) -> Iterator[bytes]:
+        for cid, name in session.execute(select(Contact.id, Contact.name)):
+            yield contact_item(cid, name)
+        aliases = session.execute(
+            select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias)
+        )
+        for key, cid, alias in aliases:
+            yield alias_item(key, cid, alias)
+
+    def _contacts_fingerprint(self, session: Session) -> bytes:
+        fp = Fingerprint.of(self._contact_items(session))
+        return range_fingerprint(fp.total, fp.count)
+
+    # -- what a sibling lacks -----------------------------------------------------------
+
+    def missing(self, peer: Marks) -> Iterator[Records]:
+        return _chunked(self._missing_records(peer))
+
+    def _missing_records(self, peer: Marks) -> Iterator[ContactEntry | LogEvent | NoteVersion]:
+        mine = self.marks()
+        if mine.contacts != peer.contacts:
+            yield from self._all_contacts()
+        for origin, high in mine.log:
+            after = peer.log_mark(origin)
+            while after < high:
+                with self.db.reading() as session:
+                    rows = session.scalars(
+                        select(MemoryEvent)
+                        .where(MemoryEvent.origin == origin, MemoryEvent.seq > after)
+                        .order_by(MemoryEvent.seq)
+                        .limit(_PAGE)
+                    ).all()
+                    page = [_wire_event(r) for r in rows]
+                if not page:
+                    break
+                yield from page
+                after = page[-1].seq
+        for origin, newest in mine.notes:
+            after_stamp = peer.note_mark(origin) or ""
+            while after_stamp < newest:
+                with self.db.reading() as session:
+                    note_rows = session.scalars(
+                        select(Note)
+                        .where(
+                            Note.updated_at > after_stamp,
+                            func.substr(Note.updated_at, STAMP_ORIGIN_AT + 1) == origin,
+                        )
+                        .order_by(Note.updated_at)
+                        .limit(_PAGE)
+                    ).all()
+                    notes = [_wire_note(r) for r in note_rows]
+                if not notes:
+                    break
+                yield from notes
+                after_stamp = notes[-1].stamp
+
+    def _all_contacts(self) -> list[ContactEntry]:
+        with self.db.reading() as session:
+            contacts = session.execute(select(Contact.id, Contact.name).order_by(Contact.id)).all()
+            aliases: dict[str, list[str]] = {}
+            for cid, alias in session.execute(
+                select(ContactAlias.contact_id, ContactAlias.alias).order_by(ContactAlias.alias_key)
+            ):
+                aliases.setdefault(cid, []).append(alias)
+        return [ContactEntry(c, n, tuple(aliases.get(c, ()))) for c, n in contacts]
+
+    # -- repair ---------------------------------------------------------------------------
+
+    def items(self) -> Iterator[tuple[bytes, int]]:
+        with self.db.reading() as session:
+            for event_id in session.scalars(select(MemoryEvent.id)):
+                item = event_item(event_id)
+                yield item[:17], item_hash(item)
+            for row in session.scalars(select(Note)):
+                item = statedigest.note_version(row)
+                yield item[:17], item_hash(item)
+            for item in self._contact_items(session):
+                yield item[:17], item_hash(item)
+
+    def records_for(self, keys: Sequence[bytes]) -> Iterator[Records]:
+        return _chunked(self._records_for(keys))
+
+    def _records_for(
+        self, keys: Sequence[bytes]
+    ) -> Iterator[ContactEntry | LogEvent | NoteVersion]:
+        by_kind: dict[bytes, list[str]] = {}
+        for key in keys:
+            by_kind.setdefault(key[:1], []).append(key[1:].hex())
+        if b"C" in by_kind or b"A" in by_kind:
+            yield from self._all_contacts()
+        event_ids = [_uuid_text(h) for h in by_kind.get(b"E", [])]
+        for i in range(0, len(event_ids), _ID_CHUNK):
+            with self.db.reading() as session:
+                chunk = event_ids[i : i + _ID_CHUNK]
+                events = session.scalars(select(MemoryEvent).where(MemoryEvent.id.in_(chunk)))
+                records: list[LogEvent | NoteVersion] = [_wire_event(r) for r in events]
+            yield from records
+        note_ids = [_uuid_text(h) for h in by_kind.get(b"N", [])]
+        for i in range(0, len(note_ids), _ID_CHUNK):
+            with self.db.reading() as session:
+                chunk = note_ids[i : i + _ID_CHUNK]
+                notes = session.scalars(select(Note).where(Note.id.in_(chunk)))
+                records = [_wire_note(r) for r in notes]
+            yield from records
+
+    # -- merging --------------------------------------------------------------------------
+
+    def apply(self, records: Records, *, in_order: bool) -> int:
+        try:
+            events = [_event_record(e) for e in records.events]
+            notes = [_checked_note(n) for n in records.notes]
+            for n in notes:
+                self.clock.observe(Stamp.decode(n.stamp))
+        except BadInput as exc:
+            raise ProtocolError(f"refused a record: {exc}") from None
+        changed = 0
+        rows: list[Any] = []
+        try:
+            with self.db.writing() as session:
+                changed += self._merge_contacts(session, records.contacts)
+                rows = self._merge_events(session, events, in_order=in_order)
+                changed += len(rows)
+                changed += self._merge_notes(session, notes)
+        except IntegrityError as exc:
+            raise ProtocolError(
+                f"a batch contradicts what this replica holds ({exc.orig})"
+            ) from None
+        self.log.committed(rows)
+        return changed
+
+    def _merge_contacts(self, session: Session, contacts: Sequence[ContactEntry]) -> int:
+        changed = 0
+        for entry in contacts:
+            try:
+                name = clean_name(entry.name)
+                aliases = [clean_name(a, "alias") for a in entry.aliases]
+            except BadInput as exc:
+                raise ProtocolError(f"refused a contact: {exc}") from None
+            if contact_id_for(name) != entry.id:
+                raise ProtocolError(f"contact {entry.id} does not match its name")
+            row = session.get(Contact, entry.id)
+            if row is None:
+                session.add(Contact(id=entry.id, name=name, name_key=name_key(name), created_at=0))
+                session.flush()
+                statedigest.update(session, add=[contact_item(entry.id, name)])
+                changed += 1
+            elif name < row.name:
+                statedigest.update(
+                    session,
+                    add=[contact_item(entry.id, name)],
+                    remove=[contact_item(entry.id, row.name)],
+                )
+                row.name = name
+                changed += 1
+            for alias in aliases:
+                key = name_key(alias)
+                held = session.get(ContactAlias, key)
+                if held is None:
+                    session.add(ContactAlias(alias_key=key, contact_id=entry.id, alias=alias))
+                    session.flush()
+                    statedigest.update(session, add=[alias_item(key, entry.id, alias)])
+                    changed += 1
+                elif (entry.id, alias) < (held.contact_id, held.alias):
+                    statedigest.update(
+                        session,
+                        add=[alias_item(key, entry.id, alias)],
+                        remove=[alias_item(key, held.contact_id, held.alias)],
+                    )
+                    held.contact_id, held.alias = entry.id, alias
+                    changed += 1
+        return changed
+
+    def _merge_events(
+        self, session: Session, events: Sequence[EventRecord], *, in_order: bool
+    ) -> list[Any]:
+        if not events:
+            return []
+        if in_order:
+            by_origin: dict[str, list[int]] = {}
+            for e in events:
+                by_origin.setdefault(e.origin, []).append(e.seq)
+            for origin, seqs in by_origin.items():
+                if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+                    raise ProtocolError(f"events of {origin} are not in sequence order")
+                held = (
+                    session.scalar(
+                        select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == origin)
+                    )
+                    or 0
+                )
+                if seqs[0] > held + 1:
+                    raise ProtocolError(
+                        f"events of {origin} start at {seqs[0]} but this replica holds {held}"
+                    )
+        return self.log.insert_in(session, events)
+
+    def _merge_notes(self, session: Session, notes: Sequence[NoteVersion]) -> int:
+        changed = 0
+        for version in notes:
+            row = session.scalar(select(Note).where(Note.id == version.id))
+            if row is not None:
+                if (row.zone == Zone.SEALED.value) != version.sealed:
+                    raise ProtocolError(f"note {version.id} changed zone")
+                mine = _version_order(row.user_edited, row.updated_at)
+                theirs = _version_order(version.user_edited, version.stamp)
+                if theirs == mine:
+                    if row.content_hash != version.content_hash or row.deleted != version.deleted:
+                        raise ProtocolError(f"two different notes {version.id} share one stamp")
+                    continue
+                if theirs < mine:
+                    continue
+                old = statedigest.note_version(row)
+                _fill(row, version)
+            else:
+                old = None
+                row = Note(id=version.id)
+                _fill(row, version)
+                session.add(row)
+            session.flush()
+            statedigest.update(
+                session,
+                add=[statedigest.note_version(row)],
+                remove=[old] if old is not None else [],
+            )
+            changed += 1
+        record_marks(session, [n.stamp for n in notes])
+        return changed
+
+
+def _uuid_text(hex32: str) -> str:
+    return f"{hex32[:8]}-{hex32[8:12]}-{hex32[12:16]}-{hex32[16:20]}-{hex32[20:]}"
+
+
+def _event_record(e: LogEvent) -> EventRecord:
+    return EventRecord(
+        id=e.id,
+        origin=e.origin,
+        seq=e.seq,
+        kind=parse_kind(e.kind),
+        at=e.at,
+        contact_id=e.contact_id,
+        thread=check_ref(e.thread, "thread"),
+        source=check_ref(e.source, "source"),
+        from_me=e.from_me,
+        text=check_text(e.text),
+    )
+
+
+def _checked_note(n: NoteVersion) -> NoteVersion:
+    if n.clear is not None:
+        try:
+            NoteKind(n.clear.kind)
+        except ValueError:
+            raise BadInput(f"unknown note kind {n.clear.kind!r:.40}") from None
+        if clean_tags(list(n.clear.tags)) != n.clear.tags:
+            raise BadInput("note tags are not in their stored form")
+        if content_hash(n.clear.body) != n.content_hash:
+            raise BadInput(f"note {n.id}: the body does not match its content hash")
+    elif sealed_hash(n.nonce or b"", n.ciphertext or b"") != n.content_hash:
+        raise BadInput(f"sealed note {n.id}: the ciphertext does not match its hash")
+    return n
+
+
+def _fill(row: Note, v: NoteVersion) -> None:
+    stamp = Stamp.decode(v.stamp)
+    row.updated_at = v.stamp
+    row.content_hash = v.content_hash
+    row.user_edited = v.user_edited
+    row.deleted = v.deleted
+    if v.clear is None:
+        row.zone = Zone.SEALED.value
+        row.nonce, row.ciphertext = v.nonce, v.ciphertext
+        return
+    c = v.clear
+    row.zone = Zone.CLEAR.value
+    row.kind, row.identity_key, row.title, row.body = c.kind, c.identity_key, c.title, c.body
+    row.contact_id, row.tags, row.source_ref = c.contact_id, tags_json(c.tags), c.source_ref
+    row.about_date, row.created_at = c.about_date, c.created_at
+    row.updated_wall = stamp.wall_ms * 1000
+
+
+__all__ = ["BATCH_BYTES", "NodeReplica"]

@@ -1,0 +1,515 @@
+"""What siblings say to each other during a sync session: the messages and their codec.
+
+A sync message travels as the payload of a peer ``Sync`` message, inside a
+sealed envelope (see `peerwire.py` and `envelope.py`). Every message is a
+msgpack array whose first item is its type code and whose second is the
+8-byte session id. One strict decoder: bounded lengths, exact arity, every
+field checked, frozen dataclasses out, `ProtocolError` for anything else.
+
+Records are what converges: log events, note versions (a clear note with its
+fields, or a sealed note as opaque nonce and ciphertext) and contacts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from .errors import ProtocolError
+from .hlc import Stamp
+from .packing import unpack
+from .reconcile import FINGERPRINT_BYTES, KEY_BYTES, SHORT_HASH_BYTES, Range
+
+SESSION_BYTES = 8
+DIGEST_BYTES = 32
+MAX_ORIGINS = 64
+MAX_RECORDS = 20_000  # per message, of each kind
+MAX_RANGES = 4_096
+MAX_NEED = 4_096
+MAX_TEXT_CHARS = 65_536
+MAX_BODY_CHARS = 32_768
+MAX_SHORT_CHARS = 200
+MAX_TAGS = 32
+MAX_TAG_CHARS = 40
+MAX_KIND_CHARS = 24
+MAX_ALIASES = 64
+MAX_REASON_CHARS = 300
+MAX_CIPHERTEXT = 4 * MAX_BODY_CHARS + 64 * 1024
+# Padded into an envelope, the largest message still fits a 1 MiB relay frame.
+MAX_MESSAGE_BYTES = 768 * 1024
+
+
+# -- records ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    id: str
+    origin: str
+    seq: int
+    kind: str
+    at: int
+    contact_id: str | None
+    thread: str | None
+    source: str | None
+    from_me: bool | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClearFields:
+    kind: str
+    identity_key: str | None
+    title: str
+    body: str
+    contact_id: str | None
+    tags: tuple[str, ...]
+    source_ref: str | None
+    about_date: int | None
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoteVersion:
+    """One note as it stands on a replica: its version key and its content.
+
+    A clear note carries ``clear``; a sealed one ``nonce`` and ``ciphertext``,
+    which the receiving side stores and never opens.
+    """
+
+    id: str
+    stamp: str
+    content_hash: str
+    user_edited: bool
+    deleted: bool
+    clear: ClearFields | None = None
+    nonce: bytes | None = None
+    ciphertext: bytes | None = None
+
+    @property
+    def sealed(self) -> bool:
+        return self.clear is None
+
+
+@dataclass(frozen=True, slots=True)
+class ContactEntry:
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    contacts: tuple[ContactEntry, ...] = ()
+    events: tuple[LogEvent, ...] = ()
+    notes: tuple[NoteVersion, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.contacts) + len(self.events) + len(self.notes)
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """A compact summary of what a replica holds.
+
+    ``log``: per origin, the highest sequence number held (events of an origin
+    are held as a prefix 1..n). ``notes``: per origin, the newest stamp of that
+    origin seen. ``contacts``: a fingerprint of the contacts and aliases.
+    """
+
+    log: tuple[tuple[str, int], ...] = ()
+    notes: tuple[tuple[str, str], ...] = ()
+    contacts: bytes = bytes(FINGERPRINT_BYTES)
+
+    def log_mark(self, origin: str) -> int:
+        return dict(self.log).get(origin, 0)
+
+    def note_mark(self, origin: str) -> str | None:
+        return dict(self.notes).get(origin)
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """Round one: my digest and what I hold. ``reply`` marks the answer; in it,
+    ``streaming`` says whether batches follow."""
+
+    session: bytes
+    reply: bool
+    digest: bytes
+    count: int
+    marks: Marks
+    streaming: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Records the peer lacks, numbered from 0 in each direction; ``last`` ends the stream."""
+
+    session: bytes
+    number: int
+    last: bool
+    records: Records
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """My digest after applying everything the peer sent (and the end of my stream)."""
+
+    session: bytes
+    digest: bytes
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """A turn of range reconciliation: ranges to compare, and keys whose records I need."""
+
+    session: bytes
+    ranges: tuple[Range, ...]
+    need: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    session: bytes
+    reason: str
+
+
+SyncMessage = Hello | Batch | Check | Repair | Abort
+_CODES: dict[type, int] = {Hello: 1, Batch: 2, Check: 3, Repair: 4, Abort: 5}
+
+
+# -- encoding -----------------------------------------------------------------------------
+
+
+def _id16(text: str) -> bytes:
+    return uuid.UUID(text).bytes
+
+
+def _hex16(text: str | None) -> bytes | None:
+    return None if text is None else bytes.fromhex(text)
+
+
+def _event_fields(e: LogEvent) -> list[Any]:
+    return [
+        _id16(e.id),
+        e.origin,
+        e.seq,
+        e.kind,
+        e.at,
+        _hex16(e.contact_id),
+        e.thread,
+        e.source,
+        e.from_me,
+        e.text,
+    ]
+
+
+def _note_fields(n: NoteVersion) -> list[Any]:
+    stamp = Stamp.decode(n.stamp)
+    flags = (1 if n.user_edited else 0) | (2 if n.deleted else 0)
+    clear = None
+    if n.clear is not None:
+        c = n.clear
+        clear = [
+            c.kind,
+            c.identity_key,
+            c.title,
+            c.body,
+            _hex16(c.contact_id),
+            list(c.tags),
+            c.source_ref,
+            c.about_date,
+            c.created_at,
+        ]
+    return [
+        _id16(n.id),
+        stamp.wall_ms,
+        stamp.counter,
+        stamp.origin,
+        bytes.fromhex(n.content_hash),
+        flags,
+        clear,
+        n.nonce,
+        n.ciphertext,
+    ]
+
+
+def _records_fields(r: Records) -> list[Any]:
+    return [
+        [[_hex16(c.id), c.name, list(c.aliases)] for c in r.contacts],
+        [_event_fields(e) for e in r.events],
+        [_note_fields(n) for n in r.notes],
+    ]
+
+
+def _marks_fields(m: Marks) -> list[Any]:
+    notes = []
+    for origin, stamp_text in m.notes:
+        stamp = Stamp.decode(stamp_text)
+        notes.append([origin, stamp.wall_ms, stamp.counter])
+    return [[[o, s] for o, s in m.log], notes, m.contacts]
+
+
+def _range_fields(r: Range) -> list[Any]:
+    if r.items is None:
+        return [r.lower, r.upper, r.fingerprint]
+    return [r.lower, r.upper, [[k, h] for k, h in r.items]]
+
+
+def encode(message: SyncMessage) -> bytes:
+    code = _CODES[type(message)]
+    match message:
+        case Hello(_, reply, digest, count, marks, streaming):
+            fields: list[Any] = [reply, digest, count, _marks_fields(marks), streaming]
+        case Batch(_, number, last, records):
+            fields = [number, last, _records_fields(records)]
+        case Check(_, digest, count):
+            fields = [digest, count]
+        case Repair(_, ranges, need):
+            fields = [[_range_fields(r) for r in ranges], list(need)]
+        case Abort(_, reason):
+            fields = [reason[:MAX_REASON_CHARS]]
+    packed: bytes = msgpack.packb([code, message.session, *fields], use_bin_type=True)
+    if len(packed) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"sync message of {len(packed)} bytes is over {MAX_MESSAGE_BYTES}")
+    return packed
+
+
+# -- decoding -----------------------------------------------------------------------------
+
+
+def _list(value: Any, what: str, limit: int, exact: int | None = None) -> list[Any]:
+    if not isinstance(value, list) or len(value) > limit:
+        raise ProtocolError(f"{what} must be a list of at most {limit} items")
+    if exact is not None and len(value) != exact:
+        raise ProtocolError(f"{what} must have {exact} items")
+    return value
+
+
+def _bin(value: Any, what: str, exact: int | None = None, limit: int | None = None) -> bytes:
+    if not isinstance(value, bytes):
+        raise ProtocolError(f"{what} must be bytes")
+    if exact is not None and len(value) != exact:
+        raise ProtocolError(f"{what} must be {exact} bytes")
+    if limit is not None and len(value) > limit:
+        raise ProtocolError(f"{what} is over {limit} bytes")
+    return value
+
+
+def _int(value: Any, what: str, low: int = 0, high: int = (1 << 63) - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ProtocolError(f"{what} must be an integer from {low} to {high}")
+    return value
+
+
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{what} must be true or false")
+    return value
+
+
+def _text(value: Any, what: str, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise ProtocolError(f"{what} must be text of at most {limit} characters")
+    return value
+
+
+def _opt_text(value: Any, what: str, limit: int) -> str | None:
+    return None if value is None else _text(value, what, limit)
+
+
+def _opt_hex16(value: Any, what: str) -> str | None:
+    return None if value is None else _bin(value, what, 16).hex()
+
+
+def _origin(value: Any) -> str:
+    text = _text(value, "origin", 64)
+    try:
+        Stamp(0, 0, text)
+    except ProtocolError:
+        raise ProtocolError(f"bad origin {text!r:.70}") from None
+    return text
+
+
+def _event(f: Any) -> LogEvent:
+    f = _list(f, "event", 10, exact=10)
+    from_me = f[8]
+    if from_me is not None:
+        from_me = _bool(from_me, "from_me")
+    return LogEvent(
+        id=str(uuid.UUID(bytes=_bin(f[0], "event id", 16))),
+        origin=_origin(f[1]),
+        seq=_int(f[2], "seq", 1),
+        kind=_text(f[3], "event kind", MAX_KIND_CHARS),
+        at=_int(f[4], "event time", -(1 << 62), 1 << 62),
+        contact_id=_opt_hex16(f[5], "contact id"),
+        thread=_opt_text(f[6], "thread", MAX_SHORT_CHARS),
+        source=_opt_text(f[7], "source", MAX_SHORT_CHARS),
+        from_me=from_me,
+        text=_text(f[9], "event text", MAX_TEXT_CHARS),
+    )
+
+
+def _note(f: Any) -> NoteVersion:
+    f = _list(f, "note", 9, exact=9)
+    stamp = Stamp(
+        _int(f[1], "stamp wall", 0, 10**15 - 1),
+        _int(f[2], "stamp counter", 0, 10**6 - 1),
+        _origin(f[3]),
+    )
+    flags = _int(f[5], "note flags", 0, 3)
+    content_hash = _bin(f[4], "content hash", 32).hex()
+    clear = None
+    nonce = ciphertext = None
+    if f[6] is not None:
+        c = _list(f[6], "clear note", 9, exact=9)
+        tags = tuple(_text(t, "tag", MAX_TAG_CHARS) for t in _list(c[5], "tags", MAX_TAGS))
+        clear = ClearFields(
+            kind=_text(c[0], "note kind", MAX_KIND_CHARS),
+            identity_key=_opt_text(c[1], "identity key", MAX_SHORT_CHARS),
+            title=_text(c[2], "title", MAX_SHORT_CHARS),
+            body=_text(c[3], "body", MAX_BODY_CHARS),
+            contact_id=_opt_hex16(c[4], "contact id"),
+            tags=tags,
+            source_ref=_opt_text(c[6], "source ref", MAX_SHORT_CHARS),
+            about_date=None if c[7] is None else _int(c[7], "about date", -(1 << 62), 1 << 62),
+            created_at=_int(c[8], "created at", -(1 << 62), 1 << 62),
+        )
+        if f[7] is not None or f[8] is not None:
+            raise ProtocolError("a clear note carries no ciphertext")
+    else:
+        nonce = _bin(f[7], "nonce", 12)
+        ciphertext = _bin(f[8], "ciphertext", limit=MAX_CIPHERTEXT)
+        if flags & 1:
+            raise ProtocolError("a sealed note is never user-edited")
+    return NoteVersion(
+        id=str(uuid.UUID(bytes=_bin(f[0], "note id", 16))),
+        stamp=stamp.encode(),
+        content_hash=content_hash,
+        user_edited=bool(flags & 1),
+        deleted=bool(flags & 2),
+        clear=clear,
+        nonce=nonce,
+        ciphertext=ciphertext,
+    )
+
+
+def _contact(f: Any) -> ContactEntry:
+    f = _list(f, "contact", 3, exact=3)
+    aliases = tuple(_text(a, "alias", MAX_SHORT_CHARS) for a in _list(f[2], "aliases", 64))
+    return ContactEntry(
+        _bin(f[0], "contact id", 16).hex(), _text(f[1], "contact name", MAX_SHORT_CHARS), aliases
+    )
+
+
+def _records(f: Any) -> Records:
+    f = _list(f, "records", 3, exact=3)
+    return Records(
+        contacts=tuple(_contact(c) for c in _list(f[0], "contacts", MAX_RECORDS)),
+        events=tuple(_event(e) for e in _list(f[1], "events", MAX_RECORDS)),
+        notes=tuple(_note(n) for n in _list(f[2], "notes", MAX_RECORDS)),
+    )
+
+
+def _marks(f: Any) -> Marks:
+    f = _list(f, "marks", 3, exact=3)
+    log = []
+    for item in _list(f[0], "log marks", MAX_ORIGINS):
+        pair = _list(item, "log mark", 2, exact=2)
+        log.append((_origin(pair[0]), _int(pair[1], "log mark", 0)))
+    notes = []
+    for item in _list(f[1], "note marks", MAX_ORIGINS):
+        triple = _list(item, "note mark", 3, exact=3)
+        origin = _origin(triple[0])
+        stamp = Stamp(
+            _int(triple[1], "mark wall", 0, 10**15 - 1),
+            _int(triple[2], "mark counter", 0, 10**6 - 1),
+            origin,
+        )
+        notes.append((origin, stamp.encode()))
+    if len({o for o, _ in log}) != len(log) or len({o for o, _ in notes}) != len(notes):
+        raise ProtocolError("an origin appears twice in the marks")
+    return Marks(tuple(log), tuple(notes), _bin(f[2], "contacts fingerprint", FINGERPRINT_BYTES))
+
+
+def _range(f: Any) -> Range:
+    f = _list(f, "range", 3, exact=3)
+    lower = _bin(f[0], "range lower bound", limit=KEY_BYTES + 1)
+    upper = _bin(f[1], "range upper bound", limit=KEY_BYTES + 1)
+    if not lower < upper:
+        raise ProtocolError("a range must have its lower bound below its upper bound")
+    if isinstance(f[2], bytes):
+        return Range(lower, upper, fingerprint=_bin(f[2], "fingerprint", FINGERPRINT_BYTES))
+    items = []
+    for pair in _list(f[2], "range items", 64):
+        key, short = _list(pair, "range item", 2, exact=2)
+        key = _bin(key, "item key", KEY_BYTES)
+        if not lower <= key < upper:
+            raise ProtocolError("an item key lies outside its range")
+        items.append((key, _bin(short, "item hash", SHORT_HASH_BYTES)))
+    return Range(lower, upper, items=tuple(items))
+
+
+def decode(data: bytes) -> SyncMessage:
+    """Decode one sync message, or raise `ProtocolError`. Never a half-built message."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"sync message of {len(data)} bytes is over {MAX_MESSAGE_BYTES}")
+    items = unpack(
+        data,
+        "sync message",
+        max_bin=MAX_CIPHERTEXT,
+        max_str=4 * MAX_TEXT_CHARS,
+        max_array=max(MAX_RECORDS, MAX_RANGES, MAX_NEED),
+    )
+    if not isinstance(items, list) or len(items) < 2:
+        raise ProtocolError("a sync message must be an array of at least 2 items")
+    code, session, *f = items
+    session = _bin(session, "session id", SESSION_BYTES)
+    arity = {1: 5, 2: 3, 3: 2, 4: 2, 5: 1}
+    if isinstance(code, bool) or not isinstance(code, int) or code not in arity:
+        raise ProtocolError(f"unknown sync message type {code!r:.20}")
+    if len(f) != arity[code]:
+        raise ProtocolError(f"sync message type {code} has {len(f)} fields")
+    if code == 1:
+        return Hello(
+            session,
+            _bool(f[0], "reply"),
+            _bin(f[1], "digest", DIGEST_BYTES),
+            _int(f[2], "count"),
+            _marks(f[3]),
+            _bool(f[4], "streaming"),
+        )
+    if code == 2:
+        return Batch(session, _int(f[0], "batch number"), _bool(f[1], "last"), _records(f[2]))
+    if code == 3:
+        return Check(session, _bin(f[0], "digest", DIGEST_BYTES), _int(f[1], "count"))
+    if code == 4:
+        ranges = tuple(_range(r) for r in _list(f[0], "ranges", MAX_RANGES))
+        need = tuple(_bin(k, "needed key", KEY_BYTES) for k in _list(f[1], "need", MAX_NEED))
+        return Repair(session, ranges, need)
+    return Abort(session, _text(f[0], "reason", MAX_REASON_CHARS))
+
+
+__all__ = [
+    "Abort",
+    "Batch",
+    "Check",
+    "ClearFields",
+    "ContactEntry",
+    "Hello",
+    "LogEvent",
+    "Marks",
+    "NoteVersion",
+    "Records",
+    "Repair",
+    "SyncMessage",
+    "decode",
+    "encode",
+]

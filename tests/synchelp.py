@@ -1,0 +1,58 @@
+"""Helpers shared by the sync tests: two replicas, a loopback, and state dumps."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from pixie.device.datadir import DataDir
+from pixie.device.memlog import EventKind, NewEvent
+from pixie.device.node import Node
+from pixie.device.syncstore import NodeReplica
+from pixie.protocol.sync import Loopback, SyncSession
+
+
+def open_pair(tmp: Path) -> tuple[Node, Node]:
+    DataDir.init(tmp / "device", name="phone", role="device")
+    DataDir.init(tmp / "homebase", name="mac", role="homebase")
+    return Node.open(tmp / "device"), Node.open(tmp / "homebase")
+
+
+def replica(node: Node) -> NodeReplica:
+    return NodeReplica(node.db, node.log, node.origin)
+
+
+def sync(a: Node, b: Node) -> tuple[Loopback, SyncSession, SyncSession]:
+    opener = SyncSession(replica(a), opener=True)
+    responder = SyncSession(replica(b), opener=False)
+    loop = Loopback(opener, responder)
+    loop.run()
+    return loop, opener, responder
+
+
+def say(
+    node: Node, text: str, contact: str = "Ada Lovelace", at: int = 1_700_000_000_000_000
+) -> None:
+    node.log.append([NewEvent(EventKind.MESSAGE, at, text, contact=contact, thread="t1")], now=at)
+
+
+def dump(node: Node) -> dict[str, object]:
+    """Everything that converges, in a comparable form (no local row numbers)."""
+    con = sqlite3.connect(node.db.path)
+    try:
+        events = con.execute(
+            "SELECT id, origin, seq, kind, at, contact_id, thread, source, from_me, text "
+            "FROM memory_event ORDER BY id"
+        ).fetchall()
+        notes = con.execute(
+            "SELECT id, zone, updated_at, content_hash, deleted, user_edited, kind, identity_key, "
+            "title, body, contact_id, tags, source_ref, about_date, created_at, nonce, ciphertext "
+            "FROM note ORDER BY id"
+        ).fetchall()
+        contacts = con.execute("SELECT id, name, name_key FROM contact ORDER BY id").fetchall()
+        aliases = con.execute(
+            "SELECT alias_key, contact_id, alias FROM contact_alias ORDER BY alias_key"
+        ).fetchall()
+    finally:
+        con.close()
+    return {"events": events, "notes": notes, "contacts": contacts, "aliases": aliases}
