@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from pixie.protocol.identity import fingerprint
 from pixie.protocol.ids import parse_id
 from pixie.protocol.timestamps import format_time, now_us, parse_time
 
-from . import config, display, pairing
+from . import config, daemon, display, pairing
 from .contacts import clean_name
 from .datadir import ROLES, DataDir, resolve_data_dir
 from .errors import BadInput, NotFound
@@ -31,6 +32,7 @@ from .node import Node
 from .notes import NoteKind, Zone
 from .relayclient import RelayAddress
 from .siblings import SiblingInfo
+from .syncdriver import last_syncs
 from .tools import MAX_DAYS_BACK, CheckNotebookTool
 
 
@@ -75,8 +77,16 @@ def cmd_status(args: argparse.Namespace) -> int:
             "contacts": len(node.contacts.all()),
             **{f"{zone}_notes": count for zone, count in node.notebook.counts().items()},
         }
+        last = last_syncs(node)
     if args.json:
-        emit_json({**info, "siblings": [s.as_json() for s in siblings]})
+        emit_json(
+            {
+                **info,
+                "siblings": [
+                    {**s.as_json(), "last_sync": last.get(s.fingerprint)} for s in siblings
+                ],
+            }
+        )
     else:
         for key, value in info.items():
             print(f"{key}: {value}")
@@ -124,6 +134,64 @@ def cmd_pair(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         sibling = trio.run(lambda: pairing.pair(node, args.code, timeout=timeout))
     _paired(args, sibling)
+    return 0
+
+
+# -- sync -----------------------------------------------------------------------------
+
+
+def _sync_relay(args: argparse.Namespace, node: Node, siblings: list[SiblingInfo]) -> RelayAddress:
+    settings = config.effective(node.data.config_path, {"relay": args.relay})
+    if settings.get("relay"):
+        return RelayAddress.parse(str(settings["relay"]))
+    return RelayAddress.parse(siblings[0].relay)
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    timeout = _positive(args.timeout, "--timeout")
+    with open_node(args) as node:
+        siblings = node.siblings.all()
+        if not siblings:
+            raise BadInput("no sibling to sync with: pair first (`pixie invite` / `pixie pair`)")
+        relay = _sync_relay(args, node, siblings)
+        reports = trio.run(lambda: daemon.sync_once(node, relay, siblings, idle_timeout=timeout))
+        digest = node.digest().digest().hex()
+    failed = [r for r in reports if r.outcome == "failed"]
+    if args.json:
+        emit_json({"digest": digest, "sessions": [r.as_json() for r in reports]})
+    else:
+        for r in reports:
+            what = {"in_sync": "already in sync", "synced": "synced", "failed": "FAILED"}
+            print(
+                f"{r.sibling}: {what[r.outcome]} in {r.round_trips} round trip"
+                f"{'s' if r.round_trips != 1 else ''}; sent {r.records_sent} records "
+                f"({r.bytes_sent:,} B), received {r.records_received} ({r.bytes_received:,} B), "
+                f"applied {r.applied}" + (f"; {r.error}" if r.error else "")
+            )
+    if failed:
+        print(f"pixie: error: sync failed: {failed[0].error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    interval = _positive(args.interval, "--interval")
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    with open_node(args) as node:
+        siblings = node.siblings.all()
+        if not siblings:
+            raise BadInput("no sibling to sync with: pair first (`pixie invite` / `pixie pair`)")
+        relay = _sync_relay(args, node, siblings)
+        print(
+            f"pixie run: {node.role} {fingerprint(node.public_key())} via {relay}",
+            file=sys.stderr,
+            flush=True,
+        )
+        trio.run(lambda: daemon.run_until_signal(node, relay, interval=interval))
     return 0
 
 
@@ -540,6 +608,28 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
     json_flag(p)
     p.set_defaults(func=cmd_pair)
+
+    p = sub.add_parser("sync", parents=[common], help="run one sync session with each sibling")
+    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up when the sibling is silent this long (default 30)",
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_sync)
+    p = sub.add_parser("run", parents=[common], help="stay connected and in sync (until Ctrl-C)")
+    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=daemon.SYNC_INTERVAL,
+        metavar="SECONDS",
+        help="seconds between syncs when nothing changes",
+    )
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("nudges", parents=[common], help="finished nudges from both zones")
     json_flag(p)

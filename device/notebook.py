@@ -475,8 +475,17 @@ class NotebookStore:
             rows = session.execute(
                 select(Note.zone, func.count()).where(Note.deleted.is_(False)).group_by(Note.zone)
             ).all()
+            offloaded = session.scalar(
+                select(func.count()).where(
+                    Note.zone == Zone.CLEAR.value, Note.deleted.is_(False), Note.body.is_(None)
+                )
+            )
         found = {str(zone): int(count) for zone, count in rows}
-        return {"clear": found.get("clear", 0), "sealed": found.get("sealed", 0)}
+        return {
+            "clear": found.get("clear", 0),
+            "sealed": found.get("sealed", 0),
+            "offloaded": int(offloaded or 0),
+        }
 
     # -- internals -----------------------------------------------------------------
 

@@ -41,10 +41,12 @@ class PeerLink:
         self.client = client
         self.rejected: Counter[str] = Counter()
 
-    async def send(self, recipient: bytes, message: PeerMessage) -> None:
+    async def send(self, recipient: bytes, message: PeerMessage) -> int:
+        """Seal and send; returns the envelope's size (what the relay carries)."""
         counter = await trio.to_thread.run_sync(self.siblings.next_send_counter, recipient)
         envelope = seal(self.identity, recipient, encode_body(message, counter))
         await self.client.send(recipient, envelope)
+        return len(envelope)
 
     async def receive(self, *, strangers: bool = False) -> Incoming:
         """The next acceptable message. ``strangers`` admits unpaired senders

@@ -69,6 +69,9 @@ class RelayClient:
         self._decoder = FrameDecoder()
         self._pending: list[bytes] = []
         self.queued_at_welcome = 0
+        # One task may be sending envelopes while another receives (and answers
+        # the relay's pings): their writes must not interleave.
+        self._send_lock = trio.Lock()
 
     @classmethod
     async def connect(
@@ -123,7 +126,8 @@ class RelayClient:
 
     async def _send(self, message: relaywire.RelayMessage) -> None:
         try:
-            await self._stream.send_all(encode_frame(relaywire.encode(message)))
+            async with self._send_lock:
+                await self._stream.send_all(encode_frame(relaywire.encode(message)))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise RelayUnavailable(f"lost the relay connection: {exc}") from None
 

@@ -1,0 +1,150 @@
+"""Keeping a peer connected: `pixie sync` (one session) and `pixie run` (for good).
+
+`run_peer` holds a relay connection for a node, answers its siblings' sync
+sessions, and opens sessions itself when its state digest changes and on a
+timer. When the relay goes away it reconnects with capped exponential backoff
+(with jitter, so a relay restart is not met by every peer at once). SIGINT and
+SIGTERM stop it cleanly: the running batch commits or rolls back, and the
+connection closes.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+from collections.abc import Sequence
+
+import trio
+
+from pixie.protocol.identity import fingerprint
+
+from .node import Node
+from .peers import PeerLink
+from .relayclient import RelayAddress, RelayClient, RelayUnavailable
+from .siblings import SiblingInfo
+from .syncdriver import SyncEndpoint, SyncReport
+
+log = logging.getLogger("pixie.run")
+
+SYNC_INTERVAL = 60.0  # seconds between sessions when nothing changes
+CHANGE_POLL = 1.0  # how often the digest is looked at for local changes
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 60.0
+
+
+async def sync_once(
+    node: Node,
+    relay: RelayAddress,
+    siblings: Sequence[SiblingInfo],
+    *,
+    idle_timeout: float,
+) -> list[SyncReport]:
+    """Connect, run one session with each sibling in turn, disconnect."""
+    identity = await trio.to_thread.run_sync(node.identity)
+    client = await RelayClient.connect(relay, identity)
+    reports: list[SyncReport] = []
+    try:
+        endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
+        endpoint.idle_timeout = idle_timeout
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_serve_quietly, endpoint)
+            for sibling in siblings:
+                reports.append(await endpoint.sync_with(sibling.key))
+            nursery.cancel_scope.cancel()
+    finally:
+        await client.aclose()
+    return reports
+
+
+async def _serve_quietly(endpoint: SyncEndpoint) -> None:
+    # A lost connection shows up in the session's report; nothing to add here.
+    try:
+        await endpoint.serve()
+    except RelayUnavailable as exc:
+        log.info("relay connection ended: %s", exc)
+
+
+async def run_peer(
+    node: Node,
+    relay: RelayAddress,
+    *,
+    interval: float = SYNC_INTERVAL,
+    change_poll: float = CHANGE_POLL,
+    idle_timeout: float | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Stay connected and in sync until cancelled."""
+    identity = await trio.to_thread.run_sync(node.identity)
+    backoff = BACKOFF_FIRST
+    started = False
+    while True:
+        try:
+            client = await RelayClient.connect(relay, identity)
+        except RelayUnavailable as exc:
+            delay = backoff * random.uniform(0.5, 1.0)  # jitter, not secrecy
+            log.warning("relay unavailable (%s); retrying in %.1f s", exc, delay)
+            if not started:
+                task_status.started()
+                started = True
+            await trio.sleep(delay)
+            backoff = min(backoff * 2, BACKOFF_MAX)
+            continue
+        backoff = BACKOFF_FIRST
+        log.info("connected to relay %s as %s", relay, fingerprint(bytes(identity.verify_key)))
+        try:
+            endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
+            if idle_timeout is not None:
+                endpoint.idle_timeout = idle_timeout
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_serve_then_stop, endpoint, nursery.cancel_scope)
+                nursery.start_soon(_sync_loop, node, endpoint, interval, change_poll)
+                if not started:
+                    task_status.started()
+                    started = True
+        finally:
+            await client.aclose()
+        log.warning("lost the relay; reconnecting")
+
+
+async def _serve_then_stop(endpoint: SyncEndpoint, scope: trio.CancelScope) -> None:
+    try:
+        await endpoint.serve()
+    except RelayUnavailable as exc:
+        log.warning("relay connection ended: %s", exc)
+    scope.cancel()
+
+
+async def _sync_loop(
+    node: Node, endpoint: SyncEndpoint, interval: float, change_poll: float
+) -> None:
+    """Open a session when the digest moved since the last good one, or on the timer."""
+    synced_at: bytes | None = None
+    next_timer = trio.current_time()
+    while True:
+        digest = (await trio.to_thread.run_sync(node.digest)).digest()
+        now = trio.current_time()
+        if digest != synced_at or now >= next_timer:
+            siblings = await trio.to_thread.run_sync(node.siblings.all)
+            ok = True
+            for sibling in siblings:
+                report = await endpoint.sync_with(sibling.key)
+                ok = ok and report.outcome != "failed"
+            if ok:
+                synced_at = (await trio.to_thread.run_sync(node.digest)).digest()
+            next_timer = trio.current_time() + interval
+        await trio.sleep(change_poll)
+
+
+async def run_until_signal(node: Node, relay: RelayAddress, *, interval: float) -> None:
+    """`run_peer` until SIGINT or SIGTERM."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: run_peer(node, relay, interval=interval))
+            async for signum in signals:
+                log.info("stopping on %s", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+__all__ = ["run_peer", "run_until_signal", "sync_once"]

@@ -1,0 +1,321 @@
+"""The trio driver of sync sessions: a `SyncSession` run over a relay connection.
+
+The session (`pixie.protocol.sync`) decides everything; this module moves its
+messages. Per session two tasks share it: one sends whatever it has to say, one
+feeds it what the sibling says; every call into the session (and so into the
+database) goes through one lane (a `CapacityLimiter(1)`), so the session is
+never entered twice at once and SQLite never blocks the event loop.
+
+Every wait has a deadline: a sibling silent for ``idle_timeout`` ends the
+session as timed out (nothing half-applied: each batch commits on its own), and
+a send that cannot get its bytes to the relay within ``send_timeout`` ends it
+as well.
+
+`SyncEndpoint` owns one relay connection for a node: it reads every envelope,
+routes sync messages to their session by id, and answers a sibling's Hello by
+starting a responder session. `pixie sync` opens one session and stops;
+`pixie run` keeps an endpoint up (see `daemon.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import TypeVar
+
+import trio
+
+from pixie.protocol import syncwire
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.identity import fingerprint
+from pixie.protocol.peerwire import Ping, Pong, SyncData
+from pixie.protocol.sync import Phase, SyncSession
+
+from .db import Meta
+from .errors import DeviceError
+from .node import Node
+from .peers import PeerLink
+from .relayclient import RelayUnavailable
+from .syncstore import NodeReplica
+
+log = logging.getLogger("pixie.sync")
+T = TypeVar("T")
+
+IDLE_TIMEOUT = 30.0
+SEND_TIMEOUT = 30.0
+INBOX_MESSAGES = 64
+LAST_SYNC_KEY = "last_sync"
+
+
+@dataclass
+class SyncReport:
+    """What one session did, as `pixie sync --json` prints it."""
+
+    sibling: str
+    role: str  # opener or responder
+    outcome: str  # in_sync, synced, failed
+    round_trips: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    records_sent: int = 0
+    records_received: int = 0
+    applied: int = 0
+    repair_rounds: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    finished_at: float = field(default_factory=time.time)
+
+    def as_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class _Running:
+    session: SyncSession
+    peer: bytes
+    send: trio.MemorySendChannel[tuple[syncwire.SyncMessage, int]]
+    receive: trio.MemoryReceiveChannel[tuple[syncwire.SyncMessage, int]]
+    bytes_received: int = 0
+
+
+class SyncEndpoint:
+    """Sync sessions of one node over one relay connection."""
+
+    def __init__(
+        self,
+        node: Node,
+        link: PeerLink,
+        *,
+        idle_timeout: float = IDLE_TIMEOUT,
+        send_timeout: float = SEND_TIMEOUT,
+    ) -> None:
+        self.node = node
+        self.link = link
+        self.idle_timeout = idle_timeout
+        self.send_timeout = send_timeout
+        self.lane = trio.CapacityLimiter(1)
+        self._sessions: dict[bytes, _Running] = {}
+        self._nursery: trio.Nursery | None = None
+        self.reports: list[SyncReport] = []
+
+    def _replica(self) -> NodeReplica:
+        return NodeReplica(self.node.db, self.node.log, self.node.origin)
+
+    async def _call(self, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn`` in the lane: the session and the database, one call at a time."""
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
+
+    # -- the connection -----------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read envelopes until the connection ends (raising `RelayUnavailable`),
+        answering siblings' sessions meanwhile."""
+        lost: list[RelayUnavailable] = []
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._read_loop, nursery, lost)
+            task_status.started()
+        self._nursery = None
+        if lost:
+            raise lost[0]
+
+    async def _read_loop(self, nursery: trio.Nursery, lost: list[RelayUnavailable]) -> None:
+        try:
+            while True:
+                incoming = await self.link.receive()
+                message = incoming.body.message
+                if isinstance(message, Ping):
+                    await self._send_peer(incoming.sender, Pong(message.token))
+                elif isinstance(message, SyncData):
+                    await self._route(incoming.sender, message.payload)
+        except RelayUnavailable as exc:
+            lost.append(exc)
+        except trio.TooSlowError:
+            lost.append(RelayUnavailable("the relay did not take our bytes in time"))
+        nursery.cancel_scope.cancel()
+
+    async def _route(self, sender: bytes, payload: bytes) -> None:
+        who = fingerprint(sender)
+        try:
+            message = syncwire.decode(payload)
+        except ProtocolError as exc:
+            log.warning("malformed sync message from %s: %s", who, exc)
+            return
+        running = self._sessions.get(message.session)
+        if running is not None and running.peer != sender:
+            log.warning("sync message from %s for another sibling's session", who)
+            return
+        if running is None:
+            if not (isinstance(message, syncwire.Hello) and not message.reply):
+                kind = type(message).__name__
+                log.info("sync message from %s for no open session (%s)", who, kind)
+                return
+            if self._nursery is None:
+                return
+            session = SyncSession(self._replica(), opener=False)
+            running = self._register(session, sender)
+            self._sessions[message.session] = running
+            self._nursery.start_soon(self._respond, running)
+        try:
+            running.send.send_nowait((message, len(payload)))
+        except trio.WouldBlock:
+            # The session's inbox is full: a sibling far ahead of us. Ending the
+            # session is safe (everything applied so far is committed) and the
+            # next one resumes from the marks.
+            log.warning("sync session with %s overrun; ending it", who)
+            await self._call(running.session.fail, "the sibling sent faster than we could apply")
+
+    def _register(self, session: SyncSession, peer: bytes) -> _Running:
+        send, receive = trio.open_memory_channel[tuple[syncwire.SyncMessage, int]](INBOX_MESSAGES)
+        running = _Running(session, peer, send, receive)
+        return running
+
+    async def _respond(self, running: _Running) -> None:
+        report = await self._pump(running)
+        self._finish(report)
+
+    async def sync_with(self, peer: bytes) -> SyncReport:
+        """Open a session with ``peer`` and run it to the end."""
+        session = SyncSession(self._replica(), opener=True)
+        running = self._register(session, peer)
+        self._sessions[session.session_id] = running
+        await self._call(session.start)
+        report = await self._pump(running)
+        self._finish(report)
+        return report
+
+    def _finish(self, report: SyncReport) -> None:
+        self.reports.append(report)
+        level = logging.INFO if report.outcome != "failed" else logging.WARNING
+        log.log(
+            level,
+            "sync with %s: %s (%d round trips, %d B sent, %d B received, %d applied)%s",
+            report.sibling,
+            report.outcome,
+            report.round_trips,
+            report.bytes_sent,
+            report.bytes_received,
+            report.applied,
+            f": {report.error}" if report.error else "",
+        )
+        try:
+            record_last_sync(self.node, report)
+        except DeviceError as exc:  # a report that cannot be saved is not a failed sync
+            log.warning("could not record the sync report: %s", exc)
+
+    # -- one session --------------------------------------------------------------------
+
+    async def _pump(self, running: _Running) -> SyncReport:
+        session = running.session
+        started = time.monotonic()
+        sent = 0
+        progress = trio.Event()
+
+        async def sender(cancel: trio.CancelScope) -> None:
+            nonlocal sent, progress
+            while True:
+                message = await self._call(session.next_message)
+                if message is None:
+                    if session.finished:
+                        break
+                    await progress.wait()
+                    progress = trio.Event()
+                    continue
+                payload = syncwire.encode(message)
+                try:
+                    sent += await self._send_peer(running.peer, SyncData(payload))
+                except RelayUnavailable as exc:
+                    await self._call(partial(session.fail, str(exc), tell_peer=False))
+                except trio.TooSlowError:
+                    reason = f"the relay did not take our bytes within {self.send_timeout:g} s"
+                    await self._call(partial(session.fail, reason, tell_peer=False))
+            cancel.cancel()  # everything said: stop listening too
+
+        async def receiver() -> None:
+            nonlocal progress
+            while not session.finished:
+                with trio.move_on_after(self.idle_timeout) as scope:
+                    message, size = await running.receive.receive()
+                if scope.cancelled_caught:
+                    reason = f"the sibling was silent for {self.idle_timeout:g} s"
+                    await self._call(session.fail, reason)
+                else:
+                    running.bytes_received += size
+                    await self._call(session.receive, message)
+                progress.set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(receiver)
+                nursery.start_soon(sender, nursery.cancel_scope)
+        finally:
+            self._sessions.pop(session.session_id, None)
+        stats = session.stats
+        if session.phase is Phase.DONE:
+            outcome = "in_sync" if stats.in_sync_at_hello else "synced"
+        else:
+            outcome = "failed"
+        return SyncReport(
+            sibling=fingerprint(running.peer),
+            role="opener" if session.opener else "responder",
+            outcome=outcome,
+            round_trips=stats.round_trips,
+            messages_sent=stats.messages_sent,
+            messages_received=stats.messages_received,
+            bytes_sent=sent,
+            bytes_received=running.bytes_received,
+            records_sent=stats.records_sent,
+            records_received=stats.records_received,
+            applied=stats.applied,
+            repair_rounds=stats.repair_rounds,
+            seconds=round(time.monotonic() - started, 3),
+            error=session.error,
+        )
+
+    async def _send_peer(self, peer: bytes, message: SyncData | Pong) -> int:
+        with trio.fail_after(self.send_timeout):
+            return await self.link.send(peer, message)
+
+
+def _last_sync_key(sibling: str) -> str:
+    return f"{LAST_SYNC_KEY}:{sibling}"
+
+
+def record_last_sync(node: Node, report: SyncReport) -> None:
+    """Keep the last report per sibling in meta (local state; never synced)."""
+    value = json.dumps(
+        {
+            "outcome": report.outcome,
+            "at": round(report.finished_at, 3),
+            "round_trips": report.round_trips,
+            "bytes_sent": report.bytes_sent,
+            "bytes_received": report.bytes_received,
+            "applied": report.applied,
+            "error": (report.error or "")[:200] or None,
+        },
+        sort_keys=True,
+    )
+    with node.db.writing() as session:
+        session.merge(Meta(key=_last_sync_key(report.sibling), value=value))
+
+
+def last_syncs(node: Node) -> dict[str, object]:
+    """The last sync report per sibling fingerprint."""
+    out: dict[str, object] = {}
+    prefix = LAST_SYNC_KEY + ":"
+    for key, value in node.db.meta().items():
+        if key.startswith(prefix):
+            try:
+                out[key[len(prefix) :]] = json.loads(value)
+            except ValueError:
+                continue
+    return out
+
+
+__all__ = ["SyncEndpoint", "SyncReport", "last_syncs", "record_last_sync"]
