@@ -49,6 +49,7 @@ IDLE_TIMEOUT = 30.0
 SEND_TIMEOUT = 30.0
 INBOX_MESSAGES = 64
 LAST_SYNC_KEY = "last_sync"
+SUPERSEDED = "both sides opened a session at once; the sibling's goes on"
 
 
 @dataclass
@@ -57,7 +58,7 @@ class SyncReport:
 
     sibling: str
     role: str  # opener or responder
-    outcome: str  # in_sync, synced, failed
+    outcome: str  # in_sync, synced, superseded, failed
     round_trips: int = 0
     messages_sent: int = 0
     messages_received: int = 0
@@ -82,6 +83,13 @@ class _Running:
     send: trio.MemorySendChannel[tuple[syncwire.SyncMessage, int]]
     receive: trio.MemoryReceiveChannel[tuple[syncwire.SyncMessage, int]]
     bytes_received: int = 0
+    progress: trio.Event = field(default_factory=trio.Event)
+    done: trio.Event = field(default_factory=trio.Event)
+    report: SyncReport | None = None
+
+    def wake(self) -> None:
+        """Tell the sending task the session may have something new to say."""
+        self.progress.set()
 
 
 class SyncEndpoint:
@@ -158,6 +166,8 @@ class SyncEndpoint:
                 return
             if self._nursery is None:
                 return
+            if not await self._settle_collision(sender, message.session):
+                return
             session = SyncSession(self._replica(), opener=False)
             running = self._register(session, sender)
             self._sessions[message.session] = running
@@ -171,23 +181,59 @@ class SyncEndpoint:
             log.warning("sync session with %s overrun; ending it", who)
             await self._call(running.session.fail, "the sibling sent faster than we could apply")
 
+    async def _settle_collision(self, peer: bytes, incoming: bytes) -> bool:
+        """Both sides opened a session at once (at connect, or on a change each
+        side saw): running both would send everything twice. The session opened
+        by the smaller key goes on, on both sides. True if ``incoming`` may run."""
+        mine = [r for r in self._sessions.values() if r.peer == peer]
+        if not mine:
+            return True
+        if bytes(self.link.identity.verify_key) < peer:
+            log.info("sync with %s: both sides opened a session; keeping ours", fingerprint(peer))
+            refusal = syncwire.Abort(incoming, "a session between us is already running")
+            await self._send_peer(peer, SyncData(syncwire.encode(refusal)))
+            return False
+        for running in mine:
+            if running.session.opener:
+                await self._call(running.session.fail, SUPERSEDED)
+                running.wake()
+        return True
+
     def _register(self, session: SyncSession, peer: bytes) -> _Running:
         send, receive = trio.open_memory_channel[tuple[syncwire.SyncMessage, int]](INBOX_MESSAGES)
         running = _Running(session, peer, send, receive)
         return running
 
     async def _respond(self, running: _Running) -> None:
-        report = await self._pump(running)
-        self._finish(report)
+        try:
+            running.report = await self._pump(running)
+            self._finish(running.report)
+        finally:
+            running.done.set()
 
     async def sync_with(self, peer: bytes) -> SyncReport:
-        """Open a session with ``peer`` and run it to the end."""
+        """Open a session with ``peer`` and run it to the end (after any session
+        already running with it, so that the two never overlap)."""
+        while True:
+            running_now = [r for r in self._sessions.values() if r.peer == peer]
+            if not running_now:
+                break
+            await running_now[0].done.wait()
         session = SyncSession(self._replica(), opener=True)
         running = self._register(session, peer)
         self._sessions[session.session_id] = running
-        await self._call(session.start)
-        report = await self._pump(running)
-        self._finish(report)
+        try:
+            await self._call(session.start)
+            report = await self._pump(running)
+            self._finish(report)
+        finally:
+            running.done.set()
+        if report.outcome == "superseded":
+            # The sibling's session goes on in our place: its outcome is ours.
+            for other in [r for r in self._sessions.values() if r.peer == peer]:
+                await other.done.wait()
+                if other.report is not None:
+                    report = other.report
         return report
 
     def _finish(self, report: SyncReport) -> None:
@@ -215,17 +261,16 @@ class SyncEndpoint:
         session = running.session
         started = time.monotonic()
         sent = 0
-        progress = trio.Event()
 
         async def sender(cancel: trio.CancelScope) -> None:
-            nonlocal sent, progress
+            nonlocal sent
             while True:
                 message = await self._call(session.next_message)
                 if message is None:
                     if session.finished:
                         break
-                    await progress.wait()
-                    progress = trio.Event()
+                    await running.progress.wait()
+                    running.progress = trio.Event()
                     continue
                 payload = syncwire.encode(message)
                 try:
@@ -238,7 +283,6 @@ class SyncEndpoint:
             cancel.cancel()  # everything said: stop listening too
 
         async def receiver() -> None:
-            nonlocal progress
             while not session.finished:
                 with trio.move_on_after(self.idle_timeout) as scope:
                     message, size = await running.receive.receive()
@@ -248,7 +292,7 @@ class SyncEndpoint:
                 else:
                     running.bytes_received += size
                     await self._call(session.receive, message)
-                progress.set()
+                running.wake()
 
         try:
             async with trio.open_nursery() as nursery:
@@ -259,6 +303,8 @@ class SyncEndpoint:
         stats = session.stats
         if session.phase is Phase.DONE:
             outcome = "in_sync" if stats.in_sync_at_hello else "synced"
+        elif session.error == SUPERSEDED:
+            outcome = "superseded"  # the sibling's simultaneous session does the work
         else:
             outcome = "failed"
         return SyncReport(
