@@ -46,6 +46,7 @@ async def sync_once(
     reports: list[SyncReport] = []
     try:
         endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
+        endpoint.link.lane = endpoint.lane
         endpoint.idle_timeout = idle_timeout
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_serve_quietly, endpoint)
@@ -94,6 +95,7 @@ async def run_peer(
         log.info("connected to relay %s as %s", relay, fingerprint(bytes(identity.verify_key)))
         try:
             endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
+            endpoint.link.lane = endpoint.lane
             if idle_timeout is not None:
                 endpoint.idle_timeout = idle_timeout
             async with trio.open_nursery() as nursery:

@@ -50,6 +50,9 @@ SEND_TIMEOUT = 30.0
 INBOX_MESSAGES = 64
 LAST_SYNC_KEY = "last_sync"
 SUPERSEDED = "both sides opened a session at once; the sibling's goes on"
+BUSY = "a session between us is already running"
+# How the session words an Abort carrying BUSY (see SyncSession._dispatch).
+REFUSED_BUSY = f"the sibling ended the session: {BUSY}"
 
 
 @dataclass
@@ -109,6 +112,7 @@ class SyncEndpoint:
         self.send_timeout = send_timeout
         self.lane = trio.CapacityLimiter(1)
         self._sessions: dict[bytes, _Running] = {}
+        self._registered = trio.Event()  # set when a sibling's session arrives
         self._nursery: trio.Nursery | None = None
         self.reports: list[SyncReport] = []
 
@@ -151,7 +155,7 @@ class SyncEndpoint:
     async def _route(self, sender: bytes, payload: bytes) -> None:
         who = fingerprint(sender)
         try:
-            message = syncwire.decode(payload)
+            message = await self._call(syncwire.decode, payload)
         except ProtocolError as exc:
             log.warning("malformed sync message from %s: %s", who, exc)
             return
@@ -171,6 +175,7 @@ class SyncEndpoint:
             session = SyncSession(self._replica(), opener=False)
             running = self._register(session, sender)
             self._sessions[message.session] = running
+            self._registered.set()
             self._nursery.start_soon(self._respond, running)
         try:
             running.send.send_nowait((message, len(payload)))
@@ -190,7 +195,7 @@ class SyncEndpoint:
             return True
         if bytes(self.link.identity.verify_key) < peer:
             log.info("sync with %s: both sides opened a session; keeping ours", fingerprint(peer))
-            refusal = syncwire.Abort(incoming, "a session between us is already running")
+            refusal = syncwire.Abort(incoming, BUSY)
             await self._send_peer(peer, SyncData(syncwire.encode(refusal)))
             return False
         for running in mine:
@@ -230,10 +235,14 @@ class SyncEndpoint:
             running.done.set()
         if report.outcome == "superseded":
             # The sibling's session goes on in our place: its outcome is ours.
-            for other in [r for r in self._sessions.values() if r.peer == peer]:
-                await other.done.wait()
-                if other.report is not None:
-                    report = other.report
+            with trio.move_on_after(self.idle_timeout):
+                while not (others := [r for r in self._sessions.values() if r.peer == peer]):
+                    self._registered = trio.Event()
+                    await self._registered.wait()
+                for other in others:
+                    await other.done.wait()
+                    if other.report is not None:
+                        report = other.report
         return report
 
     def _finish(self, report: SyncReport) -> None:
@@ -303,7 +312,7 @@ class SyncEndpoint:
         stats = session.stats
         if session.phase is Phase.DONE:
             outcome = "in_sync" if stats.in_sync_at_hello else "synced"
-        elif session.error == SUPERSEDED:
+        elif session.error in (SUPERSEDED, REFUSED_BUSY):
             outcome = "superseded"  # the sibling's simultaneous session does the work
         else:
             outcome = "failed"

@@ -42,9 +42,9 @@ from .errors import ProtocolError
 from .reconcile import ItemSet, Range
 from .syncwire import (
     MAX_NEED,
-    MAX_RANGES,
     SESSION_BYTES,
     Abort,
+    Ack,
     Batch,
     Check,
     Hello,
@@ -55,8 +55,15 @@ from .syncwire import (
 )
 
 MAX_REPAIRS = 3
-# A Repair message carries at most this many ranges; the rest wait for the next turn.
+# A Repair message carries at most this many ranges (and about this many bytes
+# of them); the rest wait for the next turn.
 REPLY_RANGES = 1_024
+REPLY_BYTES = 480 * 1024
+# Flow control: at most WINDOW batches in flight, unconfirmed; the receiver
+# confirms every ACK_EVERY. A sibling's inbox and the relay's per-connection
+# outbox (8 MiB) then never overflow, however large the stream.
+WINDOW = 8
+ACK_EVERY = 4
 
 
 class Replica(Protocol):
@@ -147,6 +154,8 @@ class SyncSession:
         self._round = _Round()
         self._items: ItemSet | None = None
         self._pending_ranges: list[Range] = []
+        self._pending_need: list[bytes] = []
+        self._acked = 0  # batches the sibling has confirmed applying
 
     # -- the driver's side ----------------------------------------------------------
 
@@ -163,7 +172,12 @@ class SyncSession:
 
     def next_message(self) -> SyncMessage | None:
         """The next message to send, or None until something is received."""
-        if not self._out and self.phase is Phase.STREAMING and not self._round.sent_all:
+        if (
+            not self._out
+            and self.phase is Phase.STREAMING
+            and not self._round.sent_all
+            and self._sent_number - self._acked < WINDOW
+        ):
             self._pull_batch()
         if self._out:
             message = self._out.popleft()
@@ -210,6 +224,10 @@ class SyncSession:
                 self._on_hello(message)
             case (Phase.STREAMING | Phase.REPAIRING, Batch()):
                 self._on_batch(message)
+            case (Phase.STREAMING | Phase.REPAIRING | Phase.DONE, Ack()):
+                if message.number >= self._sent_number:
+                    raise ProtocolError(f"an Ack for batch {message.number}, never sent")
+                self._acked = max(self._acked, message.number + 1)
             case (Phase.STREAMING | Phase.REPAIRING, Check()):
                 if self.opener:
                     self.stats.round_trips += 1
@@ -285,6 +303,8 @@ class SyncSession:
         if batch.last and self.phase is Phase.STREAMING:
             self._round.got_all = True
             self._maybe_check()
+        elif self.phase is Phase.STREAMING and self._expect_number % ACK_EVERY == 0:
+            self._send(Ack(self.session_id, batch.number))
 
     def _maybe_check(self) -> None:
         r = self._round
@@ -297,6 +317,10 @@ class SyncSession:
         r = self._round
         if r.peer_check is not None:
             raise ProtocolError("a second Check in one round")
+        if self.phase is Phase.REPAIRING and (self._pending_ranges or self._pending_need):
+            # The sibling is done, but we still have ranges for it: go on.
+            self._take_turn()
+            return
         r.peer_check = (check.digest, check.count)
         if self.phase is Phase.STREAMING:
             # A Check ends the sibling's stream (an empty one has no last batch).
@@ -323,25 +347,39 @@ class SyncSession:
         self._round = _Round(sent_all=True, got_all=True)
         self._items = ItemSet(self.replica.items())
         self._pending_ranges = []
+        self._pending_need = []
         if self.opener:
             self._send(Repair(self.session_id, tuple(self._items.initial()), ()))
 
     def _on_repair(self, repair: Repair) -> None:
-        if self._items is None or self._round.my_check is not None:
-            raise ProtocolError("a Repair arrived after this side's Check")
-        ranges = list(repair.ranges)
-        outcome = self._items.process(ranges)
-        reply = outcome.reply
-        if len(reply) > REPLY_RANGES:
-            # Too much for one turn: describe the rest again as fingerprints and
-            # let the sibling narrow them next time.
-            reply = reply[:REPLY_RANGES]
+        if self._items is None:
+            raise ProtocolError("a Repair arrived outside a repair round")
+        # A Repair after a Check (ours or theirs) means the sibling still had
+        # ranges to settle: the round goes on and both Checks start over.
+        self._round.my_check = self._round.peer_check = None
+        outcome = self._items.process(list(repair.ranges))
         send = list(dict.fromkeys([*repair.need, *outcome.send]))
-        need = list(dict.fromkeys(outcome.need))[:MAX_NEED]
         for chunk in self.replica.records_for(send):
             self._send_batch(chunk, False)
-        if reply or need:
-            self._send(Repair(self.session_id, tuple(reply[:MAX_RANGES]), tuple(need)))
+        # What does not fit in one turn waits for the next, never dropped.
+        self._pending_ranges.extend(outcome.reply)
+        self._pending_need.extend(outcome.need)
+        self._take_turn()
+
+    def _take_turn(self) -> None:
+        """Send a Repair with what is pending, or, with nothing left, our Check."""
+        if self._pending_ranges or self._pending_need:
+            count = budget = 0
+            for r in self._pending_ranges[:REPLY_RANGES]:
+                budget += 64 + 40 * len(r.items or ())
+                if budget > REPLY_BYTES and count:
+                    break
+                count += 1
+            ranges = self._pending_ranges[:count]
+            need = list(dict.fromkeys(self._pending_need))[:MAX_NEED]
+            del self._pending_ranges[:count]
+            self._pending_need = [k for k in self._pending_need if k not in set(need)]
+            self._send(Repair(self.session_id, tuple(ranges), tuple(need)))
             return
         self._round.my_check = self.replica.state()
         self._send(Check(self.session_id, *self._round.my_check))
@@ -387,7 +425,9 @@ class Loopback:
 
 
 __all__ = [
+    "ACK_EVERY",
     "MAX_REPAIRS",
+    "WINDOW",
     "Loopback",
     "Phase",
     "Replica",

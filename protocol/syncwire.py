@@ -12,8 +12,8 @@ fields, or a sealed note as opaque nonce and ciphertext) and contacts.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import msgpack
@@ -176,20 +176,37 @@ class Repair:
 
 
 @dataclass(frozen=True, slots=True)
+class Ack:
+    """Flow control: every batch up to ``number`` is applied (and committed)."""
+
+    session: bytes
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
 class Abort:
     session: bytes
     reason: str
 
 
-SyncMessage = Hello | Batch | Check | Repair | Abort
-_CODES: dict[type, int] = {Hello: 1, Batch: 2, Check: 3, Repair: 4, Abort: 5}
+SyncMessage = Hello | Batch | Check | Repair | Abort | Ack
+_CODES: dict[type, int] = {Hello: 1, Batch: 2, Check: 3, Repair: 4, Abort: 5, Ack: 6}
 
 
 # -- encoding -----------------------------------------------------------------------------
 
 
 def _id16(text: str) -> bytes:
-    return uuid.UUID(text).bytes
+    raw = bytes.fromhex(text.replace("-", ""))
+    if len(raw) != 16:
+        raise ProtocolError(f"not a 128-bit id: {text!r:.60}")
+    return raw
+
+
+def _uuid_text(raw: bytes) -> str:
+    # What str(uuid.UUID(bytes=raw)) gives, without building a UUID object.
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _hex16(text: str | None) -> bytes | None:
@@ -276,6 +293,8 @@ def encode(message: SyncMessage) -> bytes:
             fields = [[_range_fields(r) for r in ranges], list(need)]
         case Abort(_, reason):
             fields = [reason[:MAX_REASON_CHARS]]
+        case Ack(_, number):
+            fields = [number]
     packed: bytes = msgpack.packb([code, message.session, *fields], use_bin_type=True)
     if len(packed) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"sync message of {len(packed)} bytes is over {MAX_MESSAGE_BYTES}")
@@ -330,7 +349,14 @@ def _opt_hex16(value: Any, what: str) -> str | None:
 
 
 def _origin(value: Any) -> str:
-    text = _text(value, "origin", 64)
+    if not isinstance(value, str):
+        raise ProtocolError("origin must be text")
+    return _checked_origin(value)
+
+
+@lru_cache(maxsize=256)
+def _checked_origin(text: str) -> str:
+    # A handful of origins recur in every batch: check each once.
     try:
         Stamp(0, 0, text)
     except ProtocolError:
@@ -344,7 +370,7 @@ def _event(f: Any) -> LogEvent:
     if from_me is not None:
         from_me = _bool(from_me, "from_me")
     return LogEvent(
-        id=str(uuid.UUID(bytes=_bin(f[0], "event id", 16))),
+        id=_uuid_text(_bin(f[0], "event id", 16)),
         origin=_origin(f[1]),
         seq=_int(f[2], "seq", 1),
         kind=_text(f[3], "event kind", MAX_KIND_CHARS),
@@ -390,7 +416,7 @@ def _note(f: Any) -> NoteVersion:
         if flags & 1:
             raise ProtocolError("a sealed note is never user-edited")
     return NoteVersion(
-        id=str(uuid.UUID(bytes=_bin(f[0], "note id", 16))),
+        id=_uuid_text(_bin(f[0], "note id", 16)),
         stamp=stamp.encode(),
         content_hash=content_hash,
         user_edited=bool(flags & 1),
@@ -472,7 +498,7 @@ def decode(data: bytes) -> SyncMessage:
         raise ProtocolError("a sync message must be an array of at least 2 items")
     code, session, *f = items
     session = _bin(session, "session id", SESSION_BYTES)
-    arity = {1: 5, 2: 3, 3: 2, 4: 2, 5: 1}
+    arity = {1: 5, 2: 3, 3: 2, 4: 2, 5: 1, 6: 1}
     if isinstance(code, bool) or not isinstance(code, int) or code not in arity:
         raise ProtocolError(f"unknown sync message type {code!r:.20}")
     if len(f) != arity[code]:
@@ -494,11 +520,14 @@ def decode(data: bytes) -> SyncMessage:
         ranges = tuple(_range(r) for r in _list(f[0], "ranges", MAX_RANGES))
         need = tuple(_bin(k, "needed key", KEY_BYTES) for k in _list(f[1], "need", MAX_NEED))
         return Repair(session, ranges, need)
+    if code == 6:
+        return Ack(session, _int(f[0], "acked batch"))
     return Abort(session, _text(f[0], "reason", MAX_REASON_CHARS))
 
 
 __all__ = [
     "Abort",
+    "Ack",
     "Batch",
     "Check",
     "ClearFields",
