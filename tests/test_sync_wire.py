@@ -6,16 +6,20 @@ recorded bytes are scanned for canaries planted in every kind of record.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from pixie.device.daemon import run_peer, sync_once
 from pixie.device.memlog import EventKind, NewEvent
+from pixie.device.node import Node
 from pixie.device.notebook import Distilled
 from pixie.device.notes import NoteKind, SealedKind
 from pixie.device.relayclient import RelayAddress
+from pixie.device.siblings import SiblingInfo
 from pixie.device.syncdriver import last_syncs
+from pixie.relay.server import RelayConfig, serve_relay
 
 from .synchelp import dump
 from .test_wire_e2e import Recorder, make_node, pair_up, wire  # noqa: F401 - the fixture
@@ -23,8 +27,8 @@ from .test_wire_e2e import Recorder, make_node, pair_up, wire  # noqa: F401 - th
 
 async def test_sync_through_the_relay_carries_only_ciphertext(
     tmp_path: Path,
-    wire: tuple[RelayAddress, Recorder],
-    nursery: trio.Nursery,  # noqa: F811
+    wire: tuple[RelayAddress, Recorder],  # noqa: F811 - the fixture
+    nursery: trio.Nursery,
 ) -> None:
     relay, rec = wire
     phone = make_node(tmp_path, "phone", "device")
@@ -62,3 +66,42 @@ async def test_sync_through_the_relay_carries_only_ciphertext(
     assert len(wire_bytes) > 50_000  # the recorder saw the sync traffic
     for canary in [b"CANARY", b"canarytag", b"Lyon", phone.origin.encode(), mac.origin.encode()]:
         assert canary not in wire_bytes, canary
+
+
+async def _until_equal(a: Node, b: Node, seconds: float) -> None:
+    with trio.fail_after(seconds):  # a deadline on an observable condition
+        while a.digest() != b.digest():
+            await trio.sleep(0.05)
+
+
+async def test_run_syncs_on_change_and_reconnects_after_the_relay_restarts(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    # a port nobody listens on yet: both daemons start while the relay is down
+    probe = trio.socket.socket()
+    await probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    relay = RelayAddress("127.0.0.1", port)
+    phone = make_node(tmp_path, "phone", "device")
+    mac = make_node(tmp_path, "mac", "homebase")
+    phone.siblings.add(SiblingInfo(mac.public_key(), "mac", "homebase", str(relay), 0))
+    mac.siblings.add(SiblingInfo(phone.public_key(), "phone", "device", str(relay), 0))
+    for node in (phone, mac):
+        nursery.start_soon(partial(run_peer, node, relay, interval=3600, change_poll=0.05))
+    relay_scope = trio.CancelScope()
+
+    async def serve_relay_until_cancelled() -> None:
+        with relay_scope:
+            await serve_relay(RelayConfig(port=port))
+
+    nursery.start_soon(serve_relay_until_cancelled)
+    phone.log.append([NewEvent(EventKind.MESSAGE, 1, "written while apart", contact="Ada")], now=0)
+    await _until_equal(phone, mac, 30)  # connected after backoff, synced on the change
+    assert mac.log.count() == 1
+
+    relay_scope.cancel()  # the relay goes away ...
+    mac.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers.")
+    nursery.start_soon(serve_relay, RelayConfig(port=port))  # ... and comes back
+    await _until_equal(phone, mac, 30)
+    assert dump(phone) == dump(mac)
