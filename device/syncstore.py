@@ -429,9 +429,19 @@ class NodeReplica:
         return self.log.insert_in(session, events)
 
     def _merge_notes(self, session: Session, notes: Sequence[NoteVersion]) -> int:
-        changed = 0
+        if not notes:
+            return 0
+        # The rows in hand first (one query per chunk, not one per note), then
+        # one digest update for the whole batch.
+        held: dict[str, Note] = {}
+        ids = list({n.id for n in notes})
+        for i in range(0, len(ids), _ID_CHUNK):
+            chunk = ids[i : i + _ID_CHUNK]
+            held.update((r.id, r) for r in session.scalars(select(Note).where(Note.id.in_(chunk))))
+        added: list[bytes] = []
+        removed: list[bytes] = []
         for version in notes:
-            row = session.scalar(select(Note).where(Note.id == version.id))
+            row = held.get(version.id)
             if row is not None:
                 if (row.zone == Zone.SEALED.value) != version.sealed:
                     raise ProtocolError(f"note {version.id} changed zone")
@@ -443,22 +453,18 @@ class NodeReplica:
                     continue
                 if theirs < mine:
                     continue
-                old = statedigest.note_version(row)
+                removed.append(statedigest.note_version(row))
                 _fill(row, version)
             else:
-                old = None
                 row = Note(id=version.id)
                 _fill(row, version)
                 session.add(row)
-            session.flush()
-            statedigest.update(
-                session,
-                add=[statedigest.note_version(row)],
-                remove=[old] if old is not None else [],
-            )
-            changed += 1
+                held[version.id] = row
+            added.append(statedigest.note_version(row))
+        session.flush()
+        statedigest.update(session, add=added, remove=removed)
         record_marks(session, [n.stamp for n in notes])
-        return changed
+        return len(added)
 
 
 def _uuid_text(hex32: str) -> str:
