@@ -8,6 +8,8 @@ one maximal frame. Larger bodies are chunked by the layer above.
 
 from __future__ import annotations
 
+import struct
+
 from .errors import ProtocolError
 
 MAX_FRAME_BYTES = 1 << 20  # 1 MiB
@@ -21,39 +23,87 @@ def encode_frame(payload: bytes, limit: int = MAX_FRAME_BYTES) -> bytes:
 
 
 class FrameDecoder:
-    """Feed it bytes as they arrive; it returns the complete frames."""
+    """Feed it bytes as they arrive; it returns the complete frames.
+
+    Whole frames are sliced straight out of each chunk fed; only a frame that
+    straddles chunks is gathered in a buffer (one copy per chunk of it)."""
 
     def __init__(self, limit: int = MAX_FRAME_BYTES) -> None:
         self.limit = limit
-        self._buffer = bytearray()
-        self._need: int | None = None  # body length of the frame being read
+        self._rest = bytearray()  # the start of an unfinished frame, length prefix and all
+        self._need: int | None = None  # that frame's whole length, once its prefix is in
 
     def feed(self, data: bytes | bytearray) -> list[bytes]:
-        self._buffer += data
+        if type(data) is not bytes:
+            data = bytes(data)
         frames: list[bytes] = []
-        while True:
-            if self._need is None:
-                if len(self._buffer) < HEADER_BYTES:
-                    break
-                size = int.from_bytes(self._buffer[:HEADER_BYTES], "big")
-                if size > self.limit:
-                    raise ProtocolError(
-                        f"frame of {size} bytes announced; the limit is {self.limit}"
-                    )
-                del self._buffer[:HEADER_BYTES]
-                self._need = size
-            if len(self._buffer) < self._need:
+        pos = 0
+        if self._rest:
+            frame, pos = self._finish(data)
+            if frame is None:
+                return frames
+            frames.append(frame)
+        end = len(data)
+        limit = self.limit
+        while end - pos >= HEADER_BYTES:
+            (size,) = _unpack_header(data, pos)
+            if size > limit:
+                raise _oversize(size, limit)
+            start = pos + HEADER_BYTES
+            if start + size > end:
                 break
-            frames.append(bytes(self._buffer[: self._need]))
-            del self._buffer[: self._need]
-            self._need = None
+            pos = start + size
+            frames.append(data[start:pos])
+        self._keep(data, pos)
         return frames
+
+    def _finish(self, data: bytes) -> tuple[bytes | None, int]:
+        """Complete the unfinished frame from the start of ``data``: that frame and
+        where the rest of ``data`` begins, or None if ``data`` did not finish it
+        (and is all held)."""
+        rest = self._rest
+        pos = 0
+        if self._need is None:
+            pos = HEADER_BYTES - len(rest)
+            rest += data[:pos]
+            if len(rest) < HEADER_BYTES:
+                return None, len(data)
+            (size,) = _unpack_header(rest)
+            if size > self.limit:
+                raise _oversize(size, self.limit)
+            self._need = HEADER_BYTES + size
+        want = self._need - len(rest)
+        if len(data) - pos < want:
+            rest += memoryview(data)[pos:]
+            return None, len(data)
+        rest += memoryview(data)[pos : pos + want]
+        del rest[:HEADER_BYTES]
+        frame = bytes(rest)
+        rest.clear()
+        self._need = None
+        return frame, pos + want
+
+    def _keep(self, data: bytes, pos: int) -> None:
+        """Hold ``data[pos:]``, the start of a frame (its prefix already checked if whole)."""
+        if pos < len(data):
+            self._rest += memoryview(data)[pos:]
+            if len(data) - pos >= HEADER_BYTES:
+                self._need = HEADER_BYTES + _unpack_header(data, pos)[0]
 
     @property
     def buffered(self) -> int:
-        """Bytes held for a frame not yet complete (bounded by the limit plus a header)."""
-        return len(self._buffer)
+        """Bytes held for a frame not yet complete (bounded by the limit plus a header),
+        not counting its length prefix once that is whole."""
+        held = len(self._rest)
+        return held - HEADER_BYTES if self._need is not None else held
 
     def at_boundary(self) -> bool:
         """True when no partial frame is pending (a clean place for a stream to end)."""
-        return self._need is None and not self._buffer
+        return not self._rest
+
+
+_unpack_header = struct.Struct(">I").unpack_from
+
+
+def _oversize(size: int, limit: int) -> ProtocolError:
+    return ProtocolError(f"frame of {size} bytes announced; the limit is {limit}")

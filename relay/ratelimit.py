@@ -47,3 +47,20 @@ class SendLimit:
         self.envelopes -= 1
         self.bytes -= size
         return True
+
+    def allow_all(self, count: int, size: int, now: float) -> bool:
+        """Admit ``count`` envelopes of ``size`` bytes in all at ``now``, or none of them.
+
+        True exactly when `allow` would admit each of them in turn, leaving the
+        buckets as it would (bucket levels under 2**53 are exact under subtraction of
+        whole numbers). False takes nothing: the caller then asks `allow` one by one."""
+        elapsed = now - self.stamp
+        if elapsed > 0:
+            self.stamp = now
+            self.envelopes = min(self.envelope_burst, self.envelopes + elapsed * self.envelope_rate)
+            self.bytes = min(self.byte_burst, self.bytes + elapsed * self.byte_rate)
+        if self.envelopes < count or self.bytes < size:
+            return False
+        self.envelopes -= count
+        self.bytes -= size
+        return True
