@@ -39,6 +39,7 @@ from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock, Stamp
 from pixie.protocol.reconcile import range_fingerprint
 from pixie.protocol.syncwire import (
+    MAX_ALIASES,
     ClearFields,
     ContactEntry,
     LogEvent,
@@ -84,13 +85,47 @@ _EVENTS_AFTER = (
 _ID_CHUNK = 500
 
 
-def _size(record: LogEvent | NoteVersion) -> int:
-    """Encoded bytes, nearly: fixed fields plus the UTF-8 of the long ones."""
+# What a record costs encoded, at most, besides its strings: fixed-width fields
+# and msgpack headers (ids, hashes and ints at their widest, a kind of up to 24
+# ASCII characters). `_size` adds the UTF-8 of *every* string (a note's origin
+# is inside its stamp), so it never under-counts: counting only the text let
+# short messages with long thread and source refs (or notes with long
+# identities, sources and tags) make batches several times over
+# syncwire.MAX_MESSAGE_BYTES, which the sender could then never send.
+_EVENT_FIXED = 96
+_NOTE_FIXED = 160
+_SEALED_FIXED = 96
+_CONTACT_FIXED = 32
+
+
+def _utf8(text: str | None) -> int:
+    return 0 if text is None else len(text.encode())
+
+
+def _size(record: LogEvent | NoteVersion | ContactEntry) -> int:
+    """Encoded bytes, at most: see `_EVENT_FIXED`."""
     if isinstance(record, LogEvent):
-        return 96 + len(record.text.encode())
-    if record.clear is not None:
-        return 160 + len(record.clear.body.encode()) + len(record.clear.title.encode())
-    return 96 + len(record.ciphertext or b"")
+        return (
+            _EVENT_FIXED
+            + len(record.origin)
+            + len(record.text.encode())
+            + _utf8(record.thread)
+            + _utf8(record.source)
+        )
+    if isinstance(record, ContactEntry):
+        return _CONTACT_FIXED + _utf8(record.name) + sum(3 + _utf8(a) for a in record.aliases)
+    c = record.clear
+    if c is None:
+        return _SEALED_FIXED + len(record.stamp) + len(record.ciphertext or b"")
+    return (
+        _NOTE_FIXED
+        + len(record.stamp)
+        + len(c.body.encode())
+        + _utf8(c.title)
+        + _utf8(c.identity_key)
+        + _utf8(c.source_ref)
+        + sum(2 + _utf8(t) for t in c.tags)
+    )
 
 
 class _Chunker:
@@ -105,13 +140,11 @@ class _Chunker:
     def add(self, record: ContactEntry | LogEvent | NoteVersion) -> Records | None:
         if isinstance(record, LogEvent):  # the common case first: logs stream by the thousand
             self.events.append(record)
-            self.bytes += 96 + len(record.text.encode())
         elif isinstance(record, ContactEntry):
             self.contacts.append(record)
-            self.bytes += 64 + len(record.name) + sum(len(a) + 4 for a in record.aliases)
         else:
             self.notes.append(record)
-            self.bytes += _size(record)
+        self.bytes += _size(record)
         self.count += 1
         if self.bytes >= BATCH_BYTES or self.count >= BATCH_RECORDS:
             return self.flush()
@@ -267,7 +300,15 @@ class NodeReplica:
                 ]
                 if not page:
                     break
-                yield from page
+                # Stop at a gap in this replica's copy of the log (events that
+                # came by repair, in a session cut before the rest): a sibling
+                # takes a stream only in sequence order, so it would refuse the
+                # batch past the gap, and every later session with it. Repair
+                # sends what lies beyond.
+                run = next((i for i, e in enumerate(page) if e.seq != after + 1 + i), len(page))
+                yield from page[:run]
+                if run < len(page):
+                    break
                 after = page[-1].seq
         for origin, newest in mine.notes:
             after_stamp = peer.note_mark(origin) or ""
@@ -296,7 +337,15 @@ class NodeReplica:
                 select(ContactAlias.contact_id, ContactAlias.alias).order_by(ContactAlias.alias_key)
             ):
                 aliases.setdefault(cid, []).append(alias)
-        return [ContactEntry(c, n, tuple(aliases.get(c, ()))) for c, n in contacts]
+        # The codec takes at most MAX_ALIASES aliases per entry and the book has
+        # no such bound: a contact with more goes out as several entries (the
+        # merge takes each in turn), never as one the sibling must refuse.
+        out: list[ContactEntry] = []
+        for c, n in contacts:
+            held = aliases.get(c, [])
+            for i in range(0, max(len(held), 1), MAX_ALIASES):
+                out.append(ContactEntry(c, n, tuple(held[i : i + MAX_ALIASES])))
+        return out
 
     # -- repair ---------------------------------------------------------------------------
 
@@ -349,16 +398,21 @@ class NodeReplica:
             raise ProtocolError(f"refused a record: {exc}") from None
         changed = 0
         rows: list[Any] = []
-        try:
-            with self.db.writing() as session:
+        with self.db.writing() as session:
+            # The constraint failure is caught inside the transaction: once it
+            # leaves `writing()`, db.py has already turned it (a DatabaseError)
+            # into DataDirError ("damaged"), which no session expects. Raising
+            # ProtocolError from here still rolls the whole batch back.
+            try:
                 changed += self._merge_contacts(session, records.contacts)
                 rows = self._merge_events(session, events, in_order=in_order)
                 changed += len(rows)
                 changed += self._merge_notes(session, notes)
-        except IntegrityError as exc:
-            raise ProtocolError(
-                f"a batch contradicts what this replica holds ({exc.orig})"
-            ) from None
+                session.flush()  # anything still pending fails here, not at commit
+            except IntegrityError as exc:
+                raise ProtocolError(
+                    f"a batch contradicts what this replica holds ({exc.orig})"
+                ) from None
         self.log.committed(rows)
         return changed
 

@@ -37,6 +37,10 @@ MAX_TAG_CHARS = 40
 MAX_KIND_CHARS = 24
 MAX_ALIASES = 64
 MAX_REASON_CHARS = 300
+# Sequence numbers stop far below SQLite's 2**63 - 1: the log appends at the
+# highest seq of an origin plus one, so a sibling's event at the very top
+# (for this replica's own origin) would make every later append overflow.
+MAX_SEQ = 1 << 62
 MAX_CIPHERTEXT = 4 * MAX_BODY_CHARS + 64 * 1024
 # Padded into an envelope, the largest message still fits a 1 MiB relay frame.
 MAX_MESSAGE_BYTES = 768 * 1024
@@ -372,7 +376,7 @@ def _event(f: Any) -> LogEvent:
     return LogEvent(
         id=_uuid_text(_bin(f[0], "event id", 16)),
         origin=_origin(f[1]),
-        seq=_int(f[2], "seq", 1),
+        seq=_int(f[2], "seq", 1, MAX_SEQ),
         kind=_text(f[3], "event kind", MAX_KIND_CHARS),
         at=_int(f[4], "event time", -(1 << 62), 1 << 62),
         contact_id=_opt_hex16(f[5], "contact id"),
