@@ -178,7 +178,10 @@ class SyncSession:
             and not self._round.sent_all
             and self._sent_number - self._acked < WINDOW
         ):
-            self._pull_batch()
+            try:
+                self._pull_batch()
+            except ProtocolError as exc:  # a record this side cannot send
+                self.fail(str(exc))
         if self._out:
             message = self._out.popleft()
             self.stats.messages_sent += 1

@@ -214,7 +214,15 @@ def _uuid_text(raw: bytes) -> str:
 
 
 def _hex16(text: str | None) -> bytes | None:
-    return None if text is None else bytes.fromhex(text)
+    if text is None:
+        return None
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raw = b""
+    if len(raw) != 16:
+        raise ProtocolError(f"not a 128-bit hex id: {text!r:.60}")
+    return raw
 
 
 def _event_fields(e: LogEvent) -> list[Any]:
