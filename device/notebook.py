@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ from .memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from .notes import (
     ABOUT_YOU_KEY,
     MAX_BODY_CHARS,
+    MAX_IDENTITY_CHARS,
     ClearNote,
     Note,
     NoteKind,
@@ -55,6 +57,7 @@ from .notes import (
 from .seal import NotebookSeal, SealError
 
 SEAL_FINGERPRINT_KEY = "seal_key_fingerprint"
+_CONTACT_ID = re.compile(r"[0-9a-f]{32}")
 PIN_TITLE_CHARS = 80
 
 
@@ -185,6 +188,14 @@ class NotebookStore:
         title = clean_title(item.title)
         body = clean_text(item.body, "body", MAX_BODY_CHARS)
         tags = clean_tags(item.tags)
+        # What a sibling would refuse must not be written here either: a note
+        # that cannot sync would stay behind on one side for good.
+        if item.contact_id is not None and not _CONTACT_ID.fullmatch(item.contact_id):
+            raise BadInput(f"contact id {item.contact_id!r:.40} is not a contact's id")
+        if item.source_ref is not None and (
+            len(item.source_ref) > MAX_IDENTITY_CHARS or not item.source_ref.strip()
+        ):
+            raise BadInput(f"a source reference is 1 to {MAX_IDENTITY_CHARS} characters")
         return item, title, body, tags, identity_for(item.kind, item.identity_key, title)
 
     def _upsert_in(

@@ -330,3 +330,13 @@ def test_nudges_name_a_person_and_never_quote_sealed_text(node: Node) -> None:
     assert people == {"Jimmy", "Ada"}
     assert all(n.person in n.action for n in found)
     assert not any("CANARY" in n.action for n in found)
+
+
+def test_distilled_notes_a_sibling_would_refuse_are_refused_here(node: Node) -> None:
+    with pytest.raises(BadInput, match="contact's id"):
+        node.notebook.upsert_clear(Distilled(NoteKind.PERSON, "x", "Ada", "b", "ada"))
+    with pytest.raises(BadInput, match="source reference"):
+        node.notebook.upsert_clear(
+            Distilled(NoteKind.POST_DIGEST, "p1", "Post", "b", None, (), "s" * 201)
+        )
+    assert node.notebook.counts()["clear"] == 0
