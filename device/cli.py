@@ -98,11 +98,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 # -- pairing ------------------------------------------------------------------------
 
 
-def _relay_address(args: argparse.Namespace, node: Node) -> RelayAddress:
+def _relay_address(
+    args: argparse.Namespace, node: Node, fallback: str | None = None
+) -> RelayAddress:
+    """--relay, then PIXIE_RELAY, then the config file, then ``fallback``."""
     settings = config.effective(node.data.config_path, {"relay": args.relay})
-    if not settings.get("relay"):
+    address = settings.get("relay") or fallback
+    if not address:
         raise BadInput("no relay address: pass --relay HOST:PORT or set [relay] address")
-    return RelayAddress.parse(str(settings["relay"]))
+    return RelayAddress.parse(str(address))
 
 
 def _positive(value: float, what: str) -> float:
@@ -140,20 +144,21 @@ def cmd_pair(args: argparse.Namespace) -> int:
 # -- sync -----------------------------------------------------------------------------
 
 
-def _sync_relay(args: argparse.Namespace, node: Node, siblings: list[SiblingInfo]) -> RelayAddress:
-    settings = config.effective(node.data.config_path, {"relay": args.relay})
-    if settings.get("relay"):
-        return RelayAddress.parse(str(settings["relay"]))
-    return RelayAddress.parse(siblings[0].relay)
+def _siblings_and_relay(
+    args: argparse.Namespace, node: Node
+) -> tuple[list[SiblingInfo], RelayAddress]:
+    """The siblings to sync with and the relay to reach them (by default, the
+    one they were paired through)."""
+    siblings = node.siblings.all()
+    if not siblings:
+        raise BadInput("no sibling to sync with: pair first (`pixie invite` / `pixie pair`)")
+    return siblings, _relay_address(args, node, siblings[0].relay)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
     timeout = _positive(args.timeout, "--timeout")
     with open_node(args) as node:
-        siblings = node.siblings.all()
-        if not siblings:
-            raise BadInput("no sibling to sync with: pair first (`pixie invite` / `pixie pair`)")
-        relay = _sync_relay(args, node, siblings)
+        siblings, relay = _siblings_and_relay(args, node)
         reports = trio.run(lambda: daemon.sync_once(node, relay, siblings, idle_timeout=timeout))
         digest = node.digest().digest().hex()
     failed = [r for r in reports if r.outcome == "failed"]
@@ -182,10 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     with open_node(args) as node:
-        siblings = node.siblings.all()
-        if not siblings:
-            raise BadInput("no sibling to sync with: pair first (`pixie invite` / `pixie pair`)")
-        relay = _sync_relay(args, node, siblings)
+        _, relay = _siblings_and_relay(args, node)
         print(
             f"pixie run: {node.role} {fingerprint(node.public_key())} via {relay}",
             file=sys.stderr,

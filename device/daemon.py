@@ -46,24 +46,15 @@ async def sync_once(
     reports: list[SyncReport] = []
     try:
         endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
-        endpoint.link.lane = endpoint.lane
         endpoint.idle_timeout = idle_timeout
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_serve_quietly, endpoint)
+            nursery.start_soon(_serve, endpoint, None)
             for sibling in siblings:
                 reports.append(await endpoint.sync_with(sibling.key))
             nursery.cancel_scope.cancel()
     finally:
         await client.aclose()
     return reports
-
-
-async def _serve_quietly(endpoint: SyncEndpoint) -> None:
-    # A lost connection shows up in the session's report; nothing to add here.
-    try:
-        await endpoint.serve()
-    except RelayUnavailable as exc:
-        log.info("relay connection ended: %s", exc)
 
 
 async def run_peer(
@@ -95,11 +86,10 @@ async def run_peer(
         log.info("connected to relay %s as %s", relay, fingerprint(bytes(identity.verify_key)))
         try:
             endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
-            endpoint.link.lane = endpoint.lane
             if idle_timeout is not None:
                 endpoint.idle_timeout = idle_timeout
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_serve_then_stop, endpoint, nursery.cancel_scope)
+                nursery.start_soon(_serve, endpoint, nursery.cancel_scope)
                 nursery.start_soon(_sync_loop, node, endpoint, interval, change_poll)
                 if not started:
                     task_status.started()
@@ -109,12 +99,15 @@ async def run_peer(
         log.warning("lost the relay; reconnecting")
 
 
-async def _serve_then_stop(endpoint: SyncEndpoint, scope: trio.CancelScope) -> None:
+async def _serve(endpoint: SyncEndpoint, stop: trio.CancelScope | None) -> None:
+    """Serve until the connection ends; then cancel ``stop`` (the daemon
+    reconnects). A one-shot sync sees a lost connection in its session report."""
     try:
         await endpoint.serve()
     except RelayUnavailable as exc:
-        log.warning("relay connection ended: %s", exc)
-    scope.cancel()
+        log.log(logging.WARNING if stop else logging.INFO, "relay connection ended: %s", exc)
+    if stop is not None:
+        stop.cancel()
 
 
 async def _sync_loop(

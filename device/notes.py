@@ -23,6 +23,7 @@ from sqlalchemy import CheckConstraint, Index, LargeBinary, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from pixie.protocol.hlc import Stamp
+from pixie.protocol.ids import id_text
 
 from .db import Base
 from .errors import BadInput
@@ -161,8 +162,7 @@ def identity_note_id(kind: str, identity: str) -> str:
     raw = bytearray(hashlib.sha256(f"pixie-note\x00{kind}\x00{identity}".encode()).digest()[:16])
     raw[6] = (raw[6] & 0x0F) | 0x80  # UUID version 8: custom
     raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 9562 variant
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return id_text(bytes(raw))
 
 
 # The full-text index covers live clear notes only, and triggers keep it (and

@@ -111,6 +111,7 @@ class SyncEndpoint:
         self.idle_timeout = idle_timeout
         self.send_timeout = send_timeout
         self.lane = trio.CapacityLimiter(1)
+        link.lane = self.lane  # envelope crypto and replay state share the database lane
         self._sessions: dict[bytes, _Running] = {}
         self._registered = trio.Event()  # set when a sibling's session arrives
         self._nursery: trio.Nursery | None = None

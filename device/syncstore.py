@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item, item_hash
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock, Stamp
+from pixie.protocol.ids import id_text
 from pixie.protocol.reconcile import range_fingerprint
 from pixie.protocol.syncwire import (
     MAX_ALIASES,
@@ -78,10 +79,13 @@ from .notes import (
 BATCH_BYTES = 256 * 1024
 BATCH_RECORDS = 5_000
 _PAGE = 2_000
+# Events are read straight from the driver: loading ORM objects cost more than
+# everything else on the sending side together.
+_EVENT_COLUMNS = "id, origin, seq, kind, at, contact_id, thread, source, from_me, text"
 _EVENTS_AFTER = (
-    "SELECT id, origin, seq, kind, at, contact_id, thread, source, from_me, text "
-    "FROM memory_event WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?"
+    f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?"
 )
+_EVENTS_BY_ID = f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE id IN ({{}})"
 _ID_CHUNK = 500
 
 
@@ -170,19 +174,10 @@ def _chunked(records: Iterable[ContactEntry | LogEvent | NoteVersion]) -> Iterat
         yield last
 
 
-def _wire_event(row: MemoryEvent) -> LogEvent:
-    return LogEvent(
-        row.id,
-        row.origin,
-        row.seq,
-        row.kind,
-        row.at,
-        row.contact_id,
-        row.thread,
-        row.source,
-        row.from_me,
-        row.text,
-    )
+def _wire_event(r: Sequence[Any]) -> LogEvent:
+    """A LogEvent from a driver row in `_EVENT_COLUMNS` order."""
+    from_me = None if r[8] is None else bool(r[8])  # SQLite hands booleans back as 0/1
+    return LogEvent(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], from_me, r[9])
 
 
 def _wire_note(row: Note) -> NoteVersion:
@@ -275,29 +270,13 @@ class NodeReplica:
         for origin, high in mine.log:
             after = peer.log_mark(origin)
             while after < high:
-                # Straight from the driver: loading ORM objects cost more than
-                # everything else on the sending side together.
                 with self.db.reading() as session:
                     rows = (
                         session.connection()
                         .exec_driver_sql(_EVENTS_AFTER, (origin, after, _PAGE))
                         .all()
                     )
-                page = [
-                    LogEvent(
-                        r[0],
-                        r[1],
-                        r[2],
-                        r[3],
-                        r[4],
-                        r[5],
-                        r[6],
-                        r[7],
-                        None if r[8] is None else bool(r[8]),
-                        r[9],
-                    )
-                    for r in rows
-                ]
+                page = [_wire_event(r) for r in rows]
                 if not page:
                     break
                 # Stop at a gap in this replica's copy of the log (events that
@@ -366,25 +345,25 @@ class NodeReplica:
     def _records_for(
         self, keys: Sequence[bytes]
     ) -> Iterator[ContactEntry | LogEvent | NoteVersion]:
-        by_kind: dict[bytes, list[str]] = {}
+        by_kind: dict[bytes, list[bytes]] = {}
         for key in keys:
-            by_kind.setdefault(key[:1], []).append(key[1:].hex())
+            by_kind.setdefault(key[:1], []).append(key[1:])
         if b"C" in by_kind or b"A" in by_kind:
             yield from self._all_contacts()
-        event_ids = [_uuid_text(h) for h in by_kind.get(b"E", [])]
+        event_ids = [id_text(raw) for raw in by_kind.get(b"E", [])]
         for i in range(0, len(event_ids), _ID_CHUNK):
+            chunk = event_ids[i : i + _ID_CHUNK]
+            sql = _EVENTS_BY_ID.format(",".join("?" * len(chunk)))
             with self.db.reading() as session:
-                chunk = event_ids[i : i + _ID_CHUNK]
-                events = session.scalars(select(MemoryEvent).where(MemoryEvent.id.in_(chunk)))
-                records: list[LogEvent | NoteVersion] = [_wire_event(r) for r in events]
-            yield from records
-        note_ids = [_uuid_text(h) for h in by_kind.get(b"N", [])]
+                rows = session.connection().exec_driver_sql(sql, tuple(chunk)).all()
+            yield from (_wire_event(r) for r in rows)
+        note_ids = [id_text(raw) for raw in by_kind.get(b"N", [])]
         for i in range(0, len(note_ids), _ID_CHUNK):
             with self.db.reading() as session:
                 chunk = note_ids[i : i + _ID_CHUNK]
                 notes = session.scalars(select(Note).where(Note.id.in_(chunk)))
-                records = [_wire_note(r) for r in notes]
-            yield from records
+                versions = [_wire_note(r) for r in notes]
+            yield from versions
 
     # -- merging --------------------------------------------------------------------------
 
@@ -519,10 +498,6 @@ class NodeReplica:
         statedigest.update(session, add=added, remove=removed)
         record_marks(session, [n.stamp for n in notes])
         return len(added)
-
-
-def _uuid_text(hex32: str) -> str:
-    return f"{hex32[:8]}-{hex32[8:12]}-{hex32[12:16]}-{hex32[16:20]}-{hex32[20:]}"
 
 
 def _event_record(e: LogEvent) -> EventRecord:

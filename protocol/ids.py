@@ -47,6 +47,13 @@ def new_id(now_ms: int | None = None) -> str:
     return str(uuid.UUID(int=value))
 
 
+def id_text(raw: bytes) -> str:
+    """16 bytes as canonical 8-4-4-4-12 text (what ``str(uuid.UUID(bytes=raw))``
+    gives, without building a UUID object)."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def new_ids(count: int, now_ms: int | None = None) -> list[str]:
     """Mint ``count`` ids at once (bulk imports): one entropy read, no UUID objects."""
     global _last_ms, _last_counter
@@ -67,8 +74,7 @@ def new_ids(count: int, now_ms: int | None = None) -> list[str]:
             j = 10 * i + 2
             # variant bits 10, then 62 random bits
             tail = bytes((0x80 | (entropy[j] & 0x3F),)) + entropy[j + 1 : j + 8]
-            h = (head + (0x7000 | counter).to_bytes(2, "big") + tail).hex()
-            out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+            out.append(id_text(head + (0x7000 | counter).to_bytes(2, "big") + tail))
         _last_ms, _last_counter = ms, counter
     return out
 

@@ -52,6 +52,8 @@ from .syncwire import (
     Records,
     Repair,
     SyncMessage,
+    decode,
+    encode,
 )
 
 MAX_REPAIRS = 3
@@ -406,8 +408,6 @@ class Loopback:
     log: list[tuple[str, str]] = field(default_factory=list)
 
     def run(self, max_steps: int = 1_000_000) -> None:
-        from .syncwire import decode, encode
-
         self.a.start()
         for _ in range(max_steps):
             moved = False

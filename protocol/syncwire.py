@@ -20,6 +20,7 @@ import msgpack
 
 from .errors import ProtocolError
 from .hlc import Stamp
+from .ids import id_text
 from .packing import unpack
 from .reconcile import FINGERPRINT_BYTES, KEY_BYTES, SHORT_HASH_BYTES, Range
 
@@ -207,12 +208,6 @@ def _id16(text: str) -> bytes:
     return raw
 
 
-def _uuid_text(raw: bytes) -> str:
-    # What str(uuid.UUID(bytes=raw)) gives, without building a UUID object.
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
 def _hex16(text: str | None) -> bytes | None:
     if text is None:
         return None
@@ -382,7 +377,7 @@ def _event(f: Any) -> LogEvent:
     if from_me is not None:
         from_me = _bool(from_me, "from_me")
     return LogEvent(
-        id=_uuid_text(_bin(f[0], "event id", 16)),
+        id=id_text(_bin(f[0], "event id", 16)),
         origin=_origin(f[1]),
         seq=_int(f[2], "seq", 1, MAX_SEQ),
         kind=_text(f[3], "event kind", MAX_KIND_CHARS),
@@ -428,7 +423,7 @@ def _note(f: Any) -> NoteVersion:
         if flags & 1:
             raise ProtocolError("a sealed note is never user-edited")
     return NoteVersion(
-        id=_uuid_text(_bin(f[0], "note id", 16)),
+        id=id_text(_bin(f[0], "note id", 16)),
         stamp=stamp.encode(),
         content_hash=content_hash,
         user_edited=bool(flags & 1),
