@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from pixie.protocol.identity import fingerprint
 from pixie.protocol.ids import parse_id
 from pixie.protocol.timestamps import format_time, now_us, parse_time
 
-from . import config, daemon, display, pairing
+from . import config, daemon, display, offload, pairing
 from .contacts import clean_name
 from .datadir import ROLES, DataDir, resolve_data_dir
 from .errors import BadInput, NotFound
@@ -30,9 +31,9 @@ from .huddle import nudges, read_huddle_file, record_huddle
 from .memlog import NewEvent, check_ref, check_text, parse_kind
 from .node import Node
 from .notes import NoteKind, Zone
-from .relayclient import RelayAddress
+from .relayclient import RelayAddress, RelayUnavailable
 from .siblings import SiblingInfo
-from .syncdriver import last_syncs
+from .syncdriver import PeerService, last_syncs
 from .tools import MAX_DAYS_BACK, CheckNotebookTool
 
 
@@ -193,7 +194,94 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        trio.run(lambda: daemon.run_until_signal(node, relay, interval=interval))
+        services = args.services(node, args) if args.services is not None else []
+        if args.faults and not services:
+            raise BadInput("--faults applies to a Homebase's `pixie run`; this peer is a device")
+        trio.run(lambda: daemon.run_until_signal(node, relay, interval=interval, services=services))
+    return 0
+
+
+# -- offloading -----------------------------------------------------------------------
+
+
+def _offload_relay(args: argparse.Namespace, node: Node) -> RelayAddress:
+    _, relay = _siblings_and_relay(args, node)
+    return relay
+
+
+def cmd_offload(args: argparse.Namespace) -> int:
+    timeout = _positive(args.timeout, "--timeout")
+    if (args.note_id is None) == (args.older_than is None):
+        raise BadInput("give a NOTE_ID or --older-than DAYS (one of the two)")
+    with open_node(args) as node:
+        relay = _offload_relay(args, node)
+        if args.note_id is not None:
+            ids = [parse_event_id(args.note_id)]
+        else:
+            ids = offload.candidates(node, args.older_than)
+
+        async def run(service: offload.NoteOffloadService) -> list[offload.OffloadReport]:
+            reports = []
+            for i, note_id in enumerate(ids, 1):
+                reports.append(await service.offload(note_id))
+                display.progress(i, len(ids), "offloaded")
+            return reports
+
+        try:
+            reports = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
+        except RelayUnavailable as exc:
+            reports = [offload.relay_down_report(i, str(exc)) for i in ids]
+    if args.json:
+        emit_json(reports[0].as_json() if args.note_id else [r.as_json() for r in reports])
+    else:
+        for r in reports:
+            if r.cleared:
+                print(f"offloaded {r.note_id} ({r.bytes:,} B) to {r.holder}; its index stays here")
+            else:
+                print(f"kept {r.note_id} here ({r.outcome.value}): {r.detail}")
+        if args.note_id is None:
+            done = sum(r.cleared for r in reports)
+            print(f"{done} of {len(reports)} notes offloaded", file=sys.stderr)
+    failed = [r for r in reports if not r.cleared]
+    return 1 if failed else 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    timeout = _positive(args.timeout, "--timeout")
+    note_id = parse_event_id(args.note_id)
+    with open_node(args) as node:
+        relay = _offload_relay(args, node)
+
+        async def run(service: offload.NoteOffloadService) -> str:
+            return await service.fetch(note_id)
+
+        body = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
+    if args.json:
+        emit_json({"id": note_id, "body": body, "verified": True})
+    else:
+        print(body)
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    timeout = _positive(args.timeout, "--timeout")
+    note_id = parse_event_id(args.note_id)
+    with open_node(args) as node:
+        relay = _offload_relay(args, node)
+
+        async def run(service: offload.NoteOffloadService) -> bool:
+            return await service.recall(note_id)
+
+        released = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
+    if args.json:
+        emit_json({"id": note_id, "recalled": True, "released": released})
+    else:
+        tail = (
+            "the Homebase released its copy"
+            if released
+            else "the Homebase's copy will be released at the next chance"
+        )
+        print(f"recalled {note_id}: its body is here again; {tail}")
     return 0
 
 
@@ -487,8 +575,14 @@ def parse_event_id(value: str) -> str:
 # -- the parser ------------------------------------------------------------
 
 
-def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Register the device commands on the top-level subparsers."""
+def add_commands(
+    sub: Any,
+    common: argparse.ArgumentParser,
+    services: Callable[[Node, argparse.Namespace], list[PeerService]] | None = None,
+) -> None:
+    """Register the device commands on the top-level subparsers. ``services``
+    gives `pixie run` what else a peer of its role answers (the holder, on a
+    Homebase), built from the node and the command line."""
 
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -631,7 +725,43 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds between syncs when nothing changes",
     )
-    p.set_defaults(func=cmd_run)
+    p.add_argument(
+        "--faults",
+        metavar="SPEC",
+        default="",
+        help="Homebase only: inject holder faults, e.g. 'refuse=0.5,ack-delay=1@2' (see README)",
+    )
+    p.add_argument("--fault-seed", type=int, metavar="N", help="seed the fault dice")
+    p.set_defaults(func=cmd_run, services=services)
+
+    def offload_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
+        p.add_argument(
+            "--timeout",
+            type=float,
+            default=offload.ACK_TIMEOUT,
+            metavar="SECONDS",
+            help=f"how long to wait for the Homebase (default {offload.ACK_TIMEOUT:g})",
+        )
+        json_flag(p)
+
+    p = sub.add_parser(
+        "offload", parents=[common], help="park a note's body on the Homebase (index stays)"
+    )
+    p.add_argument("note_id", nargs="?", metavar="NOTE_ID")
+    p.add_argument(
+        "--older-than", type=float, metavar="DAYS", help="offload every note older than DAYS"
+    )
+    offload_flags(p)
+    p.set_defaults(func=cmd_offload)
+    p = sub.add_parser("fetch", parents=[common], help="show an offloaded note's verified body")
+    p.add_argument("note_id", metavar="NOTE_ID")
+    offload_flags(p)
+    p.set_defaults(func=cmd_fetch)
+    p = sub.add_parser("recall", parents=[common], help="bring an offloaded note's body home")
+    p.add_argument("note_id", metavar="NOTE_ID")
+    offload_flags(p)
+    p.set_defaults(func=cmd_recall)
 
     p = sub.add_parser("nudges", parents=[common], help="finished nudges from both zones")
     json_flag(p)

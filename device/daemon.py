@@ -23,7 +23,7 @@ from .node import Node
 from .peers import PeerLink
 from .relayclient import RelayAddress, RelayClient, RelayUnavailable
 from .siblings import SiblingInfo
-from .syncdriver import SyncEndpoint, SyncReport
+from .syncdriver import PeerService, SyncEndpoint, SyncReport
 
 log = logging.getLogger("pixie.run")
 
@@ -64,6 +64,7 @@ async def run_peer(
     interval: float = SYNC_INTERVAL,
     change_poll: float = CHANGE_POLL,
     idle_timeout: float | None = None,
+    services: Sequence[PeerService] = (),
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Stay connected and in sync until cancelled."""
@@ -85,7 +86,8 @@ async def run_peer(
         backoff = BACKOFF_FIRST
         log.info("connected to relay %s as %s", relay, fingerprint(bytes(identity.verify_key)))
         try:
-            endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
+            link = PeerLink(identity, node.siblings, client)
+            endpoint = SyncEndpoint(node, link, services=services)
             if idle_timeout is not None:
                 endpoint.idle_timeout = idle_timeout
             async with trio.open_nursery() as nursery:
@@ -131,11 +133,13 @@ async def _sync_loop(
         await trio.sleep(change_poll)
 
 
-async def run_until_signal(node: Node, relay: RelayAddress, *, interval: float) -> None:
+async def run_until_signal(
+    node: Node, relay: RelayAddress, *, interval: float, services: Sequence[PeerService] = ()
+) -> None:
     """`run_peer` until SIGINT or SIGTERM."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(lambda: run_peer(node, relay, interval=interval))
+            nursery.start_soon(lambda: run_peer(node, relay, interval=interval, services=services))
             async for signum in signals:
                 log.info("stopping on %s", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()

@@ -20,6 +20,7 @@ from pixie.protocol.timestamps import now_us
 
 from .db import SCHEMA_VERSION, Database, Meta
 from .errors import BadInput, DataDirError
+from .holdings import Holding  # noqa: F401  (its tables are created here too)
 from .keystore import KeyStore, open_key_store
 from .memlog import MEMLOG_DDL
 from .notes import NOTEBOOK_DDL

@@ -21,7 +21,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from .errors import DataDirError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 10_000
 # Page cache per connection, a ceiling rather than an allocation. SQLite's
 # default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +130,12 @@ def export_markdown(view: ClearNotebook, target: Path, contact_names: dict[str, 
         shutil.rmtree(staging, ignore_errors=True)
         raise BadInput(f"cannot export to {target}: {exc.strerror}") from None
     return len(notes)
+
+
+def progress(done: int, total: int, what: str) -> None:
+    """A one-line progress count on a terminal's stderr; nothing when piped."""
+    if total < 2 or not sys.stderr.isatty():
+        return
+    end = "\n" if done >= total else ""
+    sys.stderr.write(f"\r{what} {done:,} of {total:,}{end}")
+    sys.stderr.flush()

@@ -34,6 +34,7 @@ from .clearview import ClearNotebook, ScoredNote
 from .contacts import Contact
 from .db import Database, Meta
 from .errors import BadInput, NotFound
+from .holdings import make_resident
 from .keystore import KeyStore, open_key_store
 from .memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from .notes import (
@@ -232,7 +233,7 @@ class NotebookStore:
             return UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT)
         same = (
             row.title == title
-            and row.body == body
+            and (row.body == body if row.holder is None else row.content_hash == content_hash(body))
             and row.tags == tags_json(tags)
             and row.contact_id == item.contact_id
             and row.source_ref == item.source_ref
@@ -242,9 +243,10 @@ class NotebookStore:
             return UpsertResult(row.id, UpsertOutcome.UNCHANGED)
         old = statedigest.note_version(row)
         stamp = self._stamp(session)
-        row.title, row.body, row.tags = title, body, tags_json(tags)
+        row.title, row.tags = title, tags_json(tags)
+        make_resident(session, row, body, content_hash(body))
         row.contact_id, row.source_ref = item.contact_id, item.source_ref
-        row.about_date, row.content_hash = item.about_date, content_hash(body)
+        row.about_date = item.about_date
         row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
         self._versioned(session, old, row)
         return UpsertResult(row.id, UpsertOutcome.UPDATED)
@@ -299,8 +301,11 @@ class NotebookStore:
         new_tags = tags_json(clean_tags(list(tags or [])))
         with self._db.writing() as session:
             row = self._live_clear_row(session, note_id)
-            if new_body is not None and row.body is None:
-                raise BadInput(f"note {note_id} is offloaded; recall it before editing")
+            if row.holder is not None:
+                raise BadInput(
+                    f"note {note_id} is offloaded to your Homebase; "
+                    f"bring it back with `pixie recall {note_id}` before editing it"
+                )
             changes = {
                 "title": new_title if new_title is not None and new_title != row.title else None,
                 "body": new_body if new_body is not None and new_body != row.body else None,
@@ -330,8 +335,8 @@ class NotebookStore:
             old = statedigest.note_version(row)
             stamp = self._stamp(session)
             row.deleted, row.user_edited = True, True
-            row.title, row.body, row.tags = "", "", None
-            row.content_hash = content_hash("")
+            row.title, row.tags = "", None
+            make_resident(session, row, "", content_hash(""))
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
             self._versioned(session, old, row)
 
@@ -488,7 +493,7 @@ class NotebookStore:
             ).all()
             offloaded = session.scalar(
                 select(func.count()).where(
-                    Note.zone == Zone.CLEAR.value, Note.deleted.is_(False), Note.body.is_(None)
+                    Note.zone == Zone.CLEAR.value, Note.deleted.is_(False), Note.holder.is_not(None)
                 )
             )
         found = {str(zone): int(count) for zone, count in rows}

@@ -89,6 +89,10 @@ class Note(Base):
     # columns so that neither sealing nor opening copies the ciphertext.
     nonce: Mapped[bytes | None] = mapped_column(LargeBinary)
     ciphertext: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # Residency, per replica and never synced or hashed: set while the body is
+    # parked with a holder (its public key, hex); the body column is then NULL
+    # and content_hash is the hash the holder acknowledged.
+    holder: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         CheckConstraint("zone IN ('clear', 'sealed')", name="ck_note_zone"),
@@ -100,8 +104,14 @@ class Note(Base):
             " AND kind IS NULL"
             " AND identity_key IS NULL AND title IS NULL AND body IS NULL AND contact_id IS NULL"
             " AND tags IS NULL AND source_ref IS NULL AND about_date IS NULL"
-            " AND created_at IS NULL AND updated_wall IS NULL AND user_edited = 0)",
+            " AND created_at IS NULL AND updated_wall IS NULL AND user_edited = 0"
+            " AND holder IS NULL)",
             name="ck_note_sealed_rows_hold_nothing_readable",
+        ),
+        # A clear note's body is resident or parked with a holder, never neither.
+        CheckConstraint(
+            "zone = 'sealed' OR (body IS NULL) = (holder IS NOT NULL)",
+            name="ck_note_body_resident_or_held",
         ),
         # "Everything about Ada, newest first" reads this index in order.
         Index("ix_note_contact_updated", "contact_id", "updated_at"),

@@ -22,23 +22,23 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
 from pixie.protocol import syncwire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
-from pixie.protocol.peerwire import Ping, Pong, SyncData
+from pixie.protocol.peerwire import PeerMessage, Ping, Pong, SyncData
 from pixie.protocol.sync import Phase, SyncSession
 
 from .db import Meta
 from .errors import DeviceError
 from .node import Node
-from .peers import PeerLink
+from .peers import Incoming, PeerLink
 from .relayclient import RelayUnavailable
 from .syncstore import NodeReplica
 
@@ -53,6 +53,23 @@ SUPERSEDED = "both sides opened a session at once; the sibling's goes on"
 BUSY = "a session between us is already running"
 # How the session words an Abort carrying BUSY (see SyncSession._dispatch).
 REFUSED_BUSY = f"the sibling ended the session: {BUSY}"
+
+
+class PeerService(Protocol):
+    """Something else a connected peer answers besides sync (the Homebase's
+    holder, for one): it says which messages it wants, and handles each in a
+    task of its own, replying through the endpoint and touching the database
+    only through ``call`` (the endpoint's lane)."""
+
+    def wants(self, message: PeerMessage) -> bool: ...
+
+    async def handle(
+        self,
+        sender: bytes,
+        message: PeerMessage,
+        reply: Callable[[bytes, PeerMessage], Awaitable[int]],
+        call: Callable[..., Awaitable[Any]],
+    ) -> None: ...
 
 
 @dataclass
@@ -105,9 +122,11 @@ class SyncEndpoint:
         *,
         idle_timeout: float = IDLE_TIMEOUT,
         send_timeout: float = SEND_TIMEOUT,
+        services: Sequence[PeerService] = (),
     ) -> None:
         self.node = node
         self.link = link
+        self.services = tuple(services)
         self.idle_timeout = idle_timeout
         self.send_timeout = send_timeout
         self.lane = trio.CapacityLimiter(1)
@@ -147,11 +166,26 @@ class SyncEndpoint:
                     await self._send_peer(incoming.sender, Pong(message.token))
                 elif isinstance(message, SyncData):
                     await self._route(incoming.sender, message.payload)
+                else:
+                    for service in self.services:
+                        if service.wants(message):
+                            nursery.start_soon(self._serve_request, service, incoming)
+                            break
         except RelayUnavailable as exc:
             lost.append(exc)
         except trio.TooSlowError:
             lost.append(RelayUnavailable("the relay did not take our bytes in time"))
         nursery.cancel_scope.cancel()
+
+    async def _serve_request(self, service: PeerService, incoming: Incoming) -> None:
+        try:
+            await service.handle(
+                incoming.sender, incoming.body.message, self._send_peer, self._call
+            )
+        except (RelayUnavailable, trio.TooSlowError) as exc:
+            log.warning("could not answer %s: %s", fingerprint(incoming.sender), exc or "timeout")
+        except DeviceError as exc:
+            log.warning("could not handle a request from %s: %s", fingerprint(incoming.sender), exc)
 
     async def _route(self, sender: bytes, payload: bytes) -> None:
         who = fingerprint(sender)
@@ -334,7 +368,7 @@ class SyncEndpoint:
             error=session.error,
         )
 
-    async def _send_peer(self, peer: bytes, message: SyncData | Pong) -> int:
+    async def _send_peer(self, peer: bytes, message: PeerMessage) -> int:
         with trio.fail_after(self.send_timeout):
             return await self.link.send(peer, message)
 
@@ -374,4 +408,4 @@ def last_syncs(node: Node) -> dict[str, object]:
     return out
 
 
-__all__ = ["SyncEndpoint", "SyncReport", "last_syncs", "record_last_sync"]
+__all__ = ["PeerService", "SyncEndpoint", "SyncReport", "last_syncs", "record_last_sync"]

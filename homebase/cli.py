@@ -13,8 +13,12 @@ import sys
 from typing import NoReturn
 
 from pixie.device import cli as device_cli
-from pixie.device.errors import DeviceError
+from pixie.device.errors import BadInput, DeviceError
+from pixie.device.node import Node
+from pixie.device.syncdriver import PeerService
+from pixie.homebase.holder import Holder
 from pixie.protocol.errors import ProtocolError
+from pixie.protocol.faults import HOLDER_FAULTS, FaultSpecError, parse_faults
 from pixie.relay import cli as relay_cli
 from pixie.relay.errors import RelayError
 
@@ -27,6 +31,20 @@ class _Parser(argparse.ArgumentParser):
     # argparse prints usage plus a message and exits; we want one clear line.
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def holder_services(node: Node, args: argparse.Namespace) -> list[PeerService]:
+    """What `pixie run` on a Homebase answers besides sync: the holder, with
+    the faults ``--faults`` asks for (refused at start if malformed)."""
+    if node.role != "homebase":
+        return []
+    try:
+        plan = parse_faults(args.faults or "", HOLDER_FAULTS, seed=args.fault_seed)
+    except FaultSpecError as exc:
+        raise BadInput(f"--faults: {exc}") from None
+    if plan:
+        print(f"pixie run: injecting holder faults {plan.describe()}", file=sys.stderr)
+    return [Holder(node, plan)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
-    device_cli.add_commands(sub, common)
+    device_cli.add_commands(sub, common, services=holder_services)
     relay_cli.add_commands(sub, common)
     return parser
 

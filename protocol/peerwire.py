@@ -26,6 +26,14 @@ MAX_NAME_CHARS = 200
 MAX_REASON_CHARS = 200
 PROOF_BYTES = 32
 MAX_BODY_BYTES = MAX_FRAME_BYTES - 1024  # room for the envelope around it
+REQUEST_ID_BYTES = 16
+HASH_BYTES = 32  # SHA-256
+NOTE_ID_CHARS = 36
+# A note body travels whole in an offload request (the Notebook caps bodies far
+# below this) and comes back from the holder in parts of at most PART_BYTES.
+MAX_OFFLOAD_BYTES = 512 * 1024
+PART_BYTES = 256 * 1024
+MAX_HELD_BYTES = 4 * 1024 * 1024
 
 
 class UnknownMessage(ProtocolError):
@@ -138,13 +146,153 @@ class SyncData:
         return cls(f[0])
 
 
+def _note_id(value: Any) -> str:
+    if (
+        not isinstance(value, str)
+        or len(value) != NOTE_ID_CHARS
+        or value.count("-") != 4
+        or not all(c in "0123456789abcdef-" for c in value)
+    ):
+        raise ProtocolError("note id must be a 36-character lowercase UUID")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _NoteRef:
+    """Which body a holder message is about: a request, a note, a content hash."""
+
+    request: bytes
+    note_id: str
+    content_hash: bytes
+
+    def fields(self) -> list[Any]:
+        return [self.request, self.note_id, self.content_hash]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> Self:
+        return cls(
+            _bytes(f[0], "request id", REQUEST_ID_BYTES),
+            _note_id(f[1]),
+            _bytes(f[2], "content hash", HASH_BYTES),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadRequest:
+    """device -> holder: keep this body of a clear note for me."""
+
+    TYPE: ClassVar[int] = 7
+    request: bytes
+    note_id: str
+    content_hash: bytes
+    body: bytes
+
+    def fields(self) -> list[Any]:
+        return [self.request, self.note_id, self.content_hash, self.body]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> OffloadRequest:
+        ref = _NoteRef.from_fields(f[:3])
+        if not isinstance(f[3], bytes) or len(f[3]) > MAX_OFFLOAD_BYTES:
+            raise ProtocolError(f"an offloaded body must be bytes, at most {MAX_OFFLOAD_BYTES}")
+        return cls(ref.request, ref.note_id, ref.content_hash, f[3])
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadAck(_NoteRef):
+    """holder -> device: that body is durably held (committed before this was sent)."""
+
+    TYPE: ClassVar[int] = 8
+
+
+@dataclass(frozen=True, slots=True)
+class HolderRefusal:
+    """holder -> device: no to a request, and why."""
+
+    TYPE: ClassVar[int] = 9
+    request: bytes
+    reason: str
+
+    def fields(self) -> list[Any]:
+        return [self.request, self.reason]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> HolderRefusal:
+        return cls(
+            _bytes(f[0], "request id", REQUEST_ID_BYTES), _str(f[1], "reason", MAX_REASON_CHARS)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest(_NoteRef):
+    """device -> holder: send me the body you hold for this note and hash."""
+
+    TYPE: ClassVar[int] = 10
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPart:
+    """holder -> device: bytes ``offset``.. of a held body of ``total`` bytes."""
+
+    TYPE: ClassVar[int] = 11
+    request: bytes
+    note_id: str
+    content_hash: bytes
+    total: int
+    offset: int
+    data: bytes
+
+    def fields(self) -> list[Any]:
+        return [self.request, self.note_id, self.content_hash, self.total, self.offset, self.data]
+
+    @classmethod
+    def from_fields(cls, f: list[Any]) -> FetchPart:
+        ref = _NoteRef.from_fields(f[:3])
+        total, offset = _uint(f[3], "total"), _uint(f[4], "offset")
+        data = f[5]
+        if not isinstance(data, bytes) or len(data) > PART_BYTES:
+            raise ProtocolError(f"a body part must be bytes, at most {PART_BYTES}")
+        if total > MAX_HELD_BYTES or offset + len(data) > total:
+            raise ProtocolError("a body part must lie within a body of at most 4 MiB")
+        return cls(ref.request, ref.note_id, ref.content_hash, total, offset, data)
+
+
+@dataclass(frozen=True, slots=True)
+class Release(_NoteRef):
+    """device -> holder: no device of mine points at this holding any more."""
+
+    TYPE: ClassVar[int] = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Released(_NoteRef):
+    """holder -> device: the holding is gone (or was never there)."""
+
+    TYPE: ClassVar[int] = 13
+
+
 def _role(value: Any) -> str:
     if value not in ("device", "homebase"):
         raise ProtocolError("role must be device or homebase")
     return str(value)
 
 
-PeerMessage = PairRequest | PairAccept | PairReject | Ping | Pong | SyncData
+PeerMessage = (
+    PairRequest
+    | PairAccept
+    | PairReject
+    | Ping
+    | Pong
+    | SyncData
+    | OffloadRequest
+    | OffloadAck
+    | HolderRefusal
+    | FetchRequest
+    | FetchPart
+    | Release
+    | Released
+)
+HolderReply = OffloadAck | HolderRefusal | FetchPart | Released
 _ARITY: dict[int, tuple[int, Callable[[list[Any]], PeerMessage]]] = {
     PairRequest.TYPE: (3, PairRequest.from_fields),
     PairAccept.TYPE: (3, PairAccept.from_fields),
@@ -152,6 +300,13 @@ _ARITY: dict[int, tuple[int, Callable[[list[Any]], PeerMessage]]] = {
     Ping.TYPE: (1, Ping.from_fields),
     Pong.TYPE: (1, Pong.from_fields),
     SyncData.TYPE: (1, SyncData.from_fields),
+    OffloadRequest.TYPE: (4, OffloadRequest.from_fields),
+    OffloadAck.TYPE: (3, OffloadAck.from_fields),
+    HolderRefusal.TYPE: (2, HolderRefusal.from_fields),
+    FetchRequest.TYPE: (3, FetchRequest.from_fields),
+    FetchPart.TYPE: (6, FetchPart.from_fields),
+    Release.TYPE: (3, Release.from_fields),
+    Released.TYPE: (3, Released.from_fields),
 }
 
 

@@ -219,7 +219,7 @@ def test_long_bodies_are_clipped_and_offloaded_ones_say_so(book: Book) -> None:
     ).note_id
     with book.node.db.writing() as session:  # what offloading leaves behind
         session.connection().exec_driver_sql(
-            "UPDATE note SET body = NULL WHERE id = ?", (offloaded,)
+            "UPDATE note SET body = NULL, holder = ? WHERE id = ?", ("ab" * 32, offloaded)
         )
     answer = book.tool.call({"query": "holiday"})
     assert labels(answer) == ["Post · Old holiday post"]

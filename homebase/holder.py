@@ -1,0 +1,214 @@
+"""The holder: the Homebase's side of offloading.
+
+It answers three requests from its siblings (see `pixie.protocol.offload`):
+
+- Offload: the body must re-hash to the hash it came with and must not name a
+  note this replica knows as sealed; it is committed (WAL, synchronous=FULL)
+  before the ack is sent, so an ack always means "durably held".
+- Fetch: served only for a request naming a clear note held here, and only if
+  the resident body still re-hashes to the requested hash. Otherwise a refusal,
+  and a log line saying why.
+- Release: only the device that parked a holding can release it; holdings stay
+  whatever happens to this replica's own copy of the note.
+
+`FaultPlan` (``pixie run --faults SPEC``) makes the holder misbehave on
+purpose, for tests of the device's gates and of systems built on them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+from sqlalchemy import delete, select
+
+from pixie.device.holdings import Holding
+from pixie.device.node import Node
+from pixie.device.notes import Note, Zone
+from pixie.protocol.faults import HOLDER_FAULTS, FaultPlan
+from pixie.protocol.identity import fingerprint
+from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id
+from pixie.protocol.peerwire import (
+    FetchRequest,
+    HolderRefusal,
+    OffloadAck,
+    OffloadRequest,
+    PeerMessage,
+    Release,
+    Released,
+)
+
+log = logging.getLogger("pixie.holder")
+
+CRASH_EXIT = 70  # what a crash fault exits with
+_OFFLOAD_FAULTS = [name for name in HOLDER_FAULTS if name != "corrupt-serve"]
+
+Reply = Callable[[bytes, PeerMessage], Awaitable[int]]
+Call = Callable[..., Awaitable[Any]]
+
+
+def _crash(why: str) -> None:
+    log.error("fault injected: %s; exiting now", why)
+    logging.shutdown()
+    os._exit(CRASH_EXIT)
+
+
+class Holder:
+    """Serves holder requests for one Homebase data dir."""
+
+    def __init__(
+        self,
+        node: Node,
+        faults: FaultPlan | None = None,
+        *,
+        crash: Callable[[str], None] = _crash,
+    ) -> None:
+        self.node = node
+        self.faults = faults or FaultPlan()
+        self.crash = crash
+        self.refused: dict[str, int] = {}
+
+    def wants(self, message: PeerMessage) -> bool:
+        return isinstance(message, OffloadRequest | FetchRequest | Release)
+
+    async def handle(self, sender: bytes, message: PeerMessage, reply: Reply, call: Call) -> None:
+        if isinstance(message, OffloadRequest):
+            await self._offload(sender, message, reply, call)
+        elif isinstance(message, FetchRequest):
+            await self._fetch(sender, message, reply, call)
+        elif isinstance(message, Release):
+            await self._release(sender, message, reply, call)
+
+    def _refuse(self, sender: bytes, what: str, note_id: str, reason: str) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        log.warning("refused %s of %s from %s: %s", what, note_id, fingerprint(sender), reason)
+
+    # -- offload -------------------------------------------------------------------------
+
+    async def _offload(self, sender: bytes, req: OffloadRequest, reply: Reply, call: Call) -> None:
+        fault = self.faults.first_strike(_OFFLOAD_FAULTS) if self.faults else None
+        name = fault.name if fault else None
+        if name == "crash-before-commit":
+            self.crash("crash before commit")
+            return
+        if name == "ack-timeout":
+            log.warning("fault injected: ack-timeout for %s (no answer)", req.note_id)
+            return
+        if name == "refuse":
+            log.warning("fault injected: refuse %s", req.note_id)
+            await reply(sender, HolderRefusal(req.request, "refused (injected fault)"))
+            return
+        why = check_offload(req) or await call(self._store, sender, req)
+        if why:
+            self._refuse(sender, "offload", req.note_id, why)
+            await reply(sender, HolderRefusal(req.request, why))
+            return
+        if name == "crash-after-commit":
+            self.crash("crash after commit, before the ack")
+            return
+        note_id, content_hash = req.note_id, req.content_hash
+        if name == "ack-wrong-hash":
+            content_hash = body_hash(req.body + b"\x00")
+        elif name == "ack-wrong-id":
+            note_id = _other_id(req.note_id)
+        elif name == "ack-delay" and fault is not None:
+            log.warning("fault injected: ack-delay %.3g s for %s", fault.seconds, req.note_id)
+            await trio.sleep(fault.seconds)
+        if name in ("ack-wrong-hash", "ack-wrong-id"):
+            log.warning("fault injected: %s for %s", name, req.note_id)
+        log.info("holding %s (%d bytes) for %s", req.note_id, len(req.body), fingerprint(sender))
+        await reply(sender, OffloadAck(req.request, note_id, content_hash))
+
+    def _store(self, sender: bytes, req: OffloadRequest) -> str | None:
+        """Commit the holding (durably); the reason to refuse, or None."""
+        hash_hex = req.content_hash.hex()
+        with self.node.db.writing() as session:
+            zone = session.scalar(select(Note.zone).where(Note.id == req.note_id))
+            if zone == Zone.SEALED.value:
+                return "that id names a sealed note; sealed notes are never offloaded"
+            held = session.get(Holding, (req.note_id, hash_hex))
+            if held is not None:
+                if held.owner != sender.hex():
+                    return "another device holds that note here"
+                return None  # already held: the ack is idempotent
+            session.add(
+                Holding(
+                    note_id=req.note_id,
+                    content_hash=hash_hex,
+                    owner=sender.hex(),
+                    body=req.body,
+                    held_at=time.time_ns() // 1000,
+                )
+            )
+        return None
+
+    # -- fetch ---------------------------------------------------------------------------
+
+    async def _fetch(self, sender: bytes, req: FetchRequest, reply: Reply, call: Call) -> None:
+        body, why = await call(self._resident_body, req)
+        if body is None:
+            self._refuse(sender, "fetch", req.note_id, why)
+            await reply(sender, HolderRefusal(req.request, why))
+            return
+        if self.faults and self.faults.strikes("corrupt-serve"):
+            log.warning("fault injected: corrupt-serve for %s", req.note_id)
+            body = bytes([body[0] ^ 0x01]) + body[1:] if body else b"\x00"
+        for part in holder_parts(req, body):
+            await reply(sender, part)
+        log.info("served %s (%d bytes) to %s", req.note_id, len(body), fingerprint(sender))
+
+    def _resident_body(self, req: FetchRequest) -> tuple[bytes | None, str]:
+        with self.node.db.reading() as session:
+            zone = session.scalar(select(Note.zone).where(Note.id == req.note_id))
+            body = session.scalar(
+                select(Holding.body).where(
+                    Holding.note_id == req.note_id, Holding.content_hash == req.content_hash.hex()
+                )
+            )
+        if zone == Zone.SEALED.value:
+            return None, "that id names a sealed note"
+        if body is None:
+            return None, "no holding for that note and hash"
+        if body_hash(body) != req.content_hash:
+            log.error("holding %s no longer matches its hash: not served", req.note_id)
+            return None, "the held body no longer matches its hash"
+        return body, ""
+
+    # -- release -------------------------------------------------------------------------
+
+    async def _release(self, sender: bytes, req: Release, reply: Reply, call: Call) -> None:
+        why = await call(self._drop, sender, req)
+        if why:
+            self._refuse(sender, "release", req.note_id, why)
+            await reply(sender, HolderRefusal(req.request, why))
+            return
+        await reply(sender, Released(req.request, req.note_id, req.content_hash))
+
+    def _drop(self, sender: bytes, req: Release) -> str | None:
+        with self.node.db.writing() as session:
+            held = session.get(Holding, (req.note_id, req.content_hash.hex()))
+            if held is None:
+                return None  # nothing to drop: releasing twice is fine
+            if held.owner != sender.hex():
+                return "only the device that parked a holding can release it"
+            session.execute(
+                delete(Holding).where(
+                    Holding.note_id == req.note_id, Holding.content_hash == req.content_hash.hex()
+                )
+            )
+        log.info("released %s for %s", req.note_id, fingerprint(sender))
+        return None
+
+
+def _other_id(note_id: str) -> str:
+    """A well-formed note id that is not ``note_id`` (for the wrong-id fault)."""
+    raw = new_request_id().hex()
+    other = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:32]}"
+    return other if other != note_id else _other_id(note_id)
+
+
+__all__ = ["CRASH_EXIT", "Holder"]
