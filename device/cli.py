@@ -182,21 +182,21 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     interval = _positive(args.interval, "--interval")
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     with open_node(args) as node:
+        services = args.services(node, args) if args.services is not None else []
+        if args.faults and not services:
+            raise BadInput("--faults applies to a Homebase's `pixie run`; this peer is a device")
         _, relay = _siblings_and_relay(args, node)
+        logging.basicConfig(
+            level=logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
         print(
             f"pixie run: {node.role} {fingerprint(node.public_key())} via {relay}",
             file=sys.stderr,
             flush=True,
         )
-        services = args.services(node, args) if args.services is not None else []
-        if args.faults and not services:
-            raise BadInput("--faults applies to a Homebase's `pixie run`; this peer is a device")
         trio.run(lambda: daemon.run_until_signal(node, relay, interval=interval, services=services))
     return 0
 

@@ -57,8 +57,18 @@ def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
 
 
 def _on_begin(conn: Any) -> None:
-    mode = "IMMEDIATE" if conn.get_execution_options().get("pixie_write") else "DEFERRED"
-    conn.exec_driver_sql(f"BEGIN {mode}")
+    options = conn.get_execution_options()
+    if options.get("pixie_write"):
+        # Set outside the transaction (SQLite applies it per connection), and
+        # only when it changes, so an ordinary write pays nothing for it.
+        level = "NORMAL" if options.get("pixie_lazy") else "FULL"
+        info = conn.connection.info
+        if info.get("pixie_sync") != level:
+            conn.exec_driver_sql(f"PRAGMA synchronous={level}")
+            info["pixie_sync"] = level
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN DEFERRED")
 
 
 class Database:
@@ -75,6 +85,7 @@ class Database:
         event.listen(self.engine, "connect", _on_connect)
         event.listen(self.engine, "begin", _on_begin)
         self._write_engine = self.engine.execution_options(pixie_write=True)
+        self._lazy_engine = self.engine.execution_options(pixie_write=True, pixie_lazy=True)
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
@@ -83,11 +94,20 @@ class Database:
             yield session
 
     @contextmanager
-    def writing(self) -> Iterator[Session]:
-        """A write transaction: commits (durably) on success, rolls back on any error."""
+    def writing(self, *, durable: bool = True) -> Iterator[Session]:
+        """A write transaction: commits (durably) on success, rolls back on any error.
+
+        ``durable=False`` is for bookkeeping whose loss to a power cut (never to
+        a crash of this process: WAL commits survive that) costs no data:
+        envelope counters, replay windows, a body cleared after its holder's
+        ack. Such a commit skips the fsync; WAL keeps commits in order, so the
+        next durable commit makes it durable too. Nothing acknowledged to
+        anyone is ever written this way.
+        """
+        engine = self._write_engine if durable else self._lazy_engine
         with (
             _translate_errors(self.path),
-            Session(self._write_engine, expire_on_commit=False) as session,
+            Session(engine, expire_on_commit=False) as session,
             session.begin(),
         ):
             yield session

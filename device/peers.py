@@ -52,6 +52,7 @@ class PeerLink:
         # made a bulk sync three times slower).
         self.lane = lane
         self.rejected: Counter[str] = Counter()
+        self._siblings_seen: set[bytes] = set()
 
     async def send(self, recipient: bytes, message: PeerMessage) -> int:
         """Seal and send; returns the envelope's size (what the relay carries)."""
@@ -81,7 +82,7 @@ class PeerLink:
             self._reject("tampered", f"{exc} ({len(envelope)} bytes)")
             return None
         who = fingerprint(opened.sender)
-        known = self.siblings.get(opened.sender) is not None
+        known = self._known(opened.sender)
         if not known and not strangers:
             self._reject("unpaired", f"envelope from unpaired key {who}")
             return None
@@ -90,14 +91,23 @@ class PeerLink:
         except ProtocolError as exc:
             self._reject("malformed", f"from {who}: {exc}")
             return None
-        window = self.siblings.replay_window(opened.sender)
-        verdict = window.check(body.counter)
+        if known:
+            verdict = self.siblings.accept_counter(opened.sender, body.counter)
+        else:  # a stranger mid-pairing: checked, never recorded
+            verdict = self.siblings.replay_window(opened.sender).check(body.counter)
         if verdict is not Verdict.NEW:
             self._reject(verdict.value, f"from {who}: counter {body.counter} {verdict}")
             return None
-        if known:
-            self.siblings.save_replay_window(opened.sender, window.accept(body.counter))
         return Incoming(opened.sender, body)
+
+    def _known(self, key: bytes) -> bool:
+        """Is ``key`` a sibling? Remembered once seen (pairing only ever adds)."""
+        if key in self._siblings_seen:
+            return True
+        if self.siblings.get(key) is None:
+            return False
+        self._siblings_seen.add(key)
+        return True
 
     def _reject(self, reason: str, detail: str) -> None:
         self.rejected[reason] += 1

@@ -13,7 +13,7 @@ from sqlalchemy import String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from pixie.protocol.identity import fingerprint
-from pixie.protocol.replay import ReplayWindow
+from pixie.protocol.replay import ReplayWindow, Verdict
 
 from .db import Base, Database
 
@@ -35,6 +35,18 @@ class PeerCounter(Base):
     sent: Mapped[int] = mapped_column(default=0)
     recv_high: Mapped[int] = mapped_column(default=0)
     recv_bitmap: Mapped[str] = mapped_column(String(40), default="0")  # hex: 128 bits
+
+
+_NEXT_SEND_SQL = (
+    "INSERT INTO peer_counter (key, sent, recv_high, recv_bitmap) VALUES (?, 1, 0, '0') "
+    "ON CONFLICT (key) DO UPDATE SET sent = sent + 1 RETURNING sent"
+)
+_WINDOW_SQL = "SELECT recv_high, recv_bitmap FROM peer_counter WHERE key = ?"
+_SAVE_WINDOW_SQL = (
+    "INSERT INTO peer_counter (key, sent, recv_high, recv_bitmap) VALUES (?, 0, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET recv_high = excluded.recv_high, "
+    "recv_bitmap = excluded.recv_bitmap"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +107,33 @@ class SiblingBook:
                 row.name, row.role, row.relay = info.name, info.role, info.relay
 
     def next_send_counter(self, key: bytes) -> int:
-        """Reserve the next counter for an envelope to ``key`` (durable before sending)."""
-        with self.db.writing() as session:
-            row = session.get(PeerCounter, key.hex())
-            if row is None:
-                row = PeerCounter(key=key.hex(), sent=0, recv_high=0, recv_bitmap="0")
-                session.add(row)
-            row.sent += 1
-            return row.sent
+        """Reserve the next counter for an envelope to ``key`` before sending it.
+
+        Committed without an fsync (see `Database.writing`): a power cut can
+        hand a few counters out twice, and a sibling then drops those envelopes
+        as replays (messages are idempotent and retried); it can never make it
+        accept one twice."""
+        with self.db.writing(durable=False) as session:
+            row = session.connection().exec_driver_sql(_NEXT_SEND_SQL, (key.hex(),)).one()
+            return int(row[0])
+
+    def accept_counter(self, key: bytes, counter: int) -> Verdict:
+        """Check ``counter`` against the replay window of ``key`` and, if new,
+        record it, in one transaction (so two processes of one peer never both
+        accept an envelope). Not fsynced: the durable write that acts on the
+        envelope, if any, commits after this one and so makes it durable too;
+        an acceptance a power cut undoes had changed nothing durable."""
+        with self.db.writing(durable=False) as session:
+            conn = session.connection()
+            row = conn.exec_driver_sql(_WINDOW_SQL, (key.hex(),)).first()
+            window = ReplayWindow() if row is None else ReplayWindow(row[0], int(row[1], 16))
+            verdict = window.check(counter)
+            if verdict is Verdict.NEW:
+                new = window.accept(counter)
+                conn.exec_driver_sql(
+                    _SAVE_WINDOW_SQL, (key.hex(), new.high, format(new.bitmap, "x"))
+                )
+            return verdict
 
     def replay_window(self, key: bytes) -> ReplayWindow:
         with self.db.reading() as session:
@@ -110,11 +141,3 @@ class SiblingBook:
             if row is None:
                 return ReplayWindow()
             return ReplayWindow(row.recv_high, int(row.recv_bitmap, 16))
-
-    def save_replay_window(self, key: bytes, window: ReplayWindow) -> None:
-        with self.db.writing() as session:
-            row = session.get(PeerCounter, key.hex())
-            if row is None:
-                row = PeerCounter(key=key.hex(), sent=0)
-                session.add(row)
-            row.recv_high, row.recv_bitmap = window.high, format(window.bitmap, "x")

@@ -43,7 +43,7 @@ def holder_services(node: Node, args: argparse.Namespace) -> list[PeerService]:
     except FaultSpecError as exc:
         raise BadInput(f"--faults: {exc}") from None
     if plan:
-        print(f"pixie run: injecting holder faults {plan.describe()}", file=sys.stderr)
+        print(f"pixie run: injecting holder faults {plan.describe()}", file=sys.stderr, flush=True)
     return [Holder(node, plan)]
 
 

@@ -1,0 +1,306 @@
+"""Offload and fetch round trips through a real relay, against a bare baseline.
+
+Ours: three OS processes on loopback, as in real use: the relay (``pixie
+relay``), the Homebase (``pixie run``, the holder) and this process, which
+plays the device with one relay connection and `NoteOffloadService`. Each round
+offloads a fresh 4 KB note (request, durable commit on the holder, ack, then
+the device's compare-and-clear) and fetches it back (request, parts, re-hash).
+
+Baseline, measured in the same run: the same path with no Pixie in it: a bare
+trio forwarder process between this process and a sink process; an offload is
+4 KB sent, written and fsynced once by the sink, and a 32-byte ack back; a
+fetch is a 32-byte request and the 4 KB read back from the sink's file.
+
+Also: fetch throughput for a 1 MB body (a holding planted on the Homebase, as
+the Notebook caps a note's body far below 1 MB) against the same 1 MB through
+the bare forwarder. Target: p50 and p99 within 1.5x of the baseline.
+
+    python scripts/bench_offload.py [--rounds 200] [--dir DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pixie.device.datadir import DataDir
+from pixie.device.notebook import Distilled
+from pixie.device.notes import NoteKind
+from pixie.device.offload import NoteOffloadService
+from pixie.device.peers import PeerLink
+from pixie.device.relayclient import RelayAddress, RelayClient
+from pixie.device.siblings import SiblingInfo
+
+TARGET = 1.5
+PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
+BODY_BYTES = 4096
+BIG_BYTES = 1_000_000
+
+
+# -- the baseline: a bare forwarder and a sink that fsyncs -------------------------------
+
+
+async def _read_exactly(stream: trio.SocketStream, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = await stream.receive_some(n - len(out))
+        if not chunk:
+            raise EOFError
+        out += chunk
+    return bytes(out)
+
+
+async def forwarder(port_file: Path) -> None:
+    """Pair the sink and the client (each says which it is in its first byte)
+    and pump bytes both ways."""
+    peers: dict[bytes, trio.SocketStream] = {}
+    both = trio.Event()
+
+    async def handle(stream: trio.SocketStream) -> None:
+        role = await _read_exactly(stream, 1)
+        peers[role] = stream
+        if len(peers) == 2:
+            both.set()
+        await both.wait()
+        other = peers[b"C" if role == b"S" else b"S"]
+        while data := await stream.receive_some(1 << 16):
+            await other.send_all(data)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port_file.write_text(str(listeners[0].socket.getsockname()[1]))
+    await trio.serve_listeners(handle, listeners)
+
+
+async def sink(port: int, path: Path) -> None:
+    """Offload: 'O' + length + body, written and fsynced, answered by a 32-byte
+    ack. Fetch: 'F' + length, answered by that many bytes read from the file."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(b"S")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    while True:
+        op = await _read_exactly(stream, 5)
+        size = int.from_bytes(op[1:], "big")
+        if op[:1] == b"O":
+            body = await _read_exactly(stream, size)
+            os.pwrite(fd, body, 0)
+            os.fsync(fd)
+            await stream.send_all(hashlib.sha256(body).digest())
+        else:
+            await stream.send_all(os.pread(fd, size, 0))
+
+
+async def baseline(tmp: Path, rounds: int) -> dict[str, list[float] | float]:
+    port_file = tmp / "fwd.port"
+    procs = [
+        await trio.lowlevel.open_process(
+            [sys.executable, __file__, "--serve-forwarder", str(port_file)]
+        )
+    ]
+    try:
+        with trio.fail_after(30):
+            while not port_file.exists() or not port_file.read_text():
+                await trio.sleep(0.01)
+        port = int(port_file.read_text())
+        procs.append(
+            await trio.lowlevel.open_process(
+                [sys.executable, __file__, "--serve-sink", str(port), str(tmp / "sink.bin")]
+            )
+        )
+        client = await trio.open_tcp_stream("127.0.0.1", port)
+        await client.send_all(b"C")
+        offloads, fetches = [], []
+        for _ in range(rounds):
+            body = os.urandom(BODY_BYTES)
+            t0 = time.perf_counter()
+            await client.send_all(b"O" + len(body).to_bytes(4, "big") + body)
+            await _read_exactly(client, 32)
+            t1 = time.perf_counter()
+            await client.send_all(b"F" + len(body).to_bytes(4, "big"))
+            got = await _read_exactly(client, BODY_BYTES)
+            t2 = time.perf_counter()
+            assert got == body
+            offloads.append(t1 - t0)
+            fetches.append(t2 - t1)
+        big = os.urandom(BIG_BYTES)
+        await client.send_all(b"O" + len(big).to_bytes(4, "big") + big)
+        await _read_exactly(client, 32)
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            await client.send_all(b"F" + len(big).to_bytes(4, "big"))
+            await _read_exactly(client, BIG_BYTES)
+            times.append(time.perf_counter() - t0)
+        await client.aclose()
+        return {"offload": offloads, "fetch": fetches, "big_fetch_s": min(times)}
+    finally:
+        for p in procs:
+            p.kill()
+            await p.wait()
+
+
+# -- ours ---------------------------------------------------------------------------------
+
+
+async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
+    env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
+    os.environ.update(env)
+    from pixie.device.node import Node  # after PIXIE_KEYS is set
+
+    DataDir.init(tmp / "device", name="phone", role="device")
+    DataDir.init(tmp / "homebase", name="mac", role="homebase")
+    port_file = tmp / "relay.port"
+    relay = await trio.lowlevel.open_process(
+        [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    homebase: trio.Process | None = None
+    try:
+        with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:
+            with trio.fail_after(30):
+                while not port_file.exists():
+                    await trio.sleep(0.02)
+            address = RelayAddress("127.0.0.1", int(port_file.read_text()))
+            device.siblings.add(SiblingInfo(mac.public_key(), "mac", "homebase", str(address), 0))
+            mac.siblings.add(SiblingInfo(device.public_key(), "phone", "device", str(address), 0))
+            ids = [
+                device.notebook.upsert_clear(
+                    Distilled(NoteKind.POST_DIGEST, f"post:{i}", f"Post {i}", _text(i))
+                ).note_id
+                for i in range(rounds)
+            ]
+            big_id = _plant_big(device, mac)
+            homebase = await trio.lowlevel.open_process(
+                [*PIXIE, "--data", str(tmp / "homebase"), "run", "--interval", "3600"],
+                env=env,
+                stderr=subprocess.DEVNULL,
+            )
+            identity = device.identity()
+            client = await RelayClient.connect(address, identity)
+            try:
+                link = PeerLink(identity, device.siblings, client)
+                service = NoteOffloadService(
+                    device, mac.public_key(), link.send, link.receive, timeout=30
+                )
+                offloads, fetches = [], []
+                for note_id in ids:
+                    t0 = time.perf_counter()
+                    report = await service.offload(note_id)
+                    t1 = time.perf_counter()
+                    body = await service.fetch(note_id)
+                    t2 = time.perf_counter()
+                    if not report.cleared or len(body.encode()) != BODY_BYTES:
+                        raise SystemExit(f"offload failed: {report}")
+                    offloads.append(t1 - t0)
+                    fetches.append(t2 - t1)
+                times = []
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    body = await service.fetch(big_id)
+                    times.append(time.perf_counter() - t0)
+                    assert len(body) == BIG_BYTES
+            finally:
+                await client.aclose()
+    finally:
+        for process in (homebase, relay):
+            if process is not None:
+                process.send_signal(signal.SIGTERM)
+                with trio.move_on_after(20):
+                    await process.wait()
+    return {"offload": offloads, "fetch": fetches, "big_fetch_s": min(times)}
+
+
+def _text(i: int) -> str:
+    words = (f"note {i} " + "the quick brown fox jumps over the lazy dog ") * 200
+    return words[:BODY_BYTES].strip().ljust(BODY_BYTES, "x")
+
+
+def _plant_big(device: Any, mac: Any) -> str:
+    """A 1 MB holding on the Homebase and a device note pointing at it."""
+    big = ("0123456789abcdef" * (BIG_BYTES // 16 + 1))[:BIG_BYTES]
+    digest = hashlib.sha256(big.encode()).hexdigest()
+    note_id: str = device.notebook.upsert_clear(
+        Distilled(NoteKind.POST_DIGEST, "post:big", "Big", "placeholder")
+    ).note_id
+    con = sqlite3.connect(device.db.path)
+    con.execute(
+        "UPDATE note SET body = NULL, holder = ?, content_hash = ? WHERE id = ?",
+        (mac.public_key().hex(), digest, note_id),
+    )
+    con.commit()
+    con.close()
+    con = sqlite3.connect(mac.db.path)
+    con.execute(
+        "INSERT INTO holding (note_id, content_hash, owner, body, held_at) VALUES (?, ?, ?, ?, 0)",
+        (note_id, digest, device.public_key().hex(), big.encode()),
+    )
+    con.commit()
+    con.close()
+    return note_id
+
+
+def _pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve-forwarder", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-sink", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_forwarder:
+        trio.run(forwarder, args.serve_forwarder)
+        return 0
+    if args.serve_sink:
+        trio.run(sink, int(args.serve_sink[0]), Path(args.serve_sink[1]))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="pixie-bench-offload-", dir=args.dir) as name:
+        base = trio.run(baseline, Path(name), args.rounds)
+        ours = trio.run(pixie, Path(name), args.rounds)
+    result: dict[str, float] = {}
+    for what in ("offload", "fetch"):
+        for q in (50, 99):
+            b, o = _pct(base[what], q), _pct(ours[what], q)  # type: ignore[arg-type]
+            result[f"{what}_p{q}_ms"] = o * 1000
+            result[f"{what}_p{q}_baseline_ms"] = b * 1000
+            result[f"{what}_p{q}_ratio"] = o / b
+    big_b, big_o = float(base["big_fetch_s"]), float(ours["big_fetch_s"])  # type: ignore[arg-type]
+    result["big_fetch_mb_s"] = BIG_BYTES / big_o / 1e6
+    result["big_fetch_baseline_mb_s"] = BIG_BYTES / big_b / 1e6
+    result["big_fetch_ratio"] = big_o / big_b
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    for what in ("offload", "fetch"):
+        for q in (50, 99):
+            ratio = result[f"{what}_p{q}_ratio"]
+            print(
+                f"{what} 4 KB p{q}: {result[f'{what}_p{q}_ms']:.2f} ms vs bare forwarder + fsync "
+                f"{result[f'{what}_p{q}_baseline_ms']:.2f} ms -> {ratio:.2f}x "
+                f"(target <= {TARGET}x: {'ok' if ratio <= TARGET else 'MISSED'})"
+            )
+    print(
+        f"fetch 1 MB: {result['big_fetch_mb_s']:.1f} MB/s vs bare forwarder "
+        f"{result['big_fetch_baseline_mb_s']:.1f} MB/s -> {result['big_fetch_ratio']:.2f}x time"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Offloading across real processes: a relay, a Homebase running `pixie run
+--faults SPEC`, and `pixie offload / fetch / recall` on a device, each its own
+OS process on loopback. Crashes are real: the holder's crash faults exit the
+process on the spot, and the device is killed with SIGKILL between the ack and
+the clear. After every fault the note is readable, here or from the holder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.test_sync_processes import PIXIE, pixie, start_relay
+
+BODY = "Ada's cello recital is on the 14th; she wants an honest opinion afterwards."
+
+
+@dataclass
+class Setup:
+    tmp: Path
+    relay: trio.Process
+    port: int
+    phone: Path
+    mac: Path
+
+    def note(self, title: str, body: str = BODY) -> str:
+        out = pixie(
+            self.phone, "notebook", "add", "--kind", "guidance", "--title", title, "--body", body
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return pixie(self.phone, *args)
+
+    def offload(self, note_id: str, timeout: float = 3.0) -> tuple[int, dict[str, object]]:
+        out = self.run("offload", note_id, "--json", "--timeout", str(timeout))
+        assert out.stdout, out.stderr
+        return out.returncode, json.loads(out.stdout)
+
+    def body(self, note_id: str) -> object:
+        out = self.run("notebook", "show", note_id, "--json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["body"]
+
+    async def homebase(self, *args: str) -> trio.Process:
+        log = (self.tmp / "run.log").open("ab")
+        return await trio.lowlevel.open_process(
+            [*PIXIE, "--data", str(self.mac), "run", *args], stderr=log
+        )
+
+
+async def stop(process: trio.Process) -> int:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+    with trio.fail_after(20):
+        return await process.wait()
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
+    relay, port = await start_relay(tmp_path)
+    phone, mac = tmp_path / "phone", tmp_path / "mac"
+    try:
+        assert pixie(phone, "init", "--name", "phone").returncode == 0
+        assert pixie(mac, "init", "--role", "homebase", "--name", "mac").returncode == 0
+        inviter = subprocess.Popen(
+            [*PIXIE, "--data", str(mac), "invite", "--relay", f"127.0.0.1:{port}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert inviter.stdout is not None
+        code = inviter.stdout.readline().strip()
+        joined = pixie(phone, "pair", code)
+        assert joined.returncode == 0, joined.stderr
+        assert inviter.wait(timeout=30) == 0
+        yield Setup(tmp_path, relay, port, phone, mac)
+    finally:
+        await stop(relay)
+
+
+async def test_offload_fetch_recall_through_faults(setup: Setup) -> None:
+    note_id = setup.note("Recital")
+    digest = json.loads(setup.run("status", "--json").stdout)["digest"]
+    spec = "refuse=#1,ack-wrong-id=#2,ack-wrong-hash=#3,ack-timeout=#4,corrupt-serve=#1"
+    daemon = await setup.homebase("--faults", spec)
+    try:
+        expected = ["refused", "wrong_id", "wrong_hash", "timeout"]
+        for outcome in expected:
+            code, report = setup.offload(note_id, timeout=3)
+            assert (code, report["outcome"], report["cleared"]) == (1, outcome, False), report
+            assert setup.body(note_id) == BODY  # untouched
+        code, report = setup.offload(note_id)
+        assert (code, report["outcome"], report["cleared"]) == (0, "held", True), report
+
+        listed = setup.run("notebook", "list")
+        assert "offloaded: opens from your Homebase" in listed.stdout
+        status = json.loads(setup.run("status", "--json").stdout)
+        assert status["offloaded_notes"] == 1 and status["digest"] == digest
+        edit = setup.run("notebook", "edit", note_id, "--title", "New")
+        assert edit.returncode == 2 and "recall" in edit.stderr
+
+        corrupt = setup.run("fetch", note_id)
+        assert corrupt.returncode == 2 and "corrupt" in corrupt.stderr
+        fetched = setup.run("fetch", note_id, "--json")
+        assert fetched.returncode == 0, fetched.stderr
+        assert json.loads(fetched.stdout) == {"id": note_id, "body": BODY, "verified": True}
+        assert setup.body(note_id) is None  # shown, never written back
+
+        recalled = setup.run("recall", note_id, "--json")
+        assert recalled.returncode == 0, recalled.stderr
+        assert json.loads(recalled.stdout)["released"] is True
+        assert setup.body(note_id) == BODY
+    finally:
+        assert await stop(daemon) == 0, (setup.tmp / "run.log").read_text()
+    log = (setup.tmp / "run.log").read_text()
+    assert "refused fetch" not in log and BODY not in log  # no plaintext in the log
+
+
+async def test_crashes_never_leave_a_note_nowhere(setup: Setup) -> None:
+    note_id = setup.note("Crash")
+    # The holder commits, then dies before the ack: the device keeps its body.
+    daemon = await setup.homebase("--faults", "crash-after-commit=#1")
+    code, report = setup.offload(note_id, timeout=3)
+    assert (code, report["outcome"]) == (1, "timeout")
+    assert setup.body(note_id) == BODY
+    with trio.fail_after(20):
+        assert await daemon.wait() == 70
+    # The holder dies before committing: same for the device.
+    daemon = await setup.homebase("--faults", "crash-before-commit=#1")
+    code, report = setup.offload(note_id, timeout=3)
+    assert (code, report["outcome"]) == (1, "timeout")
+    with trio.fail_after(20):
+        assert await daemon.wait() == 70
+    assert setup.body(note_id) == BODY
+
+    daemon = await setup.homebase()
+    try:
+        # The device is killed between a valid ack and the clear.
+        killer = (
+            "import os, signal, sys\n"
+            "from pixie.device.offload import NoteOffloadService\n"
+            "def die(*a):\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "NoteOffloadService._compare_and_clear = die\n"
+            "from pixie.homebase.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))\n"
+        )
+        killed = subprocess.run(
+            [sys.executable, "-c", killer, "--data", str(setup.phone), "offload", note_id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert setup.body(note_id) == BODY  # acked and held, but never cleared here
+
+        code, report = setup.offload(note_id)
+        assert (code, report["cleared"]) == (0, True), report
+        fetched = setup.run("fetch", note_id)
+        assert (fetched.returncode, fetched.stdout.strip()) == (0, BODY)
+    finally:
+        assert await stop(daemon) == 0
+
+
+async def test_a_relay_that_is_down_changes_nothing(setup: Setup) -> None:
+    note_id = setup.note("Down")
+    await stop(setup.relay)
+    code, report = setup.offload(note_id)
+    assert (code, report["outcome"], report["cleared"]) == (1, "relay_down", False)
+    assert setup.body(note_id) == BODY
+
+
+def test_bad_fault_specs_stop_the_homebase_at_start(tmp_path: Path) -> None:
+    mac = tmp_path / "mac"
+    assert pixie(mac, "init", "--role", "homebase").returncode == 0
+    for spec in ("bogus=1", "refuse=2", "ack-delay=0.5"):
+        out = pixie(mac, "run", "--relay", "127.0.0.1:9", "--faults", spec)
+        assert out.returncode == 2
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("pixie: error: --faults")
+    phone = tmp_path / "phone"
+    assert pixie(phone, "init").returncode == 0
+    out = pixie(phone, "run", "--relay", "127.0.0.1:9", "--faults", "refuse=1")
+    assert out.returncode == 2 and "Homebase" in out.stderr
+    assert os.path.isdir(mac)
