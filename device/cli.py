@@ -225,6 +225,9 @@ def cmd_offload(args: argparse.Namespace) -> int:
             for i, note_id in enumerate(ids, 1):
                 reports.append(await service.offload(note_id))
                 display.progress(i, len(ids), "offloaded")
+            # Holdings nothing here points at any more (after a recall, an edit
+            # that raced an offload, a deletion) go now, while connected.
+            await service.release_pending()
             return reports
 
         try:

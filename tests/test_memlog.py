@@ -106,6 +106,14 @@ def test_connections_are_wal_and_synchronous_full(node: Node) -> None:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
 
 
+def test_only_bookkeeping_writes_skip_the_fsync(node: Node) -> None:
+    """``durable=False`` runs its transaction at synchronous=NORMAL and the next
+    ordinary write is back at FULL, on the same pooled connection."""
+    for durable, level in [(False, 1), (True, 2), (False, 1), (False, 1), (True, 2)]:
+        with node.db.writing(durable=durable) as session:
+            assert session.connection().exec_driver_sql("PRAGMA synchronous").scalar() == level
+
+
 def test_failed_batch_writes_nothing(node: Node) -> None:
     good = ev("fine")
     bad = NewEvent(kind=EventKind.MESSAGE, at=0, text="x", contact="")  # invalid name
