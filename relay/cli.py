@@ -19,6 +19,7 @@ from typing import Any
 
 import trio
 
+from pixie.protocol.faults import RELAY_FAULTS
 from pixie.protocol.relaywire import MAX_ENVELOPE_BYTES
 
 from .errors import RelayError
@@ -64,6 +65,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _seed(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r:.40}") from None
+
+
 def _existing_file(text: str) -> Path:
     path = Path(text)
     if not path.is_file():
@@ -105,6 +113,8 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
             max_recipients=_DEFAULT_MAIL.max_recipients,
         ),
         stats_interval=args.stats_interval,
+        faults=args.faults,
+        fault_seed=args.fault_seed,
     )
 
 
@@ -240,5 +250,19 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         default=_DEFAULT_MAIL.total_bytes,
         metavar="N",
         help=f"bytes held for all recipients together (default {_DEFAULT_MAIL.total_bytes})",
+    )
+    p.add_argument(
+        "--faults",
+        default="",
+        metavar="SPEC",
+        help="inject faults into forwarding, for testing: comma-separated NAME=RULE, "
+        f"NAME one of {', '.join(RELAY_FAULTS)}, RULE a probability P, P@SECONDS "
+        "(delay), or #N for exactly the N-th envelope (e.g. drop=0.1,delay=0.5@0.3)",
+    )
+    p.add_argument(
+        "--fault-seed",
+        type=_seed,
+        metavar="INT",
+        help="seed the fault dice for a reproducible run (default: random, logged at start)",
     )
     p.set_defaults(func=cmd_relay)

@@ -19,6 +19,10 @@ logged by key fingerprint and size, never by content.
 `Relay.handle` serves one `trio.abc.Stream`, so tests drive it over memory
 streams with a mock clock; `Relay.serve` (and `serve_relay`) runs the TCP accept
 loop, optionally behind TLS, in one nursery for the relay's lifetime.
+
+With a fault plan (``RelayConfig.faults``, see `pixie.relay.faults`) envelopes to
+connected recipients are routed one by one through it instead of the fast path,
+and may be dropped, delayed, duplicated or reordered on purpose.
 """
 
 from __future__ import annotations
@@ -44,10 +48,12 @@ from nacl.signing import VerifyKey
 
 from pixie.protocol import relaywire
 from pixie.protocol.errors import ProtocolError
+from pixie.protocol.faults import RELAY_FAULTS, FaultSpecError, parse_faults
 from pixie.protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES, FrameDecoder, encode_frame
 from pixie.protocol.keyprint import fingerprint as key_fingerprint
 
 from .errors import RelayError
+from .faults import REORDER_HOLD_SECONDS, EnvelopeFaults
 from .logs import event
 from .mailbox import Mailboxes, MailboxLimits
 from .ratelimit import SendLimit
@@ -90,6 +96,12 @@ class RelayConfig:
     mailbox: MailboxLimits = field(default_factory=MailboxLimits)
     stats_interval: float = 60.0  # seconds between stats log lines
     sweep_interval: float = 10.0  # seconds between sweeps for expired mail
+    # Faults to inject into forwarding (a `pixie.protocol.faults` SPEC; "" for none),
+    # the seed of their dice (None: a random one, logged), and how long a reordered
+    # envelope waits to be overtaken. Each `Relay` starts its own plan afresh.
+    faults: str = ""
+    fault_seed: int | None = None
+    reorder_hold: float = REORDER_HOLD_SECONDS
 
     def __post_init__(self) -> None:
         for name in (
@@ -108,6 +120,7 @@ class RelayConfig:
             "byte_burst",
             "stats_interval",
             "sweep_interval",
+            "reorder_hold",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not value > 0 or not math.isfinite(value):
@@ -119,6 +132,10 @@ class RelayConfig:
         for name in ("outbox_bytes", "outbox_total_bytes", "receive_total_bytes"):
             if getattr(self, name) < MAX_FRAME_BYTES:
                 raise RelayError(f"{name} must hold at least one frame ({MAX_FRAME_BYTES})")
+        try:
+            parse_faults(self.faults, RELAY_FAULTS)
+        except FaultSpecError as exc:
+            raise RelayError(f"bad --faults: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,6 +530,19 @@ class Relay:
             ("rate_limited", "outbox_full", "outboxes_full", "closed", "pong"), 0
         )
         self._closes: dict[str, int] = {}
+        # With a fault plan in force, envelopes go one by one through `_faults`
+        # instead of the fast path; without one, nothing on the hot path changes.
+        self._faults: EnvelopeFaults[_Connection] | None = None
+        if self.config.faults:
+            seed = self.config.fault_seed
+            if seed is None:
+                seed = secrets.randbits(32)
+            plan = parse_faults(self.config.faults, RELAY_FAULTS, seed=seed)
+            if plan:
+                self._faults = EnvelopeFaults(
+                    plan, self._put, self._lost, reorder_hold=self.config.reorder_hold
+                )
+                event(INFO, "faults", plan=plan.describe(), seed=seed)
 
     # -- what tests and the stats log see -------------------------------------
 
@@ -531,7 +561,14 @@ class Relay:
             "receive_buffer_bytes": self._receiving.used,
             "drops": {**self._drops, **mail.drops},
             "closes": dict(sorted(self._closes.items())),
+            **self._fault_stats(),
         }
+
+    def _fault_stats(self) -> dict[str, Any]:
+        if self._faults is None:
+            return {}
+        # Injected faults by name, and envelopes waiting in a delay or reorder hold.
+        return {"faults": self._faults.counts(), "fault_held": self._faults.held()}
 
     def log_stats(self, *, final: bool = False) -> None:
         event(INFO, "stats", final=final, **self.stats())
@@ -623,6 +660,8 @@ class Relay:
             self._open.discard(conn)
             if self._clients.get(conn.key) is conn:
                 del self._clients[conn.key]
+            if self._faults is not None:
+                self._faults.detach(conn)  # counts what it held for conn as closed drops
             self._drops["closed"] += conn.outbox.clear() + conn.unsent
             self._receiving.used -= conn.held
             hangup = conn.hangup or (SHUTDOWN if self._closing else LOST)
@@ -662,6 +701,10 @@ class Relay:
             replaced.close(REPLACED)
         event(INFO, "authenticated", conn=conn.number, key=conn.fp, queued=queued)
         async with trio.open_nursery() as nursery:
+            if self._faults is not None:
+                # Before the writer can make conn live: it holds conn's delayed envelopes.
+                self._faults.attach(conn)
+                nursery.start_soon(self._guarded, conn, partial(self._faults.hold_loop, conn))
             nursery.start_soon(self._guarded, conn, partial(self._write_loop, conn, queued))
             nursery.start_soon(self._guarded, conn, partial(self._read_loop, conn))
 
@@ -832,6 +875,8 @@ class Relay:
         # timer (a cancel scope) kept while it does not go off: moving its deadline
         # costs a fraction of entering a new scope for every read.
         route, route_run = self._route, self._route_run
+        if self._faults is not None:  # envelope by envelope, through the fault plan
+            route, route_run = self._faulty_route, self._faulty_route_run
         items, conn.pending = conn.pending, []
         conn.decoder.fast = True
         while True:
@@ -914,6 +959,45 @@ class Relay:
                     drops[refused] += 1
             else:
                 self._mailboxes.put(recipient, _envelope_of(frame), now)
+
+    # -- routing with a fault plan ----------------------------------------------
+
+    def _faulty_route(
+        self, conn: _Connection, recipient: bytes, envelope: bytes, now: float
+    ) -> None:
+        self._route_faulted(conn, recipient, relaywire.deliver_frame(envelope), len(envelope), now)
+
+    def _faulty_route_run(self, conn: _Connection, run: Run, now: float) -> None:
+        recipient, frames, _ = run
+        for frame in frames:
+            size = len(frame) - _ENVELOPE_AT[frame[_MARKER_AT]]
+            self._route_faulted(conn, recipient, frame, size, now)
+
+    def _route_faulted(
+        self, conn: _Connection, recipient: bytes, frame: bytes, size: int, now: float
+    ) -> None:
+        """`_route` for one Deliver ``frame`` (``size`` envelope bytes), with the fault
+        plan deciding what becomes of it if its recipient is connected."""
+        faults = self._faults
+        assert faults is not None
+        self.counters["envelopes_in"] += 1
+        if not conn.limit.allow(size, now):
+            self._drops["rate_limited"] += 1
+            return
+        target = self._clients.get(recipient)
+        if target is not None and target.live:
+            faults.forward(conn, target, frame, size)
+        else:
+            # Offline, or still draining its mailbox: queued unfaulted behind what waits there.
+            self._mailboxes.put(recipient, _envelope_of(frame), now)
+
+    def _put(self, target: _Connection, frame: bytes) -> None:
+        refused = target.outbox.put(frame, True)
+        if refused is not None:
+            self._drops[refused] += 1
+
+    def _lost(self, envelopes: int) -> None:
+        self._drops["closed"] += envelopes
 
     # -- writing --------------------------------------------------------------
 
