@@ -10,6 +10,7 @@ with "database is locked" when it tries to upgrade a read lock.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +87,8 @@ class Database:
         event.listen(self.engine, "begin", _on_begin)
         self._write_engine = self.engine.execution_options(pixie_write=True)
         self._lazy_engine = self.engine.execution_options(pixie_write=True, pixie_lazy=True)
+        self._bookkeeping: sqlite3.Connection | None = None
+        self._bookkeeping_lock = threading.Lock()
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
@@ -111,6 +114,29 @@ class Database:
             session.begin(),
         ):
             yield session
+
+    @contextmanager
+    def bookkeeping(self) -> Iterator[sqlite3.Connection]:
+        """A small write transaction on a plain driver connection of its own, at
+        synchronous=NORMAL: for the per-envelope counters and replay windows,
+        where a SQLAlchemy session would cost ten times the statement. The same
+        durability rules as ``writing(durable=False)``; one caller at a time."""
+        with self._bookkeeping_lock, _translate_errors(self.path):
+            conn = self._bookkeeping
+            if conn is None:
+                conn = sqlite3.connect(
+                    f"file:{self.path}?mode=rw", uri=True, check_same_thread=False
+                )
+                _on_connect(conn, None)
+                conn.execute("PRAGMA synchronous=NORMAL")
+                self._bookkeeping = conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def create_schema(self, extra_ddl: Sequence[str]) -> None:
         """Create every mapped table, then the triggers and virtual tables given."""
@@ -139,6 +165,10 @@ class Database:
             return dict(session.execute(select(Meta.key, Meta.value)).all())
 
     def dispose(self) -> None:
+        with self._bookkeeping_lock:
+            if self._bookkeeping is not None:
+                self._bookkeeping.close()
+                self._bookkeeping = None
         self.engine.dispose()
 
 
@@ -146,8 +176,9 @@ class Database:
 def _translate_errors(path: Path) -> Iterator[None]:
     try:
         yield
-    except OperationalError as exc:
-        message = str(exc.orig) if exc.orig is not None else str(exc)
+    except (OperationalError, sqlite3.OperationalError) as exc:
+        orig = getattr(exc, "orig", None)
+        message = str(orig) if orig is not None else str(exc)
         if "no such table" in message or "file is not a database" in message:
             raise DataDirError(f"{path} is not a Pixie database ({message})") from None
         if "unable to open" in message:
@@ -155,6 +186,7 @@ def _translate_errors(path: Path) -> Iterator[None]:
         if "locked" in message or "busy" in message:
             raise DataDirError(f"{path} is busy: another pixie is writing; try again") from None
         raise DataDirError(f"database error in {path} ({message})") from None
-    except DatabaseError as exc:
-        message = str(exc.orig) if exc.orig is not None else str(exc)
+    except (DatabaseError, sqlite3.DatabaseError) as exc:
+        orig = getattr(exc, "orig", None)
+        message = str(orig) if orig is not None else str(exc)
         raise DataDirError(f"{path} is damaged or not a Pixie database ({message})") from None

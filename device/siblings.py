@@ -113,9 +113,9 @@ class SiblingBook:
         hand a few counters out twice, and a sibling then drops those envelopes
         as replays (messages are idempotent and retried); it can never make it
         accept one twice."""
-        with self.db.writing(durable=False) as session:
-            row = session.connection().exec_driver_sql(_NEXT_SEND_SQL, (key.hex(),)).one()
-            return int(row[0])
+        with self.db.bookkeeping() as conn:
+            (sent,) = conn.execute(_NEXT_SEND_SQL, (key.hex(),)).fetchone()
+            return int(sent)
 
     def accept_counter(self, key: bytes, counter: int) -> Verdict:
         """Check ``counter`` against the replay window of ``key`` and, if new,
@@ -123,16 +123,13 @@ class SiblingBook:
         accept an envelope). Not fsynced: the durable write that acts on the
         envelope, if any, commits after this one and so makes it durable too;
         an acceptance a power cut undoes had changed nothing durable."""
-        with self.db.writing(durable=False) as session:
-            conn = session.connection()
-            row = conn.exec_driver_sql(_WINDOW_SQL, (key.hex(),)).first()
+        with self.db.bookkeeping() as conn:
+            row = conn.execute(_WINDOW_SQL, (key.hex(),)).fetchone()
             window = ReplayWindow() if row is None else ReplayWindow(row[0], int(row[1], 16))
             verdict = window.check(counter)
             if verdict is Verdict.NEW:
                 new = window.accept(counter)
-                conn.exec_driver_sql(
-                    _SAVE_WINDOW_SQL, (key.hex(), new.high, format(new.bitmap, "x"))
-                )
+                conn.execute(_SAVE_WINDOW_SQL, (key.hex(), new.high, format(new.bitmap, "x")))
             return verdict
 
     def replay_window(self, key: bytes) -> ReplayWindow:

@@ -19,6 +19,7 @@ sibling may only reach hours later, we chose one-message envelopes instead.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -66,10 +67,22 @@ def bucket(size: int) -> int:
     return -(-size // step) * step
 
 
+@functools.lru_cache(maxsize=256)
+def _curve_public(recipient: bytes) -> PublicKey:
+    """A sibling's X25519 key (from its Ed25519 key; the conversion costs more
+    than the encryption of a small envelope, and siblings are few)."""
+    return verify_key(recipient).to_curve25519_public_key()
+
+
+@functools.lru_cache(maxsize=8)
+def _curve_private(identity: SigningKey) -> PrivateKey:
+    return identity.to_curve25519_private_key()
+
+
 def seal(sender: SigningKey, recipient: bytes, body: bytes) -> bytes:
     if len(body) > MAX_BODY_BYTES:
         raise ProtocolError(f"body of {len(body)} bytes is over {MAX_BODY_BYTES}")
-    recipient_x = verify_key(recipient).to_curve25519_public_key()
+    recipient_x = _curve_public(recipient)
     ephemeral = PrivateKey.generate()
     eph_pub = bytes(ephemeral.public_key)
     signature = sender.sign(_signed(recipient, eph_pub, body)).signature
@@ -87,7 +100,7 @@ def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:
         raise EnvelopeError("envelope too short")
     eph_pub = envelope[:32]
     try:
-        box = Box(recipient.to_curve25519_private_key(), PublicKey(eph_pub))
+        box = Box(_curve_private(recipient), PublicKey(eph_pub))
         padded = box.decrypt(envelope[32:])
     except CryptoError:
         raise EnvelopeError("envelope failed authentication (tampered or not for us)") from None
