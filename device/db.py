@@ -115,6 +115,27 @@ class Database:
         ):
             yield session
 
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """One small read statement on a plain driver connection (one
+        consistent snapshot, like `reading`): for the few per-request lookups
+        on the offload path, where a session costs twenty times the query."""
+        with self._bookkeeping_lock, _translate_errors(self.path):
+            conn = self._bookkeeping_connection()
+            conn.execute("BEGIN DEFERRED")
+            try:
+                return conn.execute(sql, params).fetchall()
+            finally:
+                conn.execute("ROLLBACK")
+
+    def _bookkeeping_connection(self) -> sqlite3.Connection:
+        conn = self._bookkeeping
+        if conn is None:
+            conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, check_same_thread=False)
+            _on_connect(conn, None)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._bookkeeping = conn
+        return conn
+
     @contextmanager
     def bookkeeping(self) -> Iterator[sqlite3.Connection]:
         """A small write transaction on a plain driver connection of its own, at
@@ -122,14 +143,7 @@ class Database:
         where a SQLAlchemy session would cost ten times the statement. The same
         durability rules as ``writing(durable=False)``; one caller at a time."""
         with self._bookkeeping_lock, _translate_errors(self.path):
-            conn = self._bookkeeping
-            if conn is None:
-                conn = sqlite3.connect(
-                    f"file:{self.path}?mode=rw", uri=True, check_same_thread=False
-                )
-                _on_connect(conn, None)
-                conn.execute("PRAGMA synchronous=NORMAL")
-                self._bookkeeping = conn
+            conn = self._bookkeeping_connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn

@@ -56,6 +56,13 @@ T = TypeVar("T")
 ACK_TIMEOUT = 10.0
 DAY_US = 86_400 * 1_000_000
 
+_CANDIDATE_SQL = (
+    "SELECT body, content_hash, holder, deleted FROM note WHERE zone = 'clear' AND id = ?"
+)
+_POINTER_SQL = (
+    "SELECT content_hash, holder FROM note WHERE zone = 'clear' AND id = ? AND deleted = 0"
+)
+
 Send = Callable[[bytes, PeerMessage], Awaitable[int]]
 Receive = Callable[[], Awaitable[Incoming]]
 
@@ -132,23 +139,21 @@ class NoteOffloadService:
     # -- the gate: what may be offloaded (storage) --------------------------------------
 
     def _candidate(self, note_id: str) -> _Candidate:
-        with self.node.db.reading() as session:
-            row = session.execute(
-                select(Note.id, Note.body, Note.content_hash, Note.holder, Note.deleted).where(
-                    Note.zone == Zone.CLEAR.value, Note.id == note_id
-                )
-            ).first()
-        if row is None or row.deleted:
+        # The gate: the clear zone is the first condition of the only query
+        # that loads what offloading sends.
+        rows = self.node.db.peek(_CANDIDATE_SQL, (note_id,))
+        if not rows or rows[0][3]:
             # The same words whether the id is unknown, deleted or sealed.
             raise NotFound(f"no note with id {note_id}")
-        if row.holder is not None:
+        body_text, chash, holder, _ = rows[0]
+        if holder is not None:
             raise BadInput(f"note {note_id} is already offloaded")
-        body = str(row.body).encode("utf-8")
+        body = str(body_text).encode("utf-8")
         if len(body) > MAX_OFFLOAD_BYTES:
             raise BadInput(f"note {note_id} is larger than {MAX_OFFLOAD_BYTES} bytes")
-        if body_hash(body).hex() != row.content_hash:
+        if body_hash(body).hex() != chash:
             raise BadInput(f"note {note_id}: its body does not match its content hash")
-        return _Candidate(row.id, body, row.content_hash)
+        return _Candidate(note_id, body, chash)
 
     def _compare_and_clear(self, note_id: str, content_hash: str) -> bool:
         """The one place a local body is erased: only if it still hashes to the
@@ -182,17 +187,13 @@ class NoteOffloadService:
             release_later(session, note_id, content_hash, self.holder_hex)
 
     def _pointer(self, note_id: str) -> _Pointer:
-        with self.node.db.reading() as session:
-            row = session.execute(
-                select(Note.id, Note.content_hash, Note.holder).where(
-                    Note.zone == Zone.CLEAR.value, Note.id == note_id, Note.deleted.is_(False)
-                )
-            ).first()
-        if row is None:
+        rows = self.node.db.peek(_POINTER_SQL, (note_id,))
+        if not rows:
             raise NotFound(f"no note with id {note_id}")
-        if row.holder is None:
+        chash, holder = rows[0]
+        if holder is None:
             raise BadInput(f"note {note_id} is not offloaded: its body is here")
-        return _Pointer(row.id, row.content_hash, row.holder)
+        return _Pointer(note_id, chash, holder)
 
     def _restore(self, pointer: _Pointer, body: bytes) -> bool:
         """Recall: body back and pointer gone in one transaction, the holding

@@ -45,6 +45,11 @@ from pixie.protocol.peerwire import (
 log = logging.getLogger("pixie.holder")
 
 CRASH_EXIT = 70  # what a crash fault exits with
+# The replica's zone for the note (if it has the note) and the held body (if any).
+_RESIDENT_SQL = (
+    "SELECT (SELECT zone FROM note WHERE id = ?), "
+    "(SELECT body FROM holding WHERE note_id = ? AND content_hash = ?)"
+)
 _OFFLOAD_FAULTS = [name for name in HOLDER_FAULTS if name != "corrupt-serve"]
 
 Reply = Callable[[bytes, PeerMessage], Awaitable[int]]
@@ -162,13 +167,8 @@ class Holder:
         log.info("served %s (%d bytes) to %s", req.note_id, len(body), fingerprint(sender))
 
     def _resident_body(self, req: FetchRequest) -> tuple[bytes | None, str]:
-        with self.node.db.reading() as session:
-            zone = session.scalar(select(Note.zone).where(Note.id == req.note_id))
-            body = session.scalar(
-                select(Holding.body).where(
-                    Holding.note_id == req.note_id, Holding.content_hash == req.content_hash.hex()
-                )
-            )
+        rows = self.node.db.peek(_RESIDENT_SQL, (req.note_id, req.note_id, req.content_hash.hex()))
+        zone, body = rows[0] if rows else (None, None)
         if zone == Zone.SEALED.value:
             return None, "that id names a sealed note"
         if body is None:
@@ -176,7 +176,7 @@ class Holder:
         if body_hash(body) != req.content_hash:
             log.error("holding %s no longer matches its hash: not served", req.note_id)
             return None, "the held body no longer matches its hash"
-        return body, ""
+        return bytes(body), ""
 
     # -- release -------------------------------------------------------------------------
 
