@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any, cast, overload
 
 from sqlalchemy import Index, String, Text, UniqueConstraint, func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.protocol.digest import event_item
@@ -159,6 +163,8 @@ def parse_kind(value: object) -> EventKind:
 
 # A stored row in `COLUMNS` order; the bulk paths work on these tuples directly.
 Row = tuple[int, str, str, int, str, int, str | None, str | None, str | None, bool | None, str]
+# An event as replicas exchange it: a row without its local number.
+Event = tuple[str, str, int, str, int, str | None, str | None, str | None, bool | None, str]
 COLUMNS = (
     "n",
     "id",
@@ -268,19 +274,54 @@ class MemoryLog:
         return len(rows)
 
     @staticmethod
-    def insert_in(session: Session, records: Sequence[EventRecord]) -> list[Row]:
+    def insert_in(session: Session, records: Sequence[EventRecord]) -> Sequence[Row]:
         """`insert_if_absent` inside the caller's write transaction; the caller
         passes the returned rows to `committed` once that transaction commits."""
-        rows: list[Row] = []
-        seen = _existing_ids(session, [r.id for r in records])
-        n = session.scalar(select(func.max(MemoryEvent.n))) or 0
-        for r in records:
-            if r.id in seen:
-                continue
-            seen.add(r.id)
-            n += 1
-            rows.append(as_row(n, r))
-        _insert(session, rows)
+        events = [as_row(0, r)[1:] for r in records]
+        return MemoryLog.insert_columns_in(session, list(zip(*events, strict=True)))
+
+    @staticmethod
+    def insert_columns_in(
+        session: Session, columns: Sequence[Sequence[Any]], id_bytes: bytes | None = None
+    ) -> Sequence[Row]:
+        """`insert_in` for events the caller has checked, given as columns: one
+        sequence per field in `Event` order (``kind`` as its text). The bulk path
+        of a sync. An id already in the log, or earlier in the columns, is
+        skipped; any other conflict (another event at the same origin and
+        sequence number) raises IntegrityError. ``id_bytes``, if the caller has
+        them: the ids as 16 bytes each, in order."""
+        count = len(columns[0]) if columns else 0
+        if not count:
+            return []
+        conn = session.connection()
+        top = conn.exec_driver_sql(_TOP_SQL).scalar() or 0
+        # Straight to the driver's cursor, one row at a time out of the columns
+        # (zip hands the driver each row in turn, so no list of rows is built);
+        # a driver error comes out as SQLAlchemy's, like any other statement's.
+        # No row numbers given: SQLite gives each inserted row max(n) + 1, so
+        # the rows that land are numbered top + 1, top + 2, ... in order.
+        cursor = cast(sqlite3.Connection, conn.connection.driver_connection).cursor()
+        try:
+            cursor.executemany(_INSERT_NEW_SQL, zip(*columns, strict=True))
+            landed = cursor.rowcount
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(_INSERT_NEW_SQL, None, exc, sqlite3.Error) from None
+        finally:
+            cursor.close()
+        rows: Sequence[Row]
+        if landed == count:
+            rows = NumberedRows(top + 1, columns)
+            if id_bytes is not None:
+                items = [b"E" + id_bytes[i : i + 16] for i in range(0, len(id_bytes), 16)]
+            else:
+                items = _event_items(columns[0])
+        else:
+            first: dict[str, Event] = {}
+            for e in zip(*columns, strict=True):
+                first.setdefault(e[0], e)
+            rows = [(n, *first[i]) for n, i in conn.exec_driver_sql(_LANDED_SQL, (top,))]
+            items = _event_items([r[1] for r in rows])
+        statedigest.update(session, add=items)
         return rows
 
     def committed(self, rows: Sequence[Row]) -> None:
@@ -302,6 +343,38 @@ class MemoryLog:
         with self.db.reading() as session:
             rows = session.scalars(select(MemoryEvent).order_by(MemoryEvent.n))
             return [to_record(r) for r in rows]
+
+
+class NumberedRows(Sequence[Row]):
+    """Rows just written, numbered on from ``first`` in order, kept as the
+    columns they were written from: a tuple is made for each row only when a
+    listener reads it (the text mirror reads none until it is built), not
+    thousands per batch for the collector to walk."""
+
+    __slots__ = ("_columns", "_first")
+
+    def __init__(self, first: int, columns: Sequence[Sequence[Any]]) -> None:
+        self._first = first
+        self._columns = columns
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    def __iter__(self) -> Iterator[Row]:
+        numbers = range(self._first, self._first + len(self))
+        return cast(Iterator[Row], zip(numbers, *self._columns, strict=True))
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        i = range(len(self))[index]  # negative indexes, and IndexError past the end
+        return cast(Row, (self._first + i, *(column[i] for column in self._columns)))
 
 
 def as_row(n: int, r: EventRecord) -> Row:
@@ -361,7 +434,32 @@ _INSERT_SQL = "INSERT INTO memory_event ({}) VALUES ({})".format(
 )
 
 
+_INSERT_NEW_SQL = "INSERT INTO memory_event ({}) VALUES ({}) ON CONFLICT (id) DO NOTHING".format(
+    ", ".join(MemoryEvent.__table__.c[name].name for name in COLUMNS[1:]),
+    ", ".join("?" * (len(COLUMNS) - 1)),
+)
+_LANDED_SQL = "SELECT n, id FROM memory_event WHERE n > ? ORDER BY n"
+_TOP_SQL = "SELECT max(n) FROM memory_event"
+
+
 def _insert(session: Session, rows: Sequence[Row]) -> None:
     if rows:
         session.connection().exec_driver_sql(_INSERT_SQL, list(rows))
-        statedigest.update(session, add=[event_item(r[1]) for r in rows])
+        statedigest.update(session, add=_event_items([r[1] for r in rows]))
+
+
+def _event_items(ids: Sequence[str]) -> list[bytes]:
+    """The digest items of events by id (`event_item` of each), in one pass over
+    the ids rather than one parse each."""
+    n, joined, raw = len(ids), "".join(ids), b""
+    # Canonical 8-4-4-4-12 text: four dashes in each id, each in its place.
+    if (
+        len(joined) == 36 * n
+        and joined.count("-") == 4 * n
+        and all(joined[i::36] == "-" * n for i in (8, 13, 18, 23))
+    ):
+        with suppress(ValueError):
+            raw = bytes.fromhex(joined.replace("-", ""))
+    if len(raw) != 16 * n:
+        return [event_item(i) for i in ids]  # the slow way, which names a bad id
+    return [b"E" + raw[i : i + 16] for i in range(0, len(raw), 16)]

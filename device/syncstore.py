@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -43,7 +43,7 @@ from pixie.protocol.syncwire import (
     MAX_ALIASES,
     ClearFields,
     ContactEntry,
-    LogEvent,
+    EventColumns,
     Marks,
     NoteVersion,
     Records,
@@ -54,9 +54,11 @@ from .contacts import Contact, ContactAlias, clean_name, contact_id_for, name_ke
 from .db import Database
 from .errors import BadInput
 from .memlog import (
-    EventRecord,
+    MAX_REF_CHARS,
+    MAX_TEXT_CHARS,
     MemoryEvent,
     MemoryLog,
+    Row,
     check_ref,
     check_text,
     parse_kind,
@@ -76,46 +78,48 @@ from .notes import (
 
 # A batch is cut once its records reach about this many encoded bytes; with one
 # maximal record on top it stays under syncwire.MAX_MESSAGE_BYTES.
-BATCH_BYTES = 256 * 1024
-BATCH_RECORDS = 5_000
+BATCH_BYTES = 480 * 1024
+BATCH_RECORDS = 10_000
 _PAGE = 2_000
-# Events are read straight from the driver: loading ORM objects cost more than
-# everything else on the sending side together.
+# Events are read straight from the driver, as plain tuples in `LogEvent` field
+# order, and go into a batch's columns as they are: loading ORM objects (or
+# building one object per event) cost more than everything else on the sending
+# side together.
 _EVENT_COLUMNS = "id, origin, seq, kind, at, contact_id, thread, source, from_me, text"
 _EVENTS_AFTER = (
     f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?"
 )
 _EVENTS_BY_ID = f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE id IN ({{}})"
 _ID_CHUNK = 500
+_FROM_ME = {None: None, 0: False, 1: True}  # SQLite hands booleans back as 0/1
 
 
 # What a record costs encoded, at most, besides its strings: fixed-width fields
 # and msgpack headers (ids, hashes and ints at their widest, a kind of up to 24
-# ASCII characters). `_size` adds the UTF-8 of *every* string (a note's origin
+# ASCII characters). `_Chunker` adds the UTF-8 of *every* string (a note's origin
 # is inside its stamp), so it never under-counts: counting only the text let
 # short messages with long thread and source refs (or notes with long
 # identities, sources and tags) make batches several times over
 # syncwire.MAX_MESSAGE_BYTES, which the sender could then never send.
-_EVENT_FIXED = 96
 _NOTE_FIXED = 160
 _SEALED_FIXED = 96
 _CONTACT_FIXED = 32
+# An event in the columns: its 16-byte id, an index into each of the four
+# tables (origin, kind, contact, thread) and seq and time as integers, each at
+# its widest, from_me, and the headers of its source and text. A value's first
+# use in a batch adds it to that table: `_ENTRY` plus its UTF-8 (or
+# `_CONTACT_ENTRY` for a contact id).
+_EVENT_FIXED = 16 + 4 * 3 + 2 * 9 + 1 + 5 + 5
+_ENTRY = 5
+_CONTACT_ENTRY = 2 + 16
 
 
 def _utf8(text: str | None) -> int:
     return 0 if text is None else len(text.encode())
 
 
-def _size(record: LogEvent | NoteVersion | ContactEntry) -> int:
-    """Encoded bytes, at most: see `_EVENT_FIXED`."""
-    if isinstance(record, LogEvent):
-        return (
-            _EVENT_FIXED
-            + len(record.origin)
-            + len(record.text.encode())
-            + _utf8(record.thread)
-            + _utf8(record.source)
-        )
+def _size(record: NoteVersion | ContactEntry) -> int:
+    """Encoded bytes, at most: see `_NOTE_FIXED`."""
     if isinstance(record, ContactEntry):
         return _CONTACT_FIXED + _utf8(record.name) + sum(3 + _utf8(a) for a in record.aliases)
     c = record.clear
@@ -132,41 +136,93 @@ def _size(record: LogEvent | NoteVersion | ContactEntry) -> int:
     )
 
 
+# Driver rows of events, one tuple each in `_EVENT_COLUMNS` order.
+_EventRows: TypeAlias = list[tuple[Any, ...]]
+_Part: TypeAlias = ContactEntry | NoteVersion | _EventRows
+
+
 class _Chunker:
     """Cuts a stream of records into bounded `Records`."""
 
     def __init__(self) -> None:
         self.contacts: list[ContactEntry] = []
-        self.events: list[LogEvent] = []
         self.notes: list[NoteVersion] = []
+        self.events: _EventRows = []
+        # The values already in this batch's event tables, each counted once.
+        self.tables: tuple[set[Any], set[Any], set[Any], set[Any]] = (set(), set(), set(), set())
         self.bytes = self.count = 0
 
-    def add(self, record: ContactEntry | LogEvent | NoteVersion) -> Records | None:
-        if isinstance(record, LogEvent):  # the common case first: logs stream by the thousand
-            self.events.append(record)
-        elif isinstance(record, ContactEntry):
+    def add(self, record: ContactEntry | NoteVersion) -> Records | None:
+        if isinstance(record, ContactEntry):
             self.contacts.append(record)
         else:
             self.notes.append(record)
         self.bytes += _size(record)
         self.count += 1
+        return self._full()
+
+    def add_events(self, rows: _EventRows) -> Iterator[Records]:
+        """Take a page of event rows, yielding every batch they fill."""
+        origins, kinds, contacts, threads = self.tables
+        texts = [len(r[9].encode()) for r in rows]
+        start = 0
+        for i, row in enumerate(rows):
+            size = _EVENT_FIXED + texts[i] + _utf8(row[7])
+            if row[1] not in origins:
+                origins.add(row[1])
+                size += _ENTRY + _utf8(row[1])
+            if row[3] not in kinds:
+                kinds.add(row[3])
+                size += _ENTRY + _utf8(row[3])
+            if row[5] not in contacts:
+                contacts.add(row[5])
+                size += _CONTACT_ENTRY
+            if row[6] not in threads:
+                threads.add(row[6])
+                size += _ENTRY + _utf8(row[6])
+            self.bytes += size
+            self.count += 1
+            if self.bytes >= BATCH_BYTES or self.count >= BATCH_RECORDS:
+                self.events += rows[start : i + 1]
+                start = i + 1
+                yield self._cut()
+                origins, kinds, contacts, threads = self.tables
+        self.events += rows[start:]
+
+    def _full(self) -> Records | None:
         if self.bytes >= BATCH_BYTES or self.count >= BATCH_RECORDS:
-            return self.flush()
+            return self._cut()
         return None
 
     def flush(self) -> Records | None:
         if not (self.contacts or self.events or self.notes):
             return None
-        out = Records(tuple(self.contacts), tuple(self.events), tuple(self.notes))
+        return self._cut()
+
+    def _cut(self) -> Records:
+        out = Records(tuple(self.contacts), _columns(self.events), tuple(self.notes))
         self.contacts, self.events, self.notes = [], [], []
+        self.tables = (set(), set(), set(), set())
         self.bytes = self.count = 0
         return out
 
 
-def _chunked(records: Iterable[ContactEntry | LogEvent | NoteVersion]) -> Iterator[Records]:
+def _columns(rows: _EventRows) -> EventColumns:
+    """Event columns from driver rows in `_EVENT_COLUMNS` order."""
+    if not rows:
+        return EventColumns()
+    columns = list(zip(*rows, strict=True))
+    columns[8] = tuple(map(_FROM_ME.__getitem__, columns[8]))
+    return EventColumns(*columns)
+
+
+def _chunked(parts: Iterable[_Part]) -> Iterator[Records]:
     chunker = _Chunker()
-    for record in records:
-        full = chunker.add(record)
+    for part in parts:
+        if isinstance(part, list):
+            yield from chunker.add_events(part)
+            continue
+        full = chunker.add(part)
         if full is not None:
             yield full
     last = chunker.flush()
@@ -174,10 +230,14 @@ def _chunked(records: Iterable[ContactEntry | LogEvent | NoteVersion]) -> Iterat
         yield last
 
 
-def _wire_event(r: Sequence[Any]) -> LogEvent:
-    """A LogEvent from a driver row in `_EVENT_COLUMNS` order."""
-    from_me = None if r[8] is None else bool(r[8])  # SQLite hands booleans back as 0/1
-    return LogEvent(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], from_me, r[9])
+def _event_rows(session: Session, sql: str, params: Sequence[Any]) -> _EventRows:
+    """Rows straight from the DB-API cursor: no result objects around them."""
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 def _wire_note(row: Note) -> NoteVersion:
@@ -261,9 +321,9 @@ class NodeReplica:
     # -- what a sibling lacks -----------------------------------------------------------
 
     def missing(self, peer: Marks) -> Iterator[Records]:
-        return _chunked(self._missing_records(peer))
+        return _chunked(self._missing_parts(peer))
 
-    def _missing_records(self, peer: Marks) -> Iterator[ContactEntry | LogEvent | NoteVersion]:
+    def _missing_parts(self, peer: Marks) -> Iterator[_Part]:
         mine = self.marks()
         if mine.contacts != peer.contacts:
             yield from self._all_contacts()
@@ -271,24 +331,23 @@ class NodeReplica:
             after = peer.log_mark(origin)
             while after < high:
                 with self.db.reading() as session:
-                    rows = (
-                        session.connection()
-                        .exec_driver_sql(_EVENTS_AFTER, (origin, after, _PAGE))
-                        .all()
-                    )
-                page = [_wire_event(r) for r in rows]
-                if not page:
+                    rows = _event_rows(session, _EVENTS_AFTER, (origin, after, _PAGE))
+                if not rows:
                     break
                 # Stop at a gap in this replica's copy of the log (events that
                 # came by repair, in a session cut before the rest): a sibling
                 # takes a stream only in sequence order, so it would refuse the
                 # batch past the gap, and every later session with it. Repair
-                # sends what lies beyond.
-                run = next((i for i, e in enumerate(page) if e.seq != after + 1 + i), len(page))
-                yield from page[:run]
-                if run < len(page):
+                # sends what lies beyond. (Sequence numbers are distinct and
+                # ascending, so the last one tells whether any is missing.)
+                run = len(rows)
+                if rows[-1][2] != after + run:
+                    run = next(i for i, r in enumerate(rows) if r[2] != after + 1 + i)
+                if run:
+                    yield rows[:run]
+                if run < len(rows):
                     break
-                after = page[-1].seq
+                after = rows[-1][2]
         for origin, newest in mine.notes:
             after_stamp = peer.note_mark(origin) or ""
             while after_stamp < newest:
@@ -342,9 +401,7 @@ class NodeReplica:
     def records_for(self, keys: Sequence[bytes]) -> Iterator[Records]:
         return _chunked(self._records_for(keys))
 
-    def _records_for(
-        self, keys: Sequence[bytes]
-    ) -> Iterator[ContactEntry | LogEvent | NoteVersion]:
+    def _records_for(self, keys: Sequence[bytes]) -> Iterator[_Part]:
         by_kind: dict[bytes, list[bytes]] = {}
         for key in keys:
             by_kind.setdefault(key[:1], []).append(key[1:])
@@ -355,8 +412,9 @@ class NodeReplica:
             chunk = event_ids[i : i + _ID_CHUNK]
             sql = _EVENTS_BY_ID.format(",".join("?" * len(chunk)))
             with self.db.reading() as session:
-                rows = session.connection().exec_driver_sql(sql, tuple(chunk)).all()
-            yield from (_wire_event(r) for r in rows)
+                rows = _event_rows(session, sql, chunk)
+            if rows:
+                yield rows
         note_ids = [id_text(raw) for raw in by_kind.get(b"N", [])]
         for i in range(0, len(note_ids), _ID_CHUNK):
             with self.db.reading() as session:
@@ -368,15 +426,16 @@ class NodeReplica:
     # -- merging --------------------------------------------------------------------------
 
     def apply(self, records: Records, *, in_order: bool) -> int:
+        events = records.event_columns
         try:
-            events = [_event_record(e) for e in records.events]
+            _check_events(events)
             notes = [_checked_note(n) for n in records.notes]
             for n in notes:
                 self.clock.observe(Stamp.decode(n.stamp))
         except BadInput as exc:
             raise ProtocolError(f"refused a record: {exc}") from None
         changed = 0
-        rows: list[Any] = []
+        rows: Sequence[Row] = ()
         with self.db.writing() as session:
             # The constraint failure is caught inside the transaction: once it
             # leaves `writing()`, db.py has already turned it (a DatabaseError)
@@ -438,14 +497,18 @@ class NodeReplica:
         return changed
 
     def _merge_events(
-        self, session: Session, events: Sequence[EventRecord], *, in_order: bool
-    ) -> list[Any]:
+        self, session: Session, events: EventColumns, *, in_order: bool
+    ) -> Sequence[Row]:
         if not events:
-            return []
+            return ()
         if in_order:
-            by_origin: dict[str, list[int]] = {}
-            for e in events:
-                by_origin.setdefault(e.origin, []).append(e.seq)
+            by_origin: dict[str, list[int]]
+            if len(set(events.origins)) == 1:  # the usual stream: one origin at a time
+                by_origin = {events.origins[0]: list(events.seqs)}
+            else:
+                by_origin = {}
+                for origin, seq in zip(events.origins, events.seqs, strict=True):
+                    by_origin.setdefault(origin, []).append(seq)
             for origin, seqs in by_origin.items():
                 if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
                     raise ProtocolError(f"events of {origin} are not in sequence order")
@@ -459,7 +522,7 @@ class NodeReplica:
                     raise ProtocolError(
                         f"events of {origin} start at {seqs[0]} but this replica holds {held}"
                     )
-        return self.log.insert_in(session, events)
+        return self.log.insert_columns_in(session, events.columns(), events.id_bytes())
 
     def _merge_notes(self, session: Session, notes: Sequence[NoteVersion]) -> int:
         if not notes:
@@ -500,18 +563,50 @@ class NodeReplica:
         return len(added)
 
 
-def _event_record(e: LogEvent) -> EventRecord:
-    return EventRecord(
-        id=e.id,
-        origin=e.origin,
-        seq=e.seq,
-        kind=parse_kind(e.kind),
-        at=e.at,
-        contact_id=e.contact_id,
-        thread=check_ref(e.thread, "thread"),
-        source=check_ref(e.source, "source"),
-        from_me=e.from_me,
-        text=check_text(e.text),
+def _check_events(events: EventColumns) -> None:
+    """What the log demands of an event (`parse_kind`, `check_ref`, `check_text`),
+    of a whole batch at once: over the distinct values of a column where values
+    repeat, over the column in one pass where they do not. Raises BadInput (or
+    ProtocolError for an id that is not one)."""
+    events.id_bytes()
+    for kind in set(events.kinds):
+        parse_kind(kind)
+    for thread in set(events.threads):
+        check_ref(thread, "thread")
+    sources = events.sources
+    if not _all_refs(sources):
+        for source in sources:
+            check_ref(source, "source")
+    texts = events.texts
+    if not _all_texts(texts):
+        for text in texts:
+            check_text(text)
+
+
+def _all_refs(values: Sequence[str | None]) -> bool:
+    """Whether every value passes `check_ref`, without a call per value."""
+    try:
+        present = [v for v in values if v is not None]
+        joined = "".join(present)
+    except TypeError:
+        return False
+    return (
+        all(map(str.strip, present))
+        and max(map(len, present), default=0) <= MAX_REF_CHARS
+        and not ("\n" in joined or "\r" in joined or "\x00" in joined)
+    )
+
+
+def _all_texts(texts: Sequence[str]) -> bool:
+    """Whether every text passes `check_text`, without a call per text."""
+    try:
+        joined = "".join(texts)
+    except TypeError:
+        return False
+    return (
+        all(map(str.strip, texts))
+        and max(map(len, texts), default=0) <= MAX_TEXT_CHARS
+        and "\x00" not in joined
     )
 
 

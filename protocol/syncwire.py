@@ -8,13 +8,22 @@ field checked, frozen dataclasses out, `ProtocolError` for anything else.
 
 Records are what converges: log events, note versions (a clear note with its
 fields, or a sealed note as opaque nonce and ciphertext) and contacts.
+
+Log events travel by the thousand, so a batch carries them as columns (one
+array per field, see `EventColumns`): the ids as one binary string, the fields
+that repeat (origin, kind, contact, thread) as a table of distinct values and
+one index per event, the rest as plain arrays. The decoder checks each column
+whole, with builtins, to the same bounds as every other field; a table holds
+each value once and every entry is used, and no id appears twice in a batch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from types import NoneType
+from typing import Any, TypeVar, cast, overload
 
 import msgpack
 
@@ -43,6 +52,7 @@ MAX_REASON_CHARS = 300
 # (for this replica's own origin) would make every later append overflow.
 MAX_SEQ = 1 << 62
 MAX_CIPHERTEXT = 4 * MAX_BODY_CHARS + 64 * 1024
+MAX_BIN = max(MAX_CIPHERTEXT, 16 * MAX_RECORDS)  # a sealed note, or the ids of a batch
 # Padded into an envelope, the largest message still fits a 1 MiB relay frame.
 MAX_MESSAGE_BYTES = 768 * 1024
 
@@ -107,10 +117,120 @@ class ContactEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class EventColumns(Sequence[LogEvent]):
+    """Log events held field by field: item ``i`` of every column is event ``i``.
+
+    A sequence of `LogEvent` to whoever reads it one event at a time; the
+    columns themselves for the bulk paths (the codec, a store's insert).
+    """
+
+    ids: tuple[str, ...] = ()
+    origins: tuple[str, ...] = ()
+    seqs: tuple[int, ...] = ()
+    kinds: tuple[str, ...] = ()
+    ats: tuple[int, ...] = ()
+    contact_ids: tuple[str | None, ...] = ()
+    threads: tuple[str | None, ...] = ()
+    sources: tuple[str | None, ...] = ()
+    from_me: tuple[bool | None, ...] = ()
+    texts: tuple[str, ...] = ()
+    # The ids as 16 bytes each, set by the decoder, which has them already: a
+    # cache of `id_bytes`, outside equality, and never carried over by
+    # `dataclasses.replace` (it is no argument of the constructor).
+    id_blob: bytes | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        if any(len(column) != n for column in self.columns()):
+            raise ValueError("event columns of different lengths")
+
+    @classmethod
+    def of(cls, events: Iterable[LogEvent]) -> EventColumns:
+        """Columns from events one by one (the convenient, not the fast, way in)."""
+        rows = [
+            (
+                e.id,
+                e.origin,
+                e.seq,
+                e.kind,
+                e.at,
+                e.contact_id,
+                e.thread,
+                e.source,
+                e.from_me,
+                e.text,
+            )
+            for e in events
+        ]
+        return cls(*zip(*rows, strict=True)) if rows else NO_EVENTS
+
+    def columns(self) -> tuple[tuple[Any, ...], ...]:
+        """Every column, in `LogEvent` field order."""
+        return (
+            self.ids,
+            self.origins,
+            self.seqs,
+            self.kinds,
+            self.ats,
+            self.contact_ids,
+            self.threads,
+            self.sources,
+            self.from_me,
+            self.texts,
+        )
+
+    def id_bytes(self) -> bytes:
+        """The ids as one string of 16 bytes each, or `ProtocolError`."""
+        if self.id_blob is not None:
+            return self.id_blob
+        n = len(self.ids)
+        joined = "".join(self.ids)
+        if len(joined) == 36 * n and all(joined[i::36] == "-" * n for i in (8, 13, 18, 23)):
+            try:
+                raw = bytes.fromhex(joined.replace("-", ""))
+            except ValueError:
+                raw = b""
+            if len(raw) == 16 * n:
+                return raw
+        return b"".join(_id16(i) for i in self.ids)  # names the bad id
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[LogEvent]:
+        return map(LogEvent, *self.columns())
+
+    @overload
+    def __getitem__(self, index: int) -> LogEvent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> EventColumns: ...
+
+    def __getitem__(self, index: int | slice) -> LogEvent | EventColumns:
+        if isinstance(index, slice):
+            return EventColumns(*(column[index] for column in self.columns()))
+        return LogEvent(*(column[index] for column in self.columns()))
+
+
+NO_EVENTS = EventColumns()
+
+
+@dataclass(frozen=True, slots=True)
 class Records:
+    """What one batch carries. ``events`` may be given as any sequence of
+    `LogEvent`; it is held as `EventColumns` (see `event_columns`)."""
+
     contacts: tuple[ContactEntry, ...] = ()
-    events: tuple[LogEvent, ...] = ()
+    events: Sequence[LogEvent] = NO_EVENTS
     notes: tuple[NoteVersion, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.events, EventColumns):
+            object.__setattr__(self, "events", EventColumns.of(self.events))
+
+    @property
+    def event_columns(self) -> EventColumns:
+        return cast(EventColumns, self.events)  # made so by __post_init__
 
     def __len__(self) -> int:
         return len(self.contacts) + len(self.events) + len(self.notes)
@@ -202,7 +322,10 @@ _CODES: dict[type, int] = {Hello: 1, Batch: 2, Check: 3, Repair: 4, Abort: 5, Ac
 
 
 def _id16(text: str) -> bytes:
-    raw = bytes.fromhex(text.replace("-", ""))
+    try:
+        raw = bytes.fromhex(text.replace("-", ""))
+    except ValueError:
+        raw = b""
     if len(raw) != 16:
         raise ProtocolError(f"not a 128-bit id: {text!r:.60}")
     return raw
@@ -220,18 +343,33 @@ def _hex16(text: str | None) -> bytes | None:
     return raw
 
 
-def _event_fields(e: LogEvent) -> list[Any]:
+def _coded(column: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """A column as its distinct values (in order of first use) and one index per item."""
+    table = list(dict.fromkeys(column))
+    index = {value: i for i, value in enumerate(table)}
+    return table, list(map(index.__getitem__, column))
+
+
+def _events_fields(e: EventColumns) -> list[Any]:
+    origins, origin_of = _coded(e.origins)
+    kinds, kind_of = _coded(e.kinds)
+    contacts, contact_of = _coded(e.contact_ids)
+    threads, thread_of = _coded(e.threads)
     return [
-        _id16(e.id),
-        e.origin,
-        e.seq,
-        e.kind,
-        e.at,
-        _hex16(e.contact_id),
-        e.thread,
-        e.source,
+        e.id_bytes(),
+        origins,
+        origin_of,
+        e.seqs,
+        kinds,
+        kind_of,
+        e.ats,
+        [_hex16(c) for c in contacts],
+        contact_of,
+        threads,
+        thread_of,
+        e.sources,
         e.from_me,
-        e.text,
+        e.texts,
     ]
 
 
@@ -268,7 +406,7 @@ def _note_fields(n: NoteVersion) -> list[Any]:
 def _records_fields(r: Records) -> list[Any]:
     return [
         [[_hex16(c.id), c.name, list(c.aliases)] for c in r.contacts],
-        [_event_fields(e) for e in r.events],
+        _events_fields(r.event_columns),
         [_note_fields(n) for n in r.notes],
     ]
 
@@ -371,23 +509,108 @@ def _checked_origin(text: str) -> str:
     return text
 
 
-def _event(f: Any) -> LogEvent:
-    f = _list(f, "event", 10, exact=10)
-    from_me = f[8]
-    if from_me is not None:
-        from_me = _bool(from_me, "from_me")
-    return LogEvent(
-        id=id_text(_bin(f[0], "event id", 16)),
-        origin=_origin(f[1]),
-        seq=_int(f[2], "seq", 1, MAX_SEQ),
-        kind=_text(f[3], "event kind", MAX_KIND_CHARS),
-        at=_int(f[4], "event time", -(1 << 62), 1 << 62),
-        contact_id=_opt_hex16(f[5], "contact id"),
-        thread=_opt_text(f[6], "thread", MAX_SHORT_CHARS),
-        source=_opt_text(f[7], "source", MAX_SHORT_CHARS),
-        from_me=from_me,
-        text=_text(f[9], "event text", MAX_TEXT_CHARS),
+EVENT_COLUMNS = 14
+
+
+_TYPE_NAMES = {int: "integers", str: "text", bool: "booleans", NoneType: "nil"}
+
+
+def _column(value: Any, what: str, n: int, types: set[type]) -> list[Any]:
+    """A column of exactly ``n`` items, each of one of ``types`` (exactly: msgpack
+    gives no subclasses, and a bool is no integer here)."""
+    column = _list(value, what, MAX_RECORDS)
+    if len(column) != n:
+        raise ProtocolError(f"{what} must have {n} items, one per event id")
+    if not set(map(type, column)) <= types:
+        names = " or ".join(sorted(_TYPE_NAMES[t] for t in types))
+        raise ProtocolError(f"{what} must hold only {names}")
+    return column
+
+
+def _int_column(value: Any, what: str, n: int, low: int, high: int) -> tuple[int, ...]:
+    column = _column(value, what, n, {int})
+    if column and not (low <= min(column) and max(column) <= high):
+        raise ProtocolError(f"each {what} must be an integer from {low} to {high}")
+    return tuple(column)
+
+
+def _text_column(value: Any, what: str, n: int, limit: int) -> tuple[str, ...]:
+    column = _column(value, what, n, {str})
+    if max(map(len, column), default=0) > limit:
+        raise ProtocolError(f"{what} must be text of at most {limit} characters")
+    return tuple(column)
+
+
+def _opt_text_column(value: Any, what: str, n: int, limit: int) -> tuple[str | None, ...]:
+    column = _column(value, what, n, {str, NoneType})
+    if max(map(len, filter(None, column)), default=0) > limit:
+        raise ProtocolError(f"{what} must be text of at most {limit} characters")
+    return tuple(column)
+
+
+T = TypeVar("T")
+
+
+def _decoded(table: Any, index: Any, what: str, n: int, check: Callable[[Any], T]) -> tuple[T, ...]:
+    """A column sent as a table of distinct values and an index per event."""
+    values = [check(v) for v in _list(table, f"{what} table", MAX_RECORDS)]
+    if len(set(values)) != len(values):
+        raise ProtocolError(f"the {what} table holds a value twice")
+    codes = _column(index, f"{what} index", n, {int})
+    if set(codes) != set(range(len(values))):
+        raise ProtocolError(f"each {what} index must name a table entry, and each entry be used")
+    return tuple(map(values.__getitem__, codes))
+
+
+def _event_kind(value: Any) -> str:
+    return _text(value, "event kind", MAX_KIND_CHARS)
+
+
+def _contact_id(value: Any) -> str | None:
+    return _opt_hex16(value, "contact id")
+
+
+def _thread(value: Any) -> str | None:
+    return _opt_text(value, "thread", MAX_SHORT_CHARS)
+
+
+# Where the 32 hex digits of an id go in its 36-character text (one more for a separator).
+_HEX_AT = [j + (j >= 8) + (j >= 12) + (j >= 16) + (j >= 20) for j in range(32)]
+_ID_SLOT = b"-" * 36 + b" "
+
+
+def _id_texts(raw: bytes) -> tuple[str, ...]:
+    """16-byte ids (concatenated) as canonical 8-4-4-4-12 texts, each as `id_text` gives."""
+    digits = raw.hex().encode()
+    out = bytearray(_ID_SLOT * (len(raw) // 16))
+    for j, at in enumerate(_HEX_AT):
+        out[at::37] = digits[j::32]
+    return tuple(out.decode().split())
+
+
+def _events(f: Any) -> EventColumns:
+    f = _list(f, "events", EVENT_COLUMNS, exact=EVENT_COLUMNS)
+    raw = _bin(f[0], "event ids", limit=16 * MAX_RECORDS)
+    n, odd = divmod(len(raw), 16)
+    if odd:
+        raise ProtocolError("event ids must be 16 bytes each")
+    ids = _id_texts(raw)
+    if len(set(ids)) != n:
+        raise ProtocolError("an event id appears twice in one batch")
+    columns = EventColumns(
+        ids=ids,
+        origins=_decoded(f[1], f[2], "origin", n, _origin),
+        seqs=_int_column(f[3], "seq", n, 1, MAX_SEQ),
+        kinds=_decoded(f[4], f[5], "event kind", n, _event_kind),
+        ats=_int_column(f[6], "event time", n, -(1 << 62), 1 << 62),
+        contact_ids=_decoded(f[7], f[8], "contact id", n, _contact_id),
+        threads=_decoded(f[9], f[10], "thread", n, _thread),
+        sources=_opt_text_column(f[11], "source", n, MAX_SHORT_CHARS),
+        from_me=tuple(_column(f[12], "from_me", n, {bool, NoneType})),
+        texts=_text_column(f[13], "event text", n, MAX_TEXT_CHARS),
     )
+    object.__setattr__(columns, "id_blob", raw)
+    return columns
 
 
 def _note(f: Any) -> NoteVersion:
@@ -446,7 +669,7 @@ def _records(f: Any) -> Records:
     f = _list(f, "records", 3, exact=3)
     return Records(
         contacts=tuple(_contact(c) for c in _list(f[0], "contacts", MAX_RECORDS)),
-        events=tuple(_event(e) for e in _list(f[1], "events", MAX_RECORDS)),
+        events=_events(f[1]),
         notes=tuple(_note(n) for n in _list(f[2], "notes", MAX_RECORDS)),
     )
 
@@ -497,7 +720,7 @@ def decode(data: bytes) -> SyncMessage:
     items = unpack(
         data,
         "sync message",
-        max_bin=MAX_CIPHERTEXT,
+        max_bin=MAX_BIN,
         max_str=4 * MAX_TEXT_CHARS,
         max_array=max(MAX_RECORDS, MAX_RANGES, MAX_NEED),
     )
@@ -539,6 +762,7 @@ __all__ = [
     "Check",
     "ClearFields",
     "ContactEntry",
+    "EventColumns",
     "Hello",
     "LogEvent",
     "Marks",

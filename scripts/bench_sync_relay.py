@@ -4,8 +4,10 @@ Three OS processes on loopback, as in real use: the relay (``pixie relay``),
 the Homebase (``pixie run``) and this process, which plays the device and runs
 one ``sync_once`` session. The figure is events per second from the first
 Hello to the last Check, against a raw ``sqlite3`` ``executemany`` of the same
-rows into the same schema (WAL, synchronous=FULL), measured in the same run.
-Target: >= 0.3x.
+rows into the same schema (WAL, synchronous=FULL), measured in the same run
+(the best of three).
+The Homebase is up and has answered one sync (of two empty replicas) before
+the device writes its log and the clock starts. Target: >= 0.3x.
 
     python scripts/bench_sync_relay.py [--events 100000] [--dir /dev/shm] [--json]
 """
@@ -37,11 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import write_life  # a sibling script
 
 TARGET = 0.3
+RAW_RUNS = 3
 PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
 
 
 def raw_rate(tmp: Path, node: Node) -> float:
-    """Events/s of one raw executemany of the device's rows into a fresh file."""
+    """Events/s of a raw executemany of the device's rows into a fresh file: the
+    best of `RAW_RUNS` (each into a file of its own), so a stall of the machine
+    during one of them does not flatter the ratio."""
     rows = [as_row(n, r) for n, r in enumerate(node.log.all_records(), start=1)]
     src = sqlite3.connect(node.db.path)
     ddl = [
@@ -52,18 +57,20 @@ def raw_rate(tmp: Path, node: Node) -> float:
         )
     ]
     src.close()
-    con = sqlite3.connect(tmp / "raw.db", isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    for sql in ddl:
-        con.execute(sql)
-    t0 = time.perf_counter()
-    con.execute("BEGIN IMMEDIATE")
-    con.executemany(f"INSERT INTO memory_event VALUES ({','.join('?' * 11)})", rows)
-    con.execute("COMMIT")
-    elapsed = time.perf_counter() - t0
-    con.close()
-    return len(rows) / elapsed
+    best = float("inf")
+    for attempt in range(RAW_RUNS):
+        con = sqlite3.connect(tmp / f"raw{attempt}.db", isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        for sql in ddl:
+            con.execute(sql)
+        t0 = time.perf_counter()
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany(f"INSERT INTO memory_event VALUES ({','.join('?' * 11)})", rows)
+        con.execute("COMMIT")
+        best = min(best, time.perf_counter() - t0)
+        con.close()
+    return len(rows) / best
 
 
 async def run(tmp: Path, events: int) -> dict[str, float | str | None]:
@@ -74,8 +81,6 @@ async def run(tmp: Path, events: int) -> dict[str, float | str | None]:
     DataDir.init(tmp / "device", name="phone", role="device")
     DataDir.init(tmp / "homebase", name="mac", role="homebase")
     with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:
-        with life.open("rb") as stream:
-            device.log.append(read_events(stream), now=0)
         port_file = tmp / "relay.port"
         relay = await trio.lowlevel.open_process(
             [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
@@ -95,6 +100,14 @@ async def run(tmp: Path, events: int) -> dict[str, float | str | None]:
                 env=env,
                 stderr=subprocess.DEVNULL,
             )
+            # A sync of the two empty replicas first: it ends once the Homebase
+            # is up and answering, so the figure below is the sync alone, not
+            # the start of a Python process and its connection to the relay.
+            (ready,) = await sync_once(device, address, device.siblings.all(), idle_timeout=60)
+            if ready.outcome != "in_sync":
+                raise RuntimeError(f"the Homebase did not answer: {ready.error}")
+            with life.open("rb") as stream:
+                device.log.append(read_events(stream), now=0)
             t0 = time.perf_counter()
             (report,) = await sync_once(device, address, device.siblings.all(), idle_timeout=60)
             elapsed = time.perf_counter() - t0

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from pixie.device.datadir import DataDir
+from pixie.device.memlog import NumberedRows, Row
+from pixie.device.node import Node
 from pixie.device.notebook import Distilled
 from pixie.device.notes import NoteKind, SealedKind
+from pixie.protocol.errors import ProtocolError
 from pixie.protocol.sync import Phase
+from pixie.protocol.syncwire import Marks, Records
 
-from .synchelp import dump, open_pair, say, sync
+from .synchelp import dump, open_pair, replica, say, sync
 
 
 def test_empty_replicas_agree_in_one_round_trip(tmp_path: Path) -> None:
@@ -91,3 +97,63 @@ def test_new_events_flow_one_way(tmp_path: Path, count: int) -> None:
     _, opener, _ = sync(a, b)
     assert opener.phase is Phase.DONE
     assert dump(a) == dump(b)
+
+
+def test_a_batch_repeating_held_events_adds_only_the_new_ones(tmp_path: Path) -> None:
+    """Insert-if-absent on id in one statement: held events are skipped, the new
+    ones take the next local row numbers in order, the digest counts each once
+    and the log's listeners hear of exactly the rows that landed."""
+    a, b = open_pair(tmp_path)
+    try:
+        for i in range(6):
+            say(a, f"message {i}")
+        (records,) = replica(a).missing(Marks())
+        events = records.event_columns
+        heard: list[Row] = []
+        b.log.subscribe(heard.extend)
+        b.mirror.ensure_current()  # built, so it indexes each commit as it comes
+        first = Records(contacts=records.contacts, events=events[:3])
+        assert replica(b).apply(first, in_order=True) == 4  # and the contact
+        assert len(b.mirror) == 3
+        assert replica(b).apply(Records(events=events[1:]), in_order=False) == 3
+        assert len(b.mirror) == 6
+        assert [(r[0], r[1]) for r in heard] == [(1 + i, e.id) for i, e in enumerate(events)]
+        assert heard == [(1 + i, *e) for i, e in enumerate(zip(*events.columns(), strict=True))]
+        assert heard[2] == NumberedRows(1, events.columns())[-4]
+        assert replica(b).apply(Records(events=events), in_order=False) == 0
+        assert dump(a) == dump(b)
+        assert b.digest() == a.digest() == b.recompute_digest()
+        con = sqlite3.connect(b.db.path)
+        try:
+            numbered = con.execute("SELECT n, id FROM memory_event ORDER BY n").fetchall()
+        finally:
+            con.close()
+        assert numbered == [(1 + i, e.id) for i, e in enumerate(events)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_batch_of_several_origins_is_checked_origin_by_origin(tmp_path: Path) -> None:
+    """A Homebase streams every device's log, so one batch can hold several
+    origins: each must run on from what the receiver holds of it."""
+    a, b = open_pair(tmp_path)
+    DataDir.init(tmp_path / "tablet", name="tablet", role="device")
+    tablet = Node.open(tmp_path / "tablet")
+    try:
+        for i in range(3):
+            say(a, f"phone {i}")
+            say(b, f"homebase {i}")
+        sync(a, b)
+        (records,) = replica(b).missing(Marks())
+        assert len(set(records.event_columns.origins)) == 2
+        events = list(records.events)
+        swapped = [events[1], events[0], *events[2:]]  # one origin out of order
+        with pytest.raises(ProtocolError, match="not in sequence order"):
+            replica(tablet).apply(Records(records.contacts, swapped), in_order=True)
+        assert replica(tablet).apply(records, in_order=True) == len(events) + 1  # + the contact
+        assert dump(tablet) == dump(b)
+        assert tablet.digest() == b.digest() == tablet.recompute_digest()
+    finally:
+        for node in (a, b, tablet):
+            node.close()

@@ -39,6 +39,7 @@ from pixie.protocol.syncwire import (
     MAX_MESSAGE_BYTES,
     MAX_NEED,
     MAX_RECORDS,
+    MAX_SEQ,
     MAX_SHORT_CHARS,
     MAX_TAGS,
     MAX_TEXT_CHARS,
@@ -224,25 +225,41 @@ def _batch_tree() -> Any:
 
 
 # Paths into a Batch tree: [code, session, number, last, [contacts, events, notes]].
-EVENT = (4, 1, 0)
 NOTE = (4, 2, 0)
 SEALED = (4, 2, 1)
 CONTACT = (4, 0, 0)
+# The events are columns (see syncwire.EventColumns); the sample has two.
+EVENTS = (4, 1)
+(
+    IDS,
+    ORIGINS,
+    ORIGIN_OF,
+    SEQS,
+    KINDS,
+    KIND_OF,
+    ATS,
+    CONTACTS,
+    CONTACT_OF,
+    THREADS,
+    THREAD_OF,
+    SOURCES,
+    FROM_ME,
+    TEXTS,
+) = range(14)
+
+
+def _col(*path: int) -> tuple[int, ...]:
+    return (*EVENTS, *path)
 
 
 @pytest.mark.parametrize(
     ("path", "value", "match"),
     [
-        ((*EVENT, 9), "x" * (MAX_TEXT_CHARS + 1), "event text"),
-        ((*EVENT, 6), "t" * (MAX_SHORT_CHARS + 1), "thread"),
-        ((*EVENT, 3), "k" * 25, "event kind"),
-        # At SQLite's top, this replica's next append would overflow.
-        ((*EVENT, 2), (1 << 63) - 1, "seq"),
         ((*NOTE, 6, 3), "b" * (MAX_BODY_CHARS + 1), "body"),
         ((*NOTE, 6, 2), "t" * (MAX_SHORT_CHARS + 1), "title"),
         ((*NOTE, 6, 5), ["tag"] * (MAX_TAGS + 1), "tags"),
         ((*NOTE, 6, 1), "i" * (MAX_SHORT_CHARS + 1), "identity key"),
-        ((*SEALED, 8), b"c" * (MAX_CIPHERTEXT + 1), "malformed"),
+        ((*SEALED, 8), b"c" * (MAX_CIPHERTEXT + 1), "ciphertext"),
         ((*SEALED, 7), b"n" * 13, "nonce"),
         ((*CONTACT, 1), "n" * (MAX_SHORT_CHARS + 1), "contact name"),
         ((*CONTACT, 2), ["a"] * 65, "aliases"),
@@ -253,7 +270,6 @@ CONTACT = (4, 0, 0)
         ((2,), -1, "batch number"),
         ((2,), True, "batch number"),
         ((0,), 99, "unknown sync message type"),
-        ((4, 1), [[]] * 2, "event"),
     ],
 )
 def test_oversized_or_malformed_fields_are_refused(
@@ -262,9 +278,89 @@ def test_oversized_or_malformed_fields_are_refused(
     _refused(_replace(_batch_tree(), path, value), match)
 
 
+EVENT_CASES: list[tuple[str, tuple[int, ...], Any, str]] = [
+    # Every bound of a single event's fields, on one item of its column.
+    ("text too long", _col(TEXTS, 0), "x" * (MAX_TEXT_CHARS + 1), "event text"),
+    ("thread too long", _col(THREADS, 0), "t" * (MAX_SHORT_CHARS + 1), "thread"),
+    ("source too long", _col(SOURCES, 1), "s" * (MAX_SHORT_CHARS + 1), "source"),
+    ("kind too long", _col(KINDS, 0), "k" * 25, "event kind"),
+    ("origin too long", _col(ORIGINS, 0), "a" * 65, "origin"),
+    ("origin not lowercase hex", _col(ORIGINS, 0), "A1B2", "origin"),
+    # At SQLite's top, this replica's next append would overflow.
+    ("seq at the top", _col(SEQS, 0), (1 << 63) - 1, "seq"),
+    ("seq above MAX_SEQ", _col(SEQS, 1), MAX_SEQ + 1, "seq"),
+    ("seq zero", _col(SEQS, 0), 0, "seq"),
+    ("time out of range", _col(ATS, 1), (1 << 62) + 1, "event time"),
+    ("time far negative", _col(ATS, 0), -(1 << 62) - 1, "event time"),
+    # Wrong types, in a plain column and in a table.
+    ("seq a float", _col(SEQS, 1), 2.0, "seq"),
+    ("seq a boolean", _col(SEQS, 1), True, "seq"),
+    ("time as text", _col(ATS, 0), "5", "event time"),
+    ("text missing", _col(TEXTS, 1), None, "event text"),
+    ("text as bytes", _col(TEXTS, 1), b"x", "event text"),
+    ("from_me an integer", _col(FROM_ME, 0), 1, "from_me"),
+    ("source an integer", _col(SOURCES, 0), 7, "source"),
+    ("thread as bytes", _col(THREADS, 0), b"t1", "thread"),
+    ("kind missing", _col(KINDS, 1), None, "event kind"),
+    ("origin missing", _col(ORIGINS, 0), None, "origin"),
+    ("contact id as hex text", _col(CONTACTS, 1), "ef" * 16, "contact id"),
+    ("contact id short", _col(CONTACTS, 1), b"\xef" * 15, "contact id"),
+    ("ids not bytes", _col(IDS), "ids", "event ids"),
+    ("texts not a list", _col(TEXTS), "hi", "event text"),
+    ("events not a list", EVENTS, b"events", "events"),
+    ("a column missing", EVENTS, [b""] + [[]] * 12, "events"),
+    # Columns of the wrong length: every column has one item per id.
+    ("a text too few", _col(TEXTS), ["hi"], "event text"),
+    ("a seq too many", _col(SEQS), [1, 2, 3], "seq"),
+    ("no from_me", _col(FROM_ME), [], "from_me"),
+    ("a kind index too few", _col(KIND_OF), [0], "event kind index"),
+    ("an id too few", _col(IDS), bytes(16), "one per event"),
+    ("ids not in 16s", _col(IDS), bytes(31), "16 bytes each"),
+    # Tables: every index names an entry, every entry is used, none twice.
+    ("origin index past the table", _col(ORIGIN_OF, 1), 1, "origin index"),
+    ("origin index negative", _col(ORIGIN_OF, 0), -1, "origin index"),
+    ("contact index past the table", _col(CONTACT_OF, 1), 5, "contact id index"),
+    ("thread index a boolean", _col(THREAD_OF, 0), True, "thread index"),
+    ("thread index a float", _col(THREAD_OF, 1), 1.0, "thread index"),
+    ("a kind entry unused", _col(KIND_OF), [1, 1], "event kind index"),
+    ("a thread entry unused", _col(THREADS), ["t1", None, "t9"], "thread index"),
+    ("a kind entry twice", _col(KINDS), ["message", "message"], "twice"),
+    ("a contact entry twice", _col(CONTACTS), [None, None], "twice"),
+    ("origin table not a list", _col(ORIGINS), "a1b2", "origin table"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [case[1:] for case in EVENT_CASES],
+    ids=[case[0] for case in EVENT_CASES],
+)
+def test_bad_event_columns_are_refused(path: tuple[int, ...], value: Any, match: str) -> None:
+    tree = _batch_tree()
+    _decodes_or_refuses(msgpack.packb(tree, use_bin_type=True))  # the sample itself is fine
+    _refused(_replace(tree, path, value), match)
+
+
+def test_an_event_id_twice_in_one_batch_is_refused() -> None:
+    tree = _batch_tree()
+    ids = tree[4][1][IDS]
+    _refused(_replace(tree, _col(IDS), ids[:16] * 2), "twice")
+
+
 def test_too_many_records_are_refused() -> None:
-    # Refused before any item is looked at (msgpack's own array bound).
+    # Refused before any item is looked at (msgpack's own array and binary bounds).
     _refused(_replace(_batch_tree(), (4, 1), [None] * (MAX_RECORDS + 1)), "malformed|events")
+    _refused(_replace(_batch_tree(), _col(SEQS), [1] * (MAX_RECORDS + 1)), "malformed")
+    _refused(_replace(_batch_tree(), _col(IDS), bytes(16 * (MAX_RECORDS + 1))), "malformed")
+
+
+def test_a_batch_of_the_most_events_a_message_takes_round_trips() -> None:
+    events = tuple(
+        LogEvent(str(uuid.UUID(int=i)), "a1b2", i + 1, "message", i, None, None, None, None, "")
+        for i in range(MAX_RECORDS)
+    )
+    batch = Batch(SESSION, 0, False, Records(events=events))
+    assert decode(encode(batch)) == batch
 
 
 def test_too_many_needed_keys_are_refused() -> None:
@@ -426,6 +522,31 @@ def _unknown_event_kind(good: Records, a: Node) -> Records:
     return dataclasses.replace(good, events=(*good.events[:-1], bad))
 
 
+def _last_event_with(good: Records, **fields: Any) -> Records:
+    bad = dataclasses.replace(good.events[-1], **fields)
+    return dataclasses.replace(good, events=(*good.events[:-1], bad))
+
+
+def _blank_event_text(good: Records, a: Node) -> Records:
+    return _last_event_with(good, text=" \n ")
+
+
+def _event_text_with_a_nul(good: Records, a: Node) -> Records:
+    return _last_event_with(good, text="a\x00b")
+
+
+def _thread_with_a_line_break(good: Records, a: Node) -> Records:
+    return _last_event_with(good, thread="t\n1")
+
+
+def _empty_source(good: Records, a: Node) -> Records:
+    return _last_event_with(good, source=" ")
+
+
+def _source_with_a_nul(good: Records, a: Node) -> Records:
+    return _last_event_with(good, source="s\x00")
+
+
 def _note_changing_zone(good: Records, a: Node) -> Records:
     # The person note b already holds, sent again as if it were sealed.
     clear = next(n for n in good.notes if n.clear is not None and n.clear.kind == "person")
@@ -461,6 +582,11 @@ LIES: list[tuple[Lie, str]] = [
     (_stamp_from_the_future, "ahead"),
     (_contact_not_matching_its_name, "does not match its name"),
     (_unknown_event_kind, "unknown kind"),
+    (_blank_event_text, "text is empty"),
+    (_event_text_with_a_nul, "NUL"),
+    (_thread_with_a_line_break, "thread must be one line"),
+    (_empty_source, "source must be a non-empty string"),
+    (_source_with_a_nul, "source must be one line"),
     (_note_changing_zone, "changed zone"),
     (_two_notes_sharing_a_stamp, "share one stamp"),
 ]
