@@ -26,7 +26,9 @@ nothing behind.
 
 from __future__ import annotations
 
+import enum
 import json
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeAlias
 
@@ -53,6 +55,7 @@ from . import statedigest
 from .contacts import Contact, ContactAlias, clean_name, contact_id_for, name_key
 from .db import Database
 from .errors import BadInput
+from .holdings import Holding, release_later
 from .memlog import (
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
@@ -76,6 +79,7 @@ from .notes import (
     tags_json,
 )
 
+log = logging.getLogger("pixie.sync")
 # A batch is cut once its records reach about this many encoded bytes; with one
 # maximal record on top it stays under syncwire.MAX_MESSAGE_BYTES.
 BATCH_BYTES = 480 * 1024
@@ -128,7 +132,7 @@ def _size(record: NoteVersion | ContactEntry) -> int:
     return (
         _NOTE_FIXED
         + len(record.stamp)
-        + len(c.body.encode())
+        + _utf8(c.body)
         + _utf8(c.title)
         + _utf8(c.identity_key)
         + _utf8(c.source_ref)
@@ -251,9 +255,8 @@ def _wire_note(row: Note) -> NoteVersion:
             nonce=row.nonce,
             ciphertext=row.ciphertext,
         )
-    if row.body is None:
-        # Offloaded bodies are issue-level future work; refuse rather than send a hole.
-        raise ProtocolError(f"note {row.id} has no resident body to send")
+    # An offloaded note goes without its body (None): residency is not part of
+    # a version, and its holder (normally the receiver) holds the same bytes.
     clear = ClearFields(
         kind=row.kind or "",
         identity_key=row.identity_key,
@@ -536,8 +539,17 @@ class NodeReplica:
             held.update((r.id, r) for r in session.scalars(select(Note).where(Note.id.in_(chunk))))
         added: list[bytes] = []
         removed: list[bytes] = []
+        seen: list[str] = []
         for version in notes:
             row = held.get(version.id)
+            body = _resident_body(session, version, row)
+            if body is _NOWHERE:
+                # A body parked with a holder this replica is not (and not held
+                # here): nothing to store it with. The version stays missing and
+                # the digests say so; the sibling that holds the body can send it.
+                log.warning("note %s arrived without its body; not applied", version.id)
+                continue
+            seen.append(version.stamp)
             if row is not None:
                 if (row.zone == Zone.SEALED.value) != version.sealed:
                     raise ProtocolError(f"note {version.id} changed zone")
@@ -550,16 +562,16 @@ class NodeReplica:
                 if theirs < mine:
                     continue
                 removed.append(statedigest.note_version(row))
-                _fill(row, version)
+                _fill(session, row, version, body)
             else:
                 row = Note(id=version.id)
-                _fill(row, version)
+                _fill(session, row, version, body)
                 session.add(row)
                 held[version.id] = row
             added.append(statedigest.note_version(row))
         session.flush()
         statedigest.update(session, add=added, remove=removed)
-        record_marks(session, [n.stamp for n in notes])
+        record_marks(session, seen)
         return len(added)
 
 
@@ -618,15 +630,51 @@ def _checked_note(n: NoteVersion) -> NoteVersion:
             raise BadInput(f"unknown note kind {n.clear.kind!r:.40}") from None
         if clean_tags(list(n.clear.tags)) != n.clear.tags:
             raise BadInput("note tags are not in their stored form")
-        if content_hash(n.clear.body) != n.content_hash:
+        if n.clear.body is not None and content_hash(n.clear.body) != n.content_hash:
             raise BadInput(f"note {n.id}: the body does not match its content hash")
     elif sealed_hash(n.nonce or b"", n.ciphertext or b"") != n.content_hash:
         raise BadInput(f"sealed note {n.id}: the ciphertext does not match its hash")
     return n
 
 
-def _fill(row: Note, v: NoteVersion) -> None:
+class _Body(enum.Enum):
+    NOWHERE = "no body to be had for this version"
+    PARKED = "the row's own parked body is this version's"
+
+
+_NOWHERE, _KEEP_PARKED = _Body.NOWHERE, _Body.PARKED
+
+
+def _resident_body(session: Session, v: NoteVersion, row: Note | None) -> str | _Body | None:
+    """The body to store for version ``v`` (None for a sealed note), or one of
+    the two markers above. A version that came without its body takes the one
+    this replica already has under the same hash."""
+    if v.clear is None:
+        return None
+    if v.clear.body is not None:
+        return v.clear.body
+    if row is not None and row.content_hash == v.content_hash:
+        if row.body is not None:
+            return row.body
+        if row.holder is not None:
+            return _KEEP_PARKED
+    held = session.scalar(
+        select(Holding.body).where(Holding.note_id == v.id, Holding.content_hash == v.content_hash)
+    )
+    if held is not None:
+        body = bytes(held).decode("utf-8", errors="replace")
+        if content_hash(body) == v.content_hash:
+            return body
+    return _NOWHERE
+
+
+def _fill(session: Session, row: Note, v: NoteVersion, body: str | _Body | None) -> None:
     stamp = Stamp.decode(v.stamp)
+    if v.clear is not None and body is not _KEEP_PARKED and row.holder is not None:
+        # A newer version with a body of its own makes the note resident here;
+        # the holding the row pointed at is released on this device's word.
+        release_later(session, row.id, row.content_hash, row.holder)
+        row.holder = None
     row.updated_at = v.stamp
     row.content_hash = v.content_hash
     row.user_edited = v.user_edited
@@ -637,7 +685,9 @@ def _fill(row: Note, v: NoteVersion) -> None:
         return
     c = v.clear
     row.zone = Zone.CLEAR.value
-    row.kind, row.identity_key, row.title, row.body = c.kind, c.identity_key, c.title, c.body
+    row.kind, row.identity_key, row.title = c.kind, c.identity_key, c.title
+    if not isinstance(body, _Body):
+        row.body = body
     row.contact_id, row.tags, row.source_ref = c.contact_id, tags_json(c.tags), c.source_ref
     row.about_date, row.created_at = c.about_date, c.created_at
     row.updated_wall = stamp.wall_ms * 1000

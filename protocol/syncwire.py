@@ -79,7 +79,10 @@ class ClearFields:
     kind: str
     identity_key: str | None
     title: str
-    body: str
+    # None: the sender's body is parked with a holder (offloaded). Where a body
+    # lives is not part of a version, so the receiver takes the body it already
+    # has under the same content hash (its own copy, or the holding it keeps).
+    body: str | None
     contact_id: str | None
     tags: tuple[str, ...]
     source_ref: str | None
@@ -631,7 +634,7 @@ def _note(f: Any) -> NoteVersion:
             kind=_text(c[0], "note kind", MAX_KIND_CHARS),
             identity_key=_opt_text(c[1], "identity key", MAX_SHORT_CHARS),
             title=_text(c[2], "title", MAX_SHORT_CHARS),
-            body=_text(c[3], "body", MAX_BODY_CHARS),
+            body=None if c[3] is None else _text(c[3], "body", MAX_BODY_CHARS),
             contact_id=_opt_hex16(c[4], "contact id"),
             tags=tags,
             source_ref=_opt_text(c[6], "source ref", MAX_SHORT_CHARS),
