@@ -151,8 +151,8 @@ def test_missing_key_and_tampered_ciphertext_fail_clearly(data_dir: Path, tmp_pa
     # tamper with the ciphertext: the nudge pass refuses it, in one line
     con = sqlite3.connect(data_dir / "pixie.db")
     con.execute(
-        "UPDATE note SET ciphertext = CAST(x'00' || substr(ciphertext, 2) AS BLOB)"
-        " WHERE zone = 'sealed'"
+        "UPDATE note SET ciphertext = CAST((CASE WHEN substr(ciphertext, 1, 1) = x'00'"
+        " THEN x'01' ELSE x'00' END) || substr(ciphertext, 2) AS BLOB) WHERE zone = 'sealed'"
     )
     con.commit()
     con.close()
