@@ -193,3 +193,57 @@ def test_bad_fault_specs_stop_the_homebase_at_start(tmp_path: Path) -> None:
     out = pixie(phone, "run", "--relay", "127.0.0.1:9", "--faults", "refuse=1")
     assert out.returncode == 2 and "Homebase" in out.stderr
     assert os.path.isdir(mac)
+
+
+async def start_faulty_relay(tmp: Path, spec: str) -> tuple[trio.Process, int]:
+    port_file = tmp / "faulty.port"
+    port_file.unlink(missing_ok=True)
+    log = (tmp / "faulty-relay.log").open("ab")
+    process = await trio.lowlevel.open_process(
+        [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--port-file", str(port_file),
+         "--faults", spec, "--fault-seed", "3"],
+        stderr=log,
+    )  # fmt: skip
+    with trio.fail_after(30):
+        while not port_file.exists():
+            assert process.returncode is None
+            await trio.sleep(0.02)
+    return process, int(port_file.read_text())
+
+
+async def test_offload_through_a_misbehaving_relay(setup: Setup) -> None:
+    """Duplicated, reordered and delayed envelopes change no outcome; dropped
+    ones time out with the body still here."""
+    await stop(setup.relay)
+    note_id = setup.note("Relay faults")
+    relay, port = await start_faulty_relay(setup.tmp, "duplicate=1")
+    where = f"127.0.0.1:{port}"
+    daemon = await setup.homebase("--relay", where)
+    try:
+        out = setup.run("offload", note_id, "--json", "--relay", where, "--timeout", "10")
+        assert json.loads(out.stdout)["cleared"] is True, out.stdout + out.stderr
+        fetched = setup.run("fetch", note_id, "--relay", where, "--timeout", "10")
+        assert (fetched.returncode, fetched.stdout.strip()) == (0, BODY)
+    finally:
+        assert await stop(daemon) == 0
+        await stop(relay)
+    relay, port = await start_faulty_relay(setup.tmp, "drop=1")
+    where = f"127.0.0.1:{port}"
+    daemon = await setup.homebase("--relay", where)
+    try:
+        out = setup.run("recall", note_id, "--relay", where, "--timeout", "2")
+        assert out.returncode == 2 and "timeout" in out.stderr
+        assert setup.body(note_id) is None  # still parked, still readable from the holder
+    finally:
+        assert await stop(daemon) == 0
+        await stop(relay)
+    relay, port = await start_faulty_relay(setup.tmp, "reorder=1,delay=0.5@0.2")
+    where = f"127.0.0.1:{port}"
+    daemon = await setup.homebase("--relay", where)
+    try:
+        out = setup.run("recall", note_id, "--relay", where, "--timeout", "10")
+        assert out.returncode == 0, out.stderr
+        assert setup.body(note_id) == BODY
+    finally:
+        assert await stop(daemon) == 0
+        await stop(relay)
