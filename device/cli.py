@@ -25,6 +25,7 @@ from pixie.protocol.timestamps import format_time, now_us, parse_time
 from . import config, daemon, display, offload, pairing
 from .contacts import clean_name
 from .datadir import ROLES, DataDir, resolve_data_dir
+from .distill import NotetakingService
 from .errors import BadInput, NotFound
 from .eventfile import read_events
 from .huddle import nudges, read_huddle_file, record_huddle
@@ -198,6 +199,34 @@ def cmd_run(args: argparse.Namespace) -> int:
             flush=True,
         )
         trio.run(lambda: daemon.run_until_signal(node, relay, interval=interval, services=services))
+    return 0
+
+
+# -- distillation ---------------------------------------------------------------------
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    if args.offline and args.url is not None:
+        raise BadInput("--offline and --url contradict each other: give one of them")
+    flags = {"llm_url": args.url, "llm_model": args.model, "llm_timeout": args.timeout}
+    with open_node(args) as node:
+        service = NotetakingService.for_node(node, flags, offline_only=args.offline)
+
+        def show(done: int, total: int) -> None:
+            display.progress(done, total, "sources looked at:")
+
+        report = trio.run(lambda: service.run_pass(everything=args.all, progress=show))
+    if args.json:
+        emit_json(report.as_json())
+    else:
+        print(report.render())
+    if report.failed:
+        print(
+            f"pixie: error: {report.failed} source{'s' if report.failed != 1 else ''} could not "
+            "be distilled; the next pass tries again",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -736,6 +765,25 @@ def add_commands(
     )
     p.add_argument("--fault-seed", type=int, metavar="N", help="seed the fault dice")
     p.set_defaults(func=cmd_run, services=services)
+
+    p = sub.add_parser(
+        "distill", parents=[common], help="distil new conversations, posts and calls into notes"
+    )
+    p.add_argument(
+        "--url", metavar="URL", help="an OpenAI-compatible API base (overrides [llm] url)"
+    )
+    p.add_argument("--model", metavar="NAME", help="the model to ask (overrides [llm] model)")
+    p.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="deadline per model answer (default 60)"
+    )
+    p.add_argument(
+        "--offline", action="store_true", help="use the built-in distiller only, whatever is set"
+    )
+    p.add_argument(
+        "--all", action="store_true", help="redo every source, not only those with new material"
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_distill)
 
     def offload_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")

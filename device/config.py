@@ -16,7 +16,16 @@ from .errors import BadInput
 # setting -> (TOML table, key, environment variable)
 SETTINGS: dict[str, tuple[str, str, str]] = {
     "relay": ("relay", "address", "PIXIE_RELAY"),
+    "llm_url": ("llm", "url", "PIXIE_LLM_URL"),
+    "llm_model": ("llm", "model", "PIXIE_LLM_MODEL"),
+    "llm_timeout": ("llm", "timeout", "PIXIE_LLM_TIMEOUT"),
 }
+
+# The model endpoint's API key is read from this variable and nowhere else: a
+# data dir is synced, backed up and copied around, so a key written into its
+# config file would travel with it.
+LLM_API_KEY_ENV = "PIXIE_LLM_API_KEY"
+LLM_KEYS = frozenset(key for table, key, _ in SETTINGS.values() if table == "llm")
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -45,3 +54,34 @@ def effective(path: Path, flags: dict[str, Any] | None = None) -> dict[str, Any]
         if flags and flags.get(name) is not None:
             out[name] = flags[name]
     return out
+
+
+def llm(path: Path, flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The [llm] settings in force (``llm_url``, ``llm_model``, ``llm_timeout``),
+    after refusing an [llm] table that could not be meant as written."""
+    _check_llm_table(path, load(path))
+    return {k: v for k, v in effective(path, flags).items() if k.startswith("llm_")}
+
+
+def llm_api_key() -> str | None:
+    """The model endpoint's API key, from the environment only."""
+    return os.environ.get(LLM_API_KEY_ENV) or None
+
+
+def _check_llm_table(path: Path, data: dict[str, Any]) -> None:
+    """Refuse an [llm] table that is not a table, names a key we do not know
+    (a typo would otherwise be silently ignored), or holds a secret."""
+    section = data.get("llm")
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise BadInput(f"{path}: [llm] must be a table")
+    for key in section:
+        if any(word in key.casefold() for word in ("key", "token", "secret", "password")):
+            raise BadInput(
+                f"{path}: [llm] {key} looks like a secret; secrets never go in the config "
+                f"file (set {LLM_API_KEY_ENV} in the environment instead)"
+            )
+        if key not in LLM_KEYS:
+            known = ", ".join(sorted(LLM_KEYS))
+            raise BadInput(f"{path}: unknown setting [llm] {key} (known: {known})")

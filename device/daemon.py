@@ -6,6 +6,9 @@ timer. When the relay goes away it reconnects with capped exponential backoff
 (with jitter, so a relay restart is not met by every peer at once). SIGINT and
 SIGTERM stop it cleanly: the running batch commits or rolls back, and the
 connection closes.
+
+On a device it also distils, opportunistically: a pass whenever the log has
+new material, looked for every DISTILL_EVERY seconds, relay or no relay.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import logging
 import random
 import signal
 from collections.abc import Sequence
+from functools import partial
 
 import trio
 
 from pixie.protocol.identity import fingerprint
 
+from .distill import NotetakingService
+from .errors import DeviceError
 from .node import Node
 from .peers import PeerLink
 from .relayclient import RelayAddress, RelayClient, RelayUnavailable
@@ -31,6 +37,7 @@ SYNC_INTERVAL = 60.0  # seconds between sessions when nothing changes
 CHANGE_POLL = 1.0  # how often the digest is looked at for local changes
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
+DISTILL_EVERY = 60.0  # seconds between looks for new material to distil (device only)
 
 
 async def sync_once(
@@ -65,9 +72,54 @@ async def run_peer(
     change_poll: float = CHANGE_POLL,
     idle_timeout: float | None = None,
     services: Sequence[PeerService] = (),
+    distill: NotetakingService | None = None,
+    distill_every: float = DISTILL_EVERY,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Stay connected and in sync until cancelled."""
+    """Stay connected and in sync until cancelled; on a device given a
+    ``distill`` service, distil new material meanwhile."""
+    stay = partial(
+        _stay_connected,
+        node,
+        relay,
+        interval=interval,
+        change_poll=change_poll,
+        idle_timeout=idle_timeout,
+        services=services,
+        task_status=task_status,
+    )
+    if distill is None or node.role != "device":
+        await stay()
+        return
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_distill_loop, distill, distill_every)
+        await stay()
+
+
+async def _distill_loop(service: NotetakingService, every: float) -> None:
+    """A pass now, then whenever the log has gained material. A failed pass is
+    logged and tried again later; it never stops the daemon."""
+    while True:
+        try:
+            if await trio.to_thread.run_sync(service.has_new_material, limiter=service.lane):
+                report = await service.run_pass()
+                if report.sources or report.failed:
+                    log.info("distillation: %s", report.render())
+        except DeviceError as exc:
+            log.warning("distillation pass failed: %s", exc)
+        await trio.sleep(every)
+
+
+async def _stay_connected(
+    node: Node,
+    relay: RelayAddress,
+    *,
+    interval: float,
+    change_poll: float,
+    idle_timeout: float | None,
+    services: Sequence[PeerService],
+    task_status: trio.TaskStatus[None],
+) -> None:
     identity = await trio.to_thread.run_sync(node.identity)
     backoff = BACKOFF_FIRST
     started = False
@@ -137,9 +189,20 @@ async def run_until_signal(
     node: Node, relay: RelayAddress, *, interval: float, services: Sequence[PeerService] = ()
 ) -> None:
     """`run_peer` until SIGINT or SIGTERM."""
+    # Built first, so that bad [llm] settings stop `pixie run` with one clear
+    # line before anything starts.
+    distill = NotetakingService.for_node(node) if node.role == "device" else None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(lambda: run_peer(node, relay, interval=interval, services=services))
+            nursery.start_soon(
+                lambda: run_peer(
+                    node,
+                    relay,
+                    interval=interval,
+                    services=services,
+                    distill=distill,
+                )
+            )
             async for signum in signals:
                 log.info("stopping on %s", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()

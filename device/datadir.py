@@ -19,6 +19,7 @@ from pixie.protocol.identity import new_identity
 from pixie.protocol.timestamps import now_us
 
 from .db import SCHEMA_VERSION, Database, Meta
+from .distill import DistillMark  # noqa: F401  (its table is created here too)
 from .errors import BadInput, DataDirError
 from .holdings import Holding  # noqa: F401  (its tables are created here too)
 from .keystore import KeyStore, open_key_store

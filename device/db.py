@@ -22,7 +22,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from .errors import DataDirError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 # Page cache per connection, a ceiling rather than an allocation. SQLite's
 # default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that

@@ -180,6 +180,24 @@ class NotebookStore:
         with self._db.writing() as session:
             return [self._upsert_in(session, *c) for c in cleaned]
 
+    def upsert_with(
+        self,
+        build: Callable[[Session], Sequence[Distilled]],
+        then: Callable[[Session, Sequence[UpsertResult]], None],
+    ) -> list[UpsertResult]:
+        """`upsert_many` for the items ``build`` makes from what is stored, read
+        in the same transaction, with ``then`` run before it commits.
+
+        Distillation needs both: the about_you merge starts from the stored
+        note (read under the write lock, so no concurrent write is lost), and a
+        source's watermark must commit together with the notes derived from it.
+        """
+        with self._db.writing() as session:
+            cleaned = [self._clean_distilled(item) for item in build(session)]
+            results = [self._upsert_in(session, *c) for c in cleaned]
+            then(session, results)
+            return results
+
     @staticmethod
     def _clean_distilled(
         item: Distilled,
