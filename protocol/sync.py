@@ -223,6 +223,9 @@ class SyncSession:
             return
         match (self.phase, message):
             case (Phase.IDLE, Hello(reply=False)) if not self.opener:
+                # Both sides count the exchanges they take part in, so a
+                # responder's report reads like its opener's.
+                self.stats.round_trips += 1
                 self._on_hello(message)
             case (Phase.HELLO_SENT, Hello(reply=True)):
                 self.stats.round_trips += 1
@@ -234,12 +237,10 @@ class SyncSession:
                     raise ProtocolError(f"an Ack for batch {message.number}, never sent")
                 self._acked = max(self._acked, message.number + 1)
             case (Phase.STREAMING | Phase.REPAIRING, Check()):
-                if self.opener:
-                    self.stats.round_trips += 1
+                self.stats.round_trips += 1
                 self._on_check(message)
             case (Phase.REPAIRING, Repair()):
-                if self.opener:
-                    self.stats.round_trips += 1
+                self.stats.round_trips += 1
                 self._on_repair(message)
             case _:
                 raise ProtocolError(
