@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from .distill import NotetakingService
 from .errors import BadInput, NotFound
 from .eventfile import read_events
 from .huddle import nudges, read_huddle_file, record_huddle
+from .logs import configure_logging
 from .memlog import NewEvent, check_ref, check_text, parse_kind
 from .node import Node
 from .notes import NoteKind, Zone
@@ -188,17 +188,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.faults and not services:
             raise BadInput("--faults applies to a Homebase's `pixie run`; this peer is a device")
         _, relay = _siblings_and_relay(args, node)
-        logging.basicConfig(
-            level=logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
+        configure_logging(json_lines=args.json_logs)
         print(
             f"pixie run: {node.role} {fingerprint(node.public_key())} via {relay}",
             file=sys.stderr,
             flush=True,
         )
         trio.run(lambda: daemon.run_until_signal(node, relay, interval=interval, services=services))
+    return 0
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        settings = config.describe(node.data.config_path)
+        siblings = node.siblings.all()
+    relay = settings[0]
+    if relay["value"] is None and siblings:
+        relay["value"], relay["source"] = siblings[0].relay, "pairing"
+    if args.json:
+        emit_json({s["name"]: {"value": s["value"], "source": s["source"]} for s in settings})
+    else:
+        for s in settings:
+            value = "-" if s["value"] is None else s["value"]
+            print(f"{s['name']} = {value}  ({s['source']})")
     return 0
 
 
@@ -619,6 +631,14 @@ def add_commands(
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
+    cfg = sub.add_parser("config", parents=[common], help="the settings in force")
+    cfgsub = cfg.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    p = cfgsub.add_parser(
+        "show", parents=[common], help="each setting, its value and where it came from"
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_config_show)
+
     p = sub.add_parser("init", parents=[common], help="create a data dir for this peer")
     p.add_argument("--name", help="a name for this peer (shown to its siblings)")
     p.add_argument("--role", choices=ROLES, default="device", help="device (default) or homebase")
@@ -764,6 +784,7 @@ def add_commands(
         help="Homebase only: inject holder faults, e.g. 'refuse=0.5,ack-delay=1@2' (see README)",
     )
     p.add_argument("--fault-seed", type=int, metavar="N", help="seed the fault dice")
+    p.add_argument("--json-logs", action="store_true", help="log JSON Lines instead of text")
     p.set_defaults(func=cmd_run, services=services)
 
     p = sub.add_parser(

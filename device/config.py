@@ -85,3 +85,30 @@ def _check_llm_table(path: Path, data: dict[str, Any]) -> None:
         if key not in LLM_KEYS:
             known = ", ".join(sorted(LLM_KEYS))
             raise BadInput(f"{path}: unknown setting [llm] {key} (known: {known})")
+
+
+def describe(path: Path, flags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every setting in force and where it came from (flag, environment, file or
+    unset), for `pixie config show`. The API key is reported as set or not,
+    never shown."""
+    data = load(path)
+    out: list[dict[str, Any]] = []
+    for name, (table, key, env) in SETTINGS.items():
+        value: Any = None
+        source = "unset"
+        section = data.get(table, {})
+        if isinstance(section, dict) and key in section:
+            value, source = section[key], f"{path.name} [{table}] {key}"
+        if os.environ.get(env):
+            value, source = os.environ[env], env
+        if flags and flags.get(name) is not None:
+            value, source = flags[name], "flag"
+        out.append({"name": name, "value": value, "source": source})
+    out.append(
+        {
+            "name": "llm_api_key",
+            "value": "(set)" if llm_api_key() else None,
+            "source": LLM_API_KEY_ENV if llm_api_key() else "unset",
+        }
+    )
+    return out
