@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +20,10 @@ import trio
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.ids import parse_id
+from pixie.protocol.offload import Outcome
 from pixie.protocol.timestamps import format_time, now_us, parse_time
 
-from . import config, daemon, display, offload, pairing
+from . import config, control, daemon, display, offload, pairing
 from .contacts import clean_name
 from .datadir import ROLES, DataDir, resolve_data_dir
 from .distill import NotetakingService
@@ -34,7 +36,7 @@ from .node import Node
 from .notes import NoteKind, Zone
 from .relayclient import RelayAddress, RelayUnavailable
 from .siblings import SiblingInfo
-from .syncdriver import PeerService, last_syncs
+from .syncdriver import PeerService, SyncReport, last_syncs
 from .tools import MAX_DAYS_BACK, CheckNotebookTool
 
 
@@ -161,7 +163,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
     timeout = _positive(args.timeout, "--timeout")
     with open_node(args) as node:
         siblings, relay = _siblings_and_relay(args, node)
-        reports = trio.run(lambda: daemon.sync_once(node, relay, siblings, idle_timeout=timeout))
+        via = _via_daemon(args, node, "sync", {}, timeout * 4)
+        if via is not None:
+            reports = [SyncReport(**r) for r in via]
+        else:
+            reports = trio.run(
+                lambda: daemon.sync_once(node, relay, siblings, idle_timeout=timeout)
+            )
         digest = node.digest().digest().hex()
     failed = [r for r in reports if r.outcome == "failed"]
     if args.json:
@@ -189,10 +197,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise BadInput("--faults applies to a Homebase's `pixie run`; this peer is a device")
         _, relay = _siblings_and_relay(args, node)
         configure_logging(json_lines=args.json_logs)
-        print(
-            f"pixie run: {node.role} {fingerprint(node.public_key())} via {relay}",
-            file=sys.stderr,
-            flush=True,
+        logging.getLogger("pixie.run").info(
+            "pixie run: %s %s via %s", node.role, fingerprint(node.public_key()), relay
         )
         trio.run(lambda: daemon.run_until_signal(node, relay, interval=interval, services=services))
     return 0
@@ -250,6 +256,28 @@ def _offload_relay(args: argparse.Namespace, node: Node) -> RelayAddress:
     return relay
 
 
+def _via_daemon(
+    args: argparse.Namespace, node: Node, op: str, op_args: dict[str, Any], timeout: float
+) -> Any | None:
+    """The result of ``op`` run by the `pixie run` serving this data dir over its
+    own relay connection, or None when no daemon runs here (or `--relay` asks
+    for another relay than the daemon's)."""
+    if getattr(args, "relay", None):
+        return None
+    return control.call(node.data.path, op, op_args, timeout + 5)
+
+
+def _report_from(data: dict[str, Any]) -> offload.OffloadReport:
+    return offload.OffloadReport(
+        note_id=str(data["note_id"]),
+        outcome=Outcome(data["outcome"]),
+        detail=str(data["detail"]),
+        cleared=bool(data["cleared"]),
+        bytes=int(data["bytes"]),
+        holder=data["holder"],
+    )
+
+
 def cmd_offload(args: argparse.Namespace) -> int:
     timeout = _positive(args.timeout, "--timeout")
     if (args.note_id is None) == (args.older_than is None):
@@ -271,10 +299,29 @@ def cmd_offload(args: argparse.Namespace) -> int:
             await service.release_pending()
             return reports
 
-        try:
-            reports = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
-        except RelayUnavailable as exc:
-            reports = [offload.relay_down_report(i, str(exc)) for i in ids]
+        first = (
+            _via_daemon(args, node, "offload", {"note_id": ids[0], "timeout": timeout}, timeout)
+            if ids
+            else None
+        )
+        if not ids:
+            reports = []
+        elif first is not None:
+            reports = [_report_from(first)]
+            for i, note_id in enumerate(ids[1:], 2):
+                more = {"note_id": note_id, "timeout": timeout}
+                got = _via_daemon(args, node, "offload", more, timeout)
+                reports.append(
+                    _report_from(got)
+                    if got is not None
+                    else offload.relay_down_report(note_id, "the running daemon went away")
+                )
+                display.progress(i, len(ids), "offloaded")
+        else:
+            try:
+                reports = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
+            except RelayUnavailable as exc:
+                reports = [offload.relay_down_report(i, str(exc)) for i in ids]
     if args.json:
         emit_json(reports[0].as_json() if args.note_id else [r.as_json() for r in reports])
     else:
@@ -299,7 +346,11 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         async def run(service: offload.NoteOffloadService) -> str:
             return await service.fetch(note_id)
 
-        body = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
+        via = _via_daemon(args, node, "fetch", {"note_id": note_id, "timeout": timeout}, timeout)
+        if via is not None:
+            body = str(via)
+        else:
+            body = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
     if args.json:
         emit_json({"id": note_id, "body": body, "verified": True})
     else:
@@ -316,7 +367,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
         async def run(service: offload.NoteOffloadService) -> bool:
             return await service.recall(note_id)
 
-        released = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
+        via = _via_daemon(args, node, "recall", {"note_id": note_id, "timeout": timeout}, timeout)
+        if via is not None:
+            released = bool(via)
+        else:
+            released = trio.run(lambda: offload.with_service(node, relay, run, timeout=timeout))
     if args.json:
         emit_json({"id": note_id, "recalled": True, "released": released})
     else:

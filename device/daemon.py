@@ -23,6 +23,7 @@ import trio
 
 from pixie.protocol.identity import fingerprint
 
+from .control import HolderReplies, Live, serve_control
 from .distill import NotetakingService
 from .errors import DeviceError
 from .node import Node
@@ -74,10 +75,14 @@ async def run_peer(
     services: Sequence[PeerService] = (),
     distill: NotetakingService | None = None,
     distill_every: float = DISTILL_EVERY,
+    live: Live | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Stay connected and in sync until cancelled; on a device given a
-    ``distill`` service, distil new material meanwhile."""
+    ``distill`` service, distil new material meanwhile; given ``live``, serve
+    the data dir's control socket with the current connection."""
+    if live is not None and node.role == "device":
+        services = [*services, HolderReplies(live)]
     stay = partial(
         _stay_connected,
         node,
@@ -86,14 +91,16 @@ async def run_peer(
         change_poll=change_poll,
         idle_timeout=idle_timeout,
         services=services,
+        live=live,
         task_status=task_status,
     )
-    if distill is None or node.role != "device":
-        await stay()
-        return
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_distill_loop, distill, distill_every)
+        if live is not None:
+            await nursery.start(serve_control, live)
+        if distill is not None and node.role == "device":
+            nursery.start_soon(_distill_loop, distill, distill_every)
         await stay()
+        nursery.cancel_scope.cancel()
 
 
 async def _distill_loop(service: NotetakingService, every: float) -> None:
@@ -118,6 +125,7 @@ async def _stay_connected(
     change_poll: float,
     idle_timeout: float | None,
     services: Sequence[PeerService],
+    live: Live | None,
     task_status: trio.TaskStatus[None],
 ) -> None:
     identity = await trio.to_thread.run_sync(node.identity)
@@ -142,6 +150,8 @@ async def _stay_connected(
             endpoint = SyncEndpoint(node, link, services=services)
             if idle_timeout is not None:
                 endpoint.idle_timeout = idle_timeout
+            if live is not None:
+                live.endpoint = endpoint
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_serve, endpoint, nursery.cancel_scope)
                 nursery.start_soon(_sync_loop, node, endpoint, interval, change_poll)
@@ -149,6 +159,8 @@ async def _stay_connected(
                     task_status.started()
                     started = True
         finally:
+            if live is not None:
+                live.endpoint = None
             await client.aclose()
         log.warning("lost the relay; reconnecting")
 
@@ -201,6 +213,7 @@ async def run_until_signal(
                     interval=interval,
                     services=services,
                     distill=distill,
+                    live=Live(node),
                 )
             )
             async for signum in signals:

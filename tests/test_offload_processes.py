@@ -247,3 +247,38 @@ async def test_offload_through_a_misbehaving_relay(setup: Setup) -> None:
     finally:
         assert await stop(daemon) == 0
         await stop(relay)
+
+
+async def test_commands_go_through_a_running_device_daemon(setup: Setup) -> None:
+    """With `pixie run` on the device, sync and offload commands ask it (over
+    the data dir's control socket) instead of taking its relay identity."""
+    note_id = setup.note("Daemon")
+    homebase = await setup.homebase()
+    log = (setup.tmp / "device-run.log").open("ab")
+    device = await trio.lowlevel.open_process(
+        [*PIXIE, "--data", str(setup.phone), "run", "--json-logs"], stderr=log
+    )
+    socket_path = setup.phone / "control.sock"
+    try:
+        with trio.fail_after(30):
+            while not socket_path.exists():  # the daemon listens once it is up
+                assert device.returncode is None
+                await trio.sleep(0.02)
+        synced = setup.run("sync", "--json")
+        assert synced.returncode == 0, synced.stderr
+        code, report = setup.offload(note_id, timeout=10)
+        assert (code, report["cleared"]) == (0, True), report
+        fetched = setup.run("fetch", note_id)
+        assert (fetched.returncode, fetched.stdout.strip()) == (0, BODY)
+        missing = setup.run("fetch", "01234567-89ab-8def-8123-456789abcdef")
+        assert missing.returncode == 2 and "no note" in missing.stderr
+        recalled = setup.run("recall", note_id, "--json")
+        assert recalled.returncode == 0 and json.loads(recalled.stdout)["released"] is True
+        assert setup.body(note_id) == BODY
+    finally:
+        assert await stop(device) == 0
+        assert await stop(homebase) == 0
+    assert not socket_path.exists()
+    lines = [json.loads(line) for line in (setup.tmp / "device-run.log").read_text().splitlines()]
+    assert not [x for x in lines if "lost the relay" in x["msg"]]  # nobody took its identity
+    assert BODY not in (setup.tmp / "device-run.log").read_text()
