@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.ids import parse_id
 from pixie.protocol.offload import Outcome
+from pixie.protocol.sync import SyncStats
 from pixie.protocol.timestamps import format_time, now_us, parse_time
 
 from . import config, control, daemon, display, offload, pairing
@@ -38,6 +40,10 @@ from .relayclient import RelayAddress, RelayUnavailable
 from .siblings import SiblingInfo
 from .syncdriver import PeerService, SyncReport, last_syncs
 from .tools import MAX_DAYS_BACK, CheckNotebookTool
+
+# A sync draws a progress line only when the sibling holds this many more items
+# than we do (an initial sync of a large log, not the usual handful).
+SYNC_PROGRESS_FROM = 1000
 
 
 def emit_json(obj: object) -> None:
@@ -167,9 +173,19 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if via is not None:
             reports = [SyncReport(**r) for r in via]
         else:
-            reports = trio.run(
-                lambda: daemon.sync_once(node, relay, siblings, idle_timeout=timeout)
-            )
+
+            def show(sibling: str, stats: SyncStats) -> None:
+                if stats.expected >= SYNC_PROGRESS_FROM:
+                    display.progress(stats.applied, stats.expected, f"{sibling}: records applied:")
+
+            try:
+                reports = trio.run(
+                    lambda: daemon.sync_once(
+                        node, relay, siblings, idle_timeout=timeout, progress=show
+                    )
+                )
+            finally:
+                display.end_progress()
         digest = node.digest().digest().hex()
     failed = [r for r in reports if r.outcome == "failed"]
     if args.json:
@@ -450,10 +466,17 @@ def cmd_log_import(args: argparse.Namespace) -> int:
         else:
             try:
                 with Path(args.file).open("rb") as stream:
-                    events = read_events(stream)
+                    size = os.fstat(stream.fileno()).st_size
+                    events = read_events(
+                        stream, lambda read: display.progress(read, size, "bytes read:")
+                    )
             except OSError as exc:
                 raise BadInput(f"cannot read {args.file}: {exc.strerror}") from None
-        result = node.log.append(events, now=now_us())
+        result = node.log.append(
+            events,
+            now=now_us(),
+            progress=lambda done, total: display.progress(done, total, "events written:"),
+        )
     summary = {
         "imported": len(result.ids),
         "already_present": result.skipped,

@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 import random
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import trio
 
 from pixie.protocol.identity import fingerprint
+from pixie.protocol.sync import SyncStats
 
 from .control import HolderReplies, Live, serve_control
 from .distill import NotetakingService
@@ -47,14 +48,17 @@ async def sync_once(
     siblings: Sequence[SiblingInfo],
     *,
     idle_timeout: float,
+    progress: Callable[[str, SyncStats], None] | None = None,
 ) -> list[SyncReport]:
-    """Connect, run one session with each sibling in turn, disconnect."""
+    """Connect, run one session with each sibling in turn, disconnect.
+    ``progress`` hears each session's stats as its messages arrive."""
     identity = await trio.to_thread.run_sync(node.identity)
     client = await RelayClient.connect(relay, identity)
     reports: list[SyncReport] = []
     try:
         endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
         endpoint.idle_timeout = idle_timeout
+        endpoint.on_progress = progress
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_serve, endpoint, None)
             for sibling in siblings:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -132,10 +133,36 @@ def export_markdown(view: ClearNotebook, target: Path, contact_names: dict[str, 
     return len(notes)
 
 
+PROGRESS_EVERY = 0.1  # seconds between two redraws of a progress line
+_last_drawn: dict[str, float] = {}
+
+
 def progress(done: int, total: int, what: str) -> None:
-    """A one-line progress count on a terminal's stderr; nothing when piped."""
+    """A one-line progress count on a terminal's stderr; nothing when piped.
+
+    Redrawn at most every PROGRESS_EVERY seconds (a 100,000-event import calls
+    this per thousand rows; the terminal need not see each), and always at the
+    end, which also ends the line.
+    """
     if total < 2 or not sys.stderr.isatty():
         return
-    end = "\n" if done >= total else ""
-    sys.stderr.write(f"\r{what} {done:,} of {total:,}{end}")
+    finished = done >= total
+    now = time.monotonic()
+    if not finished and now - _last_drawn.get(what, -PROGRESS_EVERY) < PROGRESS_EVERY:
+        return
+    _last_drawn[what] = now
+    percent = 100 * min(done, total) // total
+    end = "\n" if finished else ""
+    sys.stderr.write(f"\r{what} {min(done, total):,} of {total:,} ({percent}%){end}")
     sys.stderr.flush()
+    if finished:
+        _last_drawn.pop(what, None)
+
+
+def end_progress() -> None:
+    """End a progress line left short of its total (an estimate that was
+    too high, or work that failed), so what follows starts on a line of its own."""
+    if _last_drawn and sys.stderr.isatty():
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+    _last_drawn.clear()

@@ -7,7 +7,7 @@ anywhere stops the import with its line number and leaves the log untouched.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from pixie.protocol.errors import ProtocolError
@@ -54,17 +54,29 @@ def event_from_object(obj: Any) -> NewEvent:
     )
 
 
-def read_events(stream: IO[bytes]) -> list[NewEvent]:
-    return list(iter_events(stream))
+PROGRESS_LINES = 2048  # lines between two calls of a reader's progress hook
 
 
-def iter_events(stream: IO[bytes]) -> Iterator[NewEvent]:
+def read_events(stream: IO[bytes], progress: Callable[[int], None] | None = None) -> list[NewEvent]:
+    """Every event of a JSON Lines stream; ``progress`` hears the bytes read so far."""
+    return list(iter_events(stream, progress))
+
+
+def iter_events(
+    stream: IO[bytes], progress: Callable[[int], None] | None = None
+) -> Iterator[NewEvent]:
     number = 0
+    read = 0
     while True:
         raw = stream.readline(MAX_LINE_BYTES + 1)
         if not raw:
+            if progress is not None:
+                progress(read)
             return
         number += 1
+        read += len(raw)
+        if progress is not None and number % PROGRESS_LINES == 0:
+            progress(read)
         if len(raw) > MAX_LINE_BYTES:
             raise BadInput(f"line {number}: longer than {MAX_LINE_BYTES // 1024} KiB")
         if not raw.strip():

@@ -29,6 +29,7 @@ from .errors import BadInput
 
 MAX_TEXT_CHARS = 65_536
 MAX_REF_CHARS = 200
+PROGRESS_EVENTS = 4096  # events between two calls of an append's progress hook
 
 
 # The memory log is append-only by construction (the store has no edit or delete
@@ -193,21 +194,35 @@ class MemoryLog:
         """Call ``listener`` with the rows of each committed write, in ``n`` order."""
         self._listeners.append(listener)
 
-    def append(self, events: Sequence[NewEvent], *, now: int) -> AppendResult:
+    def append(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        now: int,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> AppendResult:
         """Write a batch of new events in one durable transaction.
 
         Events that carry an id already present (in the log or earlier in the
         batch) are skipped, so re-importing a file is harmless. Sequence numbers
         are given only to rows actually written, keeping each origin's sequence
-        gap-free.
+        gap-free. ``progress`` hears (events done, events in all) now and then;
+        it reaches the total only once the batch is committed.
         """
         with self.db.writing() as session:
-            result, rows = self.append_in(session, events, now=now)
+            result, rows = self.append_in(session, events, now=now, progress=progress)
         self.committed(rows)
+        if progress is not None:
+            progress(len(events), len(events))
         return result
 
     def append_in(
-        self, session: Session, events: Sequence[NewEvent], *, now: int
+        self,
+        session: Session,
+        events: Sequence[NewEvent],
+        *,
+        now: int,
+        progress: Callable[[int, int], None] | None = None,
     ) -> tuple[AppendResult, list[Row]]:
         """`append` inside a caller's write transaction (a pin writes a note and
         its event together). The caller passes the rows to `committed` after
@@ -226,7 +241,10 @@ class MemoryLog:
             or 0
         )
         origin = self.origin
-        for ev in events:
+        total = len(events)
+        for done, ev in enumerate(events):
+            if progress is not None and done % PROGRESS_EVENTS == 0:
+                progress(done, total)
             event_id = ev.id
             if event_id is None:
                 event_id = next(fresh)

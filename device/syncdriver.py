@@ -33,7 +33,7 @@ from pixie.protocol import syncwire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.peerwire import PeerMessage, Ping, Pong, SyncData
-from pixie.protocol.sync import Phase, SyncSession
+from pixie.protocol.sync import Phase, SyncSession, SyncStats
 
 from .db import Meta
 from .errors import DeviceError
@@ -129,6 +129,9 @@ class SyncEndpoint:
         self.services = tuple(services)
         self.idle_timeout = idle_timeout
         self.send_timeout = send_timeout
+        # Told (sibling fingerprint, stats) after each message a session takes
+        # in: how `pixie sync` draws its progress line.
+        self.on_progress: Callable[[str, SyncStats], None] | None = None
         self.lane = trio.CapacityLimiter(1)
         link.lane = self.lane  # envelope crypto and replay state share the database lane
         self._sessions: dict[bytes, _Running] = {}
@@ -336,6 +339,8 @@ class SyncEndpoint:
                 else:
                     running.bytes_received += size
                     await self._call(session.receive, message)
+                    if self.on_progress is not None:
+                        self.on_progress(fingerprint(running.peer), session.stats)
                 running.wake()
 
         try:

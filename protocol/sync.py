@@ -116,6 +116,9 @@ class SyncStats:
     repair_rounds: int = 0
     in_sync_at_hello: bool = False
     ignored: int = 0  # messages of other sessions
+    # What the sibling's hello says it holds beyond us (its item count less
+    # ours): an estimate of the records to come, for a progress display only.
+    expected: int = 0
 
 
 def new_session_id() -> bytes:
@@ -249,6 +252,7 @@ class SyncSession:
 
     def _on_hello(self, hello: Hello) -> None:
         digest, count = self.replica.state()
+        self.stats.expected = max(hello.count - count, 0)
         if self.opener:
             if (hello.digest, hello.count) == (digest, count):
                 self.stats.in_sync_at_hello = True

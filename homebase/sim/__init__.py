@@ -1,0 +1,1 @@
+"""The deterministic simulator: device, Homebase and relay in one process."""
