@@ -91,7 +91,10 @@ async def sink(port: int, path: Path) -> None:
     await stream.send_all(b"S")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     while True:
-        op = await _read_exactly(stream, 5)
+        try:
+            op = await _read_exactly(stream, 5)
+        except EOFError:  # the client is done
+            return
         size = int.from_bytes(op[1:], "big")
         if op[:1] == b"O":
             body = await _read_exactly(stream, size)
