@@ -10,9 +10,11 @@ the peers must converge afterwards.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.test_offload_processes import PIXIE, Setup, pixie, setup, stop  # noqa: F401
@@ -82,4 +84,42 @@ async def test_commands_run_beside_both_daemons(setup: Setup) -> None:  # noqa: 
         assert a["events"] == b["events"] >= 20_001
     finally:
         assert await stop(device) == 0, (setup.tmp / "device-run.log").read_text()
+        assert await stop(homebase) == 0, (setup.tmp / "run.log").read_text()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_run_stops_cleanly_on_a_signal(
+    setup: Setup,  # noqa: F811
+    signum: signal.Signals,
+) -> None:
+    """A device daemon that has begun taking in a large log, told to stop,
+    says why, exits 0, leaves no control socket behind, and leaves its data
+    dir whole: status reads it, and a later sync converges."""
+    imported = pixie(setup.mac, "log", "import", str(_life(setup.tmp / "life.jsonl", 20_000)))
+    assert imported.returncode == 0, imported.stderr
+    homebase = await setup.homebase()
+    log_path = setup.tmp / "device-run.log"
+    device = await trio.lowlevel.open_process(
+        [*PIXIE, "--data", str(setup.phone), "run", "--json-logs"], stderr=log_path.open("ab")
+    )
+    try:
+        with trio.fail_after(60):  # stop once sync has begun to land events
+            while json.loads(setup.run("status", "--json").stdout)["events"] == 0:
+                assert device.returncode is None
+                await trio.sleep(0.05)
+        device.send_signal(signum)
+        with trio.fail_after(30):
+            assert await device.wait() == 0, log_path.read_text()
+        lines = [json.loads(line) for line in log_path.read_text().splitlines() if line]
+        assert any(f"stopping on {signum.name}" in line["msg"] for line in lines)
+        assert not (setup.phone / "control.sock").exists()
+        check = pixie(setup.phone, "status", "--json")
+        assert check.returncode == 0, check.stderr
+        final = setup.run("sync", "--json", "--timeout", "30")
+        assert final.returncode == 0, final.stderr
+        a = json.loads(setup.run("status", "--json").stdout)
+        b = json.loads(pixie(setup.mac, "status", "--json").stdout)
+        assert (a["digest"], a["events"]) == (b["digest"], b["events"]) == (b["digest"], 20_000)
+    finally:
+        await stop(device)
         assert await stop(homebase) == 0, (setup.tmp / "run.log").read_text()
