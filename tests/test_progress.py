@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -19,7 +18,7 @@ import trio
 
 from pixie.device import display
 
-from .test_sync_processes import PIXIE, pixie, start_relay
+from .test_offload_processes import PIXIE, Setup, pixie, setup, stop  # noqa: F401
 
 
 def _life(path: Path, events: int) -> Path:
@@ -90,52 +89,27 @@ def test_import_progress_on_a_terminal_and_none_when_piped(tmp_path: Path) -> No
     assert quiet.stderr == ""  # no progress, no carriage returns, nothing
 
 
-async def test_initial_sync_of_a_large_log_shows_progress(tmp_path: Path) -> None:
-    relay, port = await start_relay(tmp_path)
-    phone, mac = tmp_path / "phone", tmp_path / "mac"
+async def test_initial_sync_of_a_large_log_shows_progress(setup: Setup) -> None:  # noqa: F811
+    imported = pixie(setup.mac, "log", "import", str(_life(setup.tmp / "life.jsonl", 5000)))
+    assert imported.returncode == 0, imported.stderr
+    homebase = await setup.homebase()
     try:
-        assert pixie(phone, "init", "--name", "phone").returncode == 0
-        assert pixie(mac, "init", "--role", "homebase", "--name", "mac").returncode == 0
-        inviter = subprocess.Popen(
-            [*PIXIE, "--data", str(mac), "invite", "--relay", f"127.0.0.1:{port}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        code, out, terminal = await trio.to_thread.run_sync(
+            lambda: run_on_terminal("--data", str(setup.phone), "sync", "--timeout", "30")
         )
-        assert inviter.stdout is not None
-        joined = pixie(phone, "pair", inviter.stdout.readline().strip())
-        assert joined.returncode == 0, joined.stderr
-        assert inviter.wait(timeout=30) == 0
-        imported = pixie(mac, "log", "import", str(_life(tmp_path / "life.jsonl", 5000)))
-        assert imported.returncode == 0, imported.stderr
+        assert code == 0, terminal
+        assert "synced" in out
+        # The line counts up to what the Homebase said it holds beyond us and
+        # ends with a newline before anything else is written.
+        assert "records applied:" in terminal
+        assert "(100%)" in terminal
+        assert terminal.endswith("\r\n")
 
-        with (tmp_path / "run.log").open("wb") as run_log:
-            daemon = await trio.lowlevel.open_process(
-                [*PIXIE, "--data", str(mac), "run"], stderr=run_log
-            )
-            try:
-                code, out, terminal = await trio.to_thread.run_sync(
-                    lambda: run_on_terminal("--data", str(phone), "sync", "--timeout", "30")
-                )
-                assert code == 0, terminal
-                assert "synced" in out
-                # The line counts up to what the Homebase said it holds beyond us
-                # and ends with a newline before anything else is written.
-                assert "records applied:" in terminal
-                assert terminal.endswith("\r\n")
-                assert "(100%)" in terminal
-
-                piped = pixie(phone, "sync", "--timeout", "30")
-                assert piped.returncode == 0 and "already in sync" in piped.stdout
-                assert "records applied" not in piped.stderr
-            finally:
-                daemon.send_signal(signal.SIGTERM)
-                with trio.fail_after(20):
-                    await daemon.wait()
+        piped = setup.run("sync", "--timeout", "30")
+        assert piped.returncode == 0 and "already in sync" in piped.stdout
+        assert piped.stderr == ""
     finally:
-        relay.send_signal(signal.SIGTERM)
-        with trio.fail_after(20):
-            await relay.wait()
+        assert await stop(homebase) == 0, (setup.tmp / "run.log").read_text()
 
 
 def test_progress_stays_quiet_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
