@@ -425,6 +425,13 @@ class ChatCompletionsBackend:
 
     async def answer(self, request: DistillRequest) -> object:
         payload = json.dumps(self.body(request), ensure_ascii=False).encode()
+        return decode_completion(await self.post(payload))
+
+    async def post(self, payload: bytes) -> bytes:
+        """POST ``payload`` (a JSON request body) to the endpoint: the body of
+        a 200 answer, read within MAX_RESPONSE_BYTES, with the deadline and
+        retries described above. Other callers (the chat loop) build their own
+        request and decode the answer themselves."""
         attempt = 0
         while True:
             try:
@@ -435,7 +442,7 @@ class ChatCompletionsBackend:
             await trio.sleep(self.backoff * 2**attempt)
             attempt += 1
 
-    async def _attempt(self, payload: bytes) -> object:
+    async def _attempt(self, payload: bytes) -> bytes:
         import httpx  # only a pass that has a model endpoint pays for the import
 
         client = self._client_for(httpx)
@@ -462,7 +469,7 @@ class ChatCompletionsBackend:
             raise BackendFailure(
                 Failure.STATUS, f"HTTP {status}", retry=transient, permanent=not transient
             )
-        return decode_completion(raw)
+        return raw
 
     def _client_for(self, httpx_module: Any) -> httpx.AsyncClient:
         if self._client is None:

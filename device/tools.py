@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pixie.protocol.timestamps import format_date, now_us
 
@@ -32,14 +32,29 @@ BODY_CHARS_SHOWN = 600
 MAX_PERSON_CHARS = 200
 MAX_DAYS_BACK = 36_500
 DEFAULT_BUDGETS: Mapping[str, int] = {"check_notebook": 4, "grep_memory": 3}
+# Where the guards live when the tools are served to another agent's loop (MCP):
+# "session", ours, per connection, a turn ending after a quiet gap; or "client",
+# off here, because the client's own loop owns them.
+GuardMode = Literal["session", "client"]
+GUARD_MODES: tuple[GuardMode, ...] = ("session", "client")
+DEFAULT_TURN_GAP = 60.0  # seconds without a call after which a session's turn is over
+MAX_TURN_GAP = 86_400.0
 
 
 class Tool(Protocol):
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    pill: str
-    repeat_refusal: str
+    """What a model-facing tool offers. Read-only members, so a tool may keep
+    them as class variables (its schema is the same for every instance)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+    @property
+    def pill(self) -> str: ...
+    @property
+    def repeat_refusal(self) -> str: ...
 
     def call(self, arguments: Mapping[str, Any]) -> str: ...
 

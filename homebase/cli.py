@@ -12,6 +12,7 @@ import os
 import sys
 from typing import NoReturn
 
+from pixie.device import agentcli
 from pixie.device import cli as device_cli
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.node import Node
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
     device_cli.add_commands(sub, common, services=holder_services)
+    agentcli.add_commands(sub, common)
     relay_cli.add_commands(sub, common)
     return parser
 

@@ -15,6 +15,12 @@ fire). `refused_url` gives an address where nothing listens.
 
 Replies queued with `then` are used in order; after them, ``default`` answers
 (by default a valid distillation that names no person unless asked to).
+
+For the chat loop, a reply can also be a model asking for tools
+(``Reply.calls(("grep_memory", {"query": "lyon"}))``, arguments given as an
+object or as the raw text a model wrote), and any reply can be sent after a
+scripted wait (``reply.after(0.05)``). `Recorded.transcript` is everything a
+chat request showed the model; `Recorded.tool_names` the tools it offered.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -62,6 +69,23 @@ class Recorded:
         """Everything the model was shown, system and user messages together."""
         return self.message("system") + "\n" + self.message("user")
 
+    @property
+    def transcript(self) -> str:
+        """Every message of a chat request as the model was sent it: each
+        message's text and the arguments of each tool call, in order."""
+        out: list[str] = []
+        for m in self.body.get("messages", []) if isinstance(self.body, dict) else []:
+            out.append(str(m.get("content") or ""))
+            for call in m.get("tool_calls") or []:
+                out.append(str(call.get("function", {}).get("arguments", "")))
+        return "\n".join(out)
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names of the tools the request offered (none: tools were off)."""
+        tools = self.body.get("tools", []) if isinstance(self.body, dict) else []
+        return [t["function"]["name"] for t in tools]
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -73,6 +97,18 @@ class Reply:
     finish_reason: str = "stop"
     hold: bool = False  # answer nothing until the server stops
     hold_after_headers: bool = False  # send the headers, then nothing more
+    tool_calls: tuple[tuple[str, object], ...] = ()  # (name, arguments) the model calls
+    delay: float = 0.0  # seconds the model "thinks" before answering
+
+    @classmethod
+    def calls(cls, *calls: tuple[str, object], content: str | None = None) -> Reply:
+        """A chat completion asking for tool calls: (name, arguments) pairs;
+        arguments that are not a string are sent as their JSON text."""
+        return cls(content=content, tool_calls=calls, finish_reason="tool_calls")
+
+    def after(self, seconds: float) -> Reply:
+        """This reply, sent ``seconds`` after the request arrives."""
+        return replace(self, delay=seconds)
 
     @classmethod
     def answer(cls, obj: object, *, finish_reason: str = "stop") -> Reply:
@@ -99,18 +135,25 @@ class Reply:
     def encode(self) -> bytes:
         if self.body is not None:
             return self.body
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                    },
+                }
+                for i, (name, args) in enumerate(self.tool_calls)
+            ]
         return json.dumps(
             {
                 "id": "chatcmpl-scripted",
                 "object": "chat.completion",
                 "model": "scripted",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": self.content},
-                        "finish_reason": self.finish_reason,
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
             }
         ).encode()
 
@@ -179,6 +222,8 @@ class ScriptedLLMServer:
                 reply = owner._next(request)
                 if self.path != "/v1/chat/completions":
                     reply = Reply.error(404)
+                if reply.delay:
+                    time.sleep(reply.delay)
                 if reply.hold:
                     owner._release.wait()
                     self.close_connection = True
