@@ -62,7 +62,7 @@ from .llm import (
 )
 from .notebook import Distilled, NotebookStore, UpsertOutcome, UpsertResult
 from .notes import ABOUT_YOU_KEY, MAX_IDENTITY_CHARS, MAX_TITLE_CHARS, Note, NoteKind, Zone
-from .offline import OfflineDistiller, day_label
+from .offline import OfflineDistiller, day_label, person_in_group
 
 if TYPE_CHECKING:
     from .node import Node
@@ -569,7 +569,8 @@ class NotetakingService:
 
         def build(session: Session) -> list[Distilled]:
             about = _about_you(session, result.facts) if result.facts else None
-            return items + ([about] if about is not None else [])
+            pages = _group_pages(session, loaded, request)
+            return items + pages + ([about] if about is not None else [])
 
         def then(session: Session, _results: Sequence[UpsertResult]) -> None:
             session.connection().exec_driver_sql(
@@ -611,6 +612,42 @@ def _contact_names(conn: Any, ids: set[str]) -> dict[str, str]:
         sql = f"SELECT id, name FROM contact WHERE id IN ({','.join('?' * len(chunk))})"
         names.update(conn.exec_driver_sql(sql, tuple(chunk)).all())
     return names
+
+
+def _group_pages(session: Session, loaded: Loaded, request: DistillRequest) -> list[Distilled]:
+    """Person pages for the people of a group conversation who have none from
+    a one-to-one thread: every contact who writes gets a page. Built by the
+    offline distiller from each person's own lines in the group (a model's
+    summary of a group is about the group, not about one member), and marked
+    with the group as its source, so that a page from a one-to-one thread,
+    which carries none, always takes precedence and is never written over."""
+    if loaded.source.kind is not SourceKind.CONVERSATION or loaded.one_to_one is not None:
+        return []
+    pages = []
+    for contact_id in loaded.participants:
+        stored = session.execute(
+            select(Note.source_ref).where(
+                Note.zone == Zone.CLEAR.value,
+                Note.kind == NoteKind.PERSON.value,
+                Note.identity_key == contact_id,
+            )
+        ).first()
+        if stored is not None and stored.source_ref is None:
+            continue  # a page from a one-to-one thread
+        name = loaded.names.get(contact_id)
+        body = person_in_group(request, name) if name else None
+        if name and body:
+            pages.append(
+                Distilled(
+                    kind=NoteKind.PERSON,
+                    identity_key=contact_id,
+                    title=_fit_title(name),
+                    body=body,
+                    contact_id=contact_id,
+                    source_ref=loaded.source.key,
+                )
+            )
+    return pages
 
 
 def _about_you(session: Session, facts: Sequence[str]) -> Distilled | None:

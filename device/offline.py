@@ -140,6 +140,18 @@ def _person(request: DistillRequest, said: Sequence[_Said]) -> str:
     return _fit("\n".join(parts), MAX_PERSON_CHARS)
 
 
+def person_in_group(request: DistillRequest, name: str) -> str | None:
+    """A page for someone met only in a group conversation: when they last
+    wrote, what they talk about, and a few of their own lines (never anyone
+    else's). None if the request holds nothing they said."""
+    theirs = tuple(line for line in request.lines if line.speaker == name and not line.from_me)
+    if not theirs:
+        return None
+    alone = DistillRequest(request.kind, request.title, name, (name,), theirs)
+    page = _person(alone, _utterances(theirs))
+    return _fit(f"Seen in the {request.title}.\n{page}", MAX_PERSON_CHARS)
+
+
 def _post(request: DistillRequest) -> dict[str, object]:
     root, replies = request.lines[0], request.lines[1:]
     author = "You" if root.from_me else root.speaker

@@ -24,7 +24,7 @@ from pixie.device.llm import ChatCompletionsBackend, LLMRouter
 from pixie.device.memlog import EventKind, NewEvent
 from pixie.device.node import Node
 from pixie.device.notebook import Distilled, UpsertOutcome
-from pixie.device.notes import NoteKind, SealedKind
+from pixie.device.notes import ClearNote, NoteKind, SealedKind
 from pixie.device.offline import OfflineDistiller
 from pixie.device.seal import NotebookSeal
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer, good_answer
@@ -104,6 +104,10 @@ def content(node: Node) -> list[tuple[object, ...]]:
 
 def by_kind(node: Node, kind: NoteKind) -> dict[str | None, str | None]:
     return {n.identity_key: n.body for n in node.notebook.clear_notes(kind)}
+
+
+def pages(node: Node) -> dict[str | None, ClearNote]:
+    return {n.identity_key: n for n in node.notebook.clear_notes(NoteKind.PERSON)}
 
 
 # -- what a model is sent --------------------------------------------------------------
@@ -205,15 +209,47 @@ async def test_a_pass_files_digests_person_pages_and_facts(
     assert digests["thread:g-club"].contact_id is None
     assert digests["thread:t-ada"].body == "A scripted summary."
     assert digests["thread:t-ada"].tags == ("scripted",)
-    people = by_kind(node, NoteKind.PERSON)
-    assert set(people) == {ada, sam}  # one-to-one threads only; no page from a group
+    people = pages(node)
+    ines, jimmy = node.contacts.resolve("Ines"), node.contacts.resolve("Jimmy")
+    assert set(people) == {ada, sam, ines, jimmy}  # everyone who writes has a page
+    assert people[ada].source_ref is None and people[ada].body == "A scripted person summary."
+    # Met only in the group: a page from their own lines, built offline.
+    assert people[jimmy].source_ref == "thread:g-club"
+    body = people[jimmy].body or ""
+    assert body.startswith("Seen in the group conversation with Ines and Jimmy.")
+    assert "the purple problem again" in body
+    assert "climbing" not in body  # Ines's words stay on Ines's page
     calls = {n.source_ref: n for n in node.notebook.clear_notes(NoteKind.CALL_DIGEST)}
     assert set(calls) == {"call:9", next(k for k in calls if k.startswith("event:"))}
     assert calls["call:9"].contact_id == ada and calls["call:9"].title.startswith("Ada Lovelace, ")
     (about,) = node.notebook.clear_notes(NoteKind.ABOUT_YOU)
     assert about.title == ABOUT_YOU_TITLE and about.body == "- Scripted fact"
-    assert report.notes[UpsertOutcome.CREATED] == 3 + 2 + 2 + 1
+    assert report.notes[UpsertOutcome.CREATED] == 3 + 2 + 4 + 1
     assert all(r.path == "/v1/chat/completions" for r in server.requests)
+
+
+async def test_a_page_from_a_one_to_one_thread_outranks_one_from_a_group(node: Node) -> None:
+    club = [
+        message("g-club", "Ines", 0, "who is climbing Friday?"),
+        message("g-club", "Jo", 1, "me!"),
+    ]
+    node.log.append(club, now=0)
+    await distil(node)
+    ines = node.contacts.resolve("Ines")
+    assert pages(node)[ines].source_ref == "thread:g-club"
+
+    chat(node, "t-ines", "Ines", ["my knee is better, back on the wall", "great!"], first=10)
+    await distil(node)
+    page = pages(node)[ines]
+    assert page.source_ref is None and "knee" in (page.body or "")
+
+    node.log.append([message("g-club", "Ines", 20, "new route set on the left wall")], now=0)
+    report = await distil(node)
+    assert report.sources == 1  # the group again: its digest, not Ines's page
+    assert pages(node)[ines] == page
+    before = snapshot(node)
+    again = await distil(node)
+    assert (again.sources, again.written) == (0, 0) and snapshot(node) == before
 
 
 async def test_a_second_pass_with_nothing_new_calls_no_model_and_writes_nothing(
