@@ -22,6 +22,7 @@ from .llm import (
     ChatCompletionsBackend,
     Failure,
     LLMSettings,
+    first_choice,
 )
 
 MAX_CHAT_TOKENS = 800  # the reply; a small model's window is ~4k tokens
@@ -112,18 +113,9 @@ class ToolCallingModel:
 
 def decode_answer(raw: bytes) -> ModelAnswer:
     """The checked message inside a chat-completion response body."""
-    try:
-        envelope = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BackendFailure(Failure.MALFORMED, f"response is not JSON ({len(raw)} B)") from None
-    try:
-        choice = envelope["choices"][0]
-        finish = choice.get("finish_reason")
-        message = choice["message"]
-        content = message.get("content")
-        calls = message.get("tool_calls")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        raise BackendFailure(Failure.MALFORMED, "response is not a chat completion") from None
+    message, finish = first_choice(raw)
+    content = message.get("content")
+    calls = message.get("tool_calls")
     if content is not None and not isinstance(content, str):
         raise BackendFailure(Failure.MALFORMED, "the message content is not text")
     text = (content or "").strip()
@@ -144,7 +136,7 @@ def decode_answer(raw: bytes) -> ModelAnswer:
         if finish == "length":
             raise BackendFailure(Failure.TRUNCATED, "the model ran out of tokens")
         if not text:
-            refused = isinstance(message, dict) and message.get("refusal")
+            refused = message.get("refusal")
             raise BackendFailure(Failure.MALFORMED, "refused" if refused else "an empty answer")
     return ModelAnswer(text, decoded)
 

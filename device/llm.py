@@ -509,8 +509,9 @@ async def _read_bounded(response: httpx.Response) -> bytes:
 _FENCE = re.compile(r"\A```(?:json)?\s*\n(.*)\n```\s*\Z", re.DOTALL)
 
 
-def decode_completion(raw: bytes) -> object:
-    """The JSON answer inside a chat-completion response body."""
+def first_choice(raw: bytes) -> tuple[dict[str, Any], object]:
+    """The first choice's message and its finish reason, from a chat-completion
+    response body; `BackendFailure` if the body is not one."""
     try:
         envelope = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -519,13 +520,21 @@ def decode_completion(raw: bytes) -> object:
         choice = envelope["choices"][0]
         finish = choice.get("finish_reason")
         message = choice["message"]
-        content = message.get("content")
     except (KeyError, IndexError, TypeError, AttributeError):
         raise BackendFailure(Failure.MALFORMED, "response is not a chat completion") from None
+    if not isinstance(message, dict):
+        raise BackendFailure(Failure.MALFORMED, "response is not a chat completion")
+    return message, finish
+
+
+def decode_completion(raw: bytes) -> object:
+    """The JSON answer inside a chat-completion response body."""
+    message, finish = first_choice(raw)
+    content = message.get("content")
     if finish == "length":
         raise BackendFailure(Failure.TRUNCATED, "the model ran out of tokens")
     if not isinstance(content, str):
-        refused = isinstance(message, dict) and message.get("refusal")
+        refused = message.get("refusal")
         raise BackendFailure(Failure.MALFORMED, "refused" if refused else "no text in the answer")
     if len(content) > MAX_CONTENT_CHARS:
         raise BackendFailure(Failure.OVERSIZED, f"answer over {MAX_CONTENT_CHARS} characters")
