@@ -44,7 +44,7 @@ from pixie.protocol.offload import (
 from pixie.protocol.peerwire import MAX_OFFLOAD_BYTES, PeerMessage
 
 from .errors import BadInput, NotFound
-from .holdings import forget_release, pending_releases, release_later
+from .holdings import PendingRelease, forget_release, pending_releases, release_later
 from .node import Node
 from .notes import Note, Zone
 from .peers import Incoming, PeerLink
@@ -58,6 +58,9 @@ DAY_US = 86_400 * 1_000_000
 
 _CANDIDATE_SQL = (
     "SELECT body, content_hash, holder, deleted FROM note WHERE zone = 'clear' AND id = ?"
+)
+_RELEASING_SQL = (
+    "SELECT 1 FROM pending_release WHERE note_id = ? AND content_hash = ? AND holder = ?"
 )
 _POINTER_SQL = (
     "SELECT content_hash, holder FROM note WHERE zone = 'clear' AND id = ? AND deleted = 0"
@@ -153,6 +156,14 @@ class NoteOffloadService:
             raise BadInput(f"note {note_id} is larger than {MAX_OFFLOAD_BYTES} bytes")
         if body_hash(body).hex() != chash:
             raise BadInput(f"note {note_id}: its body does not match its content hash")
+        if self.node.db.peek(_RELEASING_SQL, (note_id, chash, self.holder_hex)):
+            # The holder would ack this body at once (it still holds it), and
+            # the release already queued, or on its way, would then drop the
+            # copy the new pointer relies on: the note would exist nowhere.
+            raise BadInput(
+                f"note {note_id}: the Homebase has not yet confirmed letting go of an "
+                "earlier copy of this body; offload it again once it has"
+            )
         return _Candidate(note_id, body, chash)
 
     def _compare_and_clear(self, note_id: str, content_hash: str) -> bool:
@@ -174,6 +185,11 @@ class NoteOffloadService:
                 return False
             if body_hash(str(row.body).encode("utf-8")).hex() != content_hash:
                 return False
+            if session.get(PendingRelease, (note_id, content_hash, self.holder_hex)) is not None:
+                # The ack of an offload that was under way when the body came
+                # home (a recall): the holder has been asked to let go of that
+                # very copy, so pointing at it again would leave the note nowhere.
+                return False
             session.execute(
                 update(Note)
                 .where(Note.id == note_id, Note.zone == Zone.CLEAR.value)
@@ -184,6 +200,17 @@ class NoteOffloadService:
     def _orphaned(self, note_id: str, content_hash: str) -> None:
         """The holder holds a body this device ended up not pointing at."""
         with self.node.db.writing() as session:
+            pointer = session.execute(
+                select(Note.id).where(
+                    Note.id == note_id,
+                    Note.holder == self.holder_hex,
+                    Note.content_hash == content_hash,
+                )
+            ).first()
+            if pointer is not None:
+                # Another offload of the same body won the race and points at
+                # this very holding: releasing it would leave the note nowhere.
+                return
             release_later(session, note_id, content_hash, self.holder_hex)
 
     def _pointer(self, note_id: str) -> _Pointer:
