@@ -46,7 +46,7 @@ from pixie.protocol.peerwire import MAX_OFFLOAD_BYTES, PeerMessage
 from .errors import BadInput, NotFound
 from .holdings import PendingRelease, forget_release, pending_releases, release_later
 from .node import Node
-from .notes import Note, Zone
+from .notes import Note, NoteKind, Zone
 from .peers import Incoming, PeerLink
 from .relayclient import RelayAddress, RelayClient, RelayUnavailable
 
@@ -57,7 +57,7 @@ ACK_TIMEOUT = 10.0
 DAY_US = 86_400 * 1_000_000
 
 _CANDIDATE_SQL = (
-    "SELECT body, content_hash, holder, deleted FROM note WHERE zone = 'clear' AND id = ?"
+    "SELECT body, content_hash, holder, deleted, kind FROM note WHERE zone = 'clear' AND id = ?"
 )
 _RELEASING_SQL = (
     "SELECT 1 FROM pending_release WHERE note_id = ? AND content_hash = ? AND holder = ?"
@@ -148,7 +148,14 @@ class NoteOffloadService:
         if not rows or rows[0][3]:
             # The same words whether the id is unknown, deleted or sealed.
             raise NotFound(f"no note with id {note_id}")
-        body_text, chash, holder, _ = rows[0]
+        body_text, chash, holder, _, kind = rows[0]
+        if kind == NoteKind.ABOUT_YOU.value:
+            # Distillation keeps merging new facts into it; parked elsewhere it
+            # could take none, and the facts of each pass would be lost.
+            raise BadInput(
+                f"note {note_id} is About you, which distillation keeps adding to; "
+                "it stays on this device"
+            )
         if holder is not None:
             raise BadInput(f"note {note_id} is already offloaded")
         body = str(body_text).encode("utf-8")
@@ -362,6 +369,7 @@ def candidates(node: Node, older_than_days: float) -> list[str]:
                     Note.zone == Zone.CLEAR.value,
                     Note.deleted.is_(False),
                     Note.holder.is_(None),
+                    Note.kind != NoteKind.ABOUT_YOU.value,
                     when < cutoff,
                 )
                 .order_by(when, Note.id)

@@ -20,11 +20,12 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pixie.device import offload
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.holdings import PendingRelease
 from pixie.device.node import Node
 from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind, SealedKind, content_hash
+from pixie.device.notes import ABOUT_YOU_KEY, NoteKind, SealedKind, content_hash
 from pixie.device.offload import NoteOffloadService, OffloadFailed
 from pixie.device.peers import Incoming
 from pixie.homebase.holder import Holder
@@ -204,6 +205,18 @@ async def test_sealed_notes_never_pass_the_gate(pair: Pair) -> None:
     with pytest.raises(NotFound, match="no note with id"):
         await pair.service.offload(sealed_id)
     assert pair.held() == []
+
+
+async def test_about_you_stays_on_the_device(pair: Pair) -> None:
+    """Distillation keeps merging facts into it, so it is never parked."""
+    about = pair.phone.notebook.upsert_clear(
+        Distilled(NoteKind.ABOUT_YOU, ABOUT_YOU_KEY, "About you", "- I live in Porto")
+    ).note_id
+    with pytest.raises(BadInput, match="stays on this device"):
+        await pair.service.offload(about)
+    assert pair.held() == []
+    assert about not in offload.candidates(pair.phone, 0)
+    assert pair.note() in offload.candidates(pair.phone, 0)
 
 
 async def test_an_edit_racing_the_offload_wins(pair: Pair) -> None:
