@@ -89,6 +89,7 @@ class Database:
         self._lazy_engine = self.engine.execution_options(pixie_write=True, pixie_lazy=True)
         self._bookkeeping: sqlite3.Connection | None = None
         self._bookkeeping_lock = threading.Lock()
+        self._bookkeeping_level = "NORMAL"
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
@@ -133,17 +134,25 @@ class Database:
             conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, check_same_thread=False)
             _on_connect(conn, None)
             conn.execute("PRAGMA synchronous=NORMAL")
+            self._bookkeeping_level = "NORMAL"
             self._bookkeeping = conn
         return conn
 
     @contextmanager
-    def bookkeeping(self) -> Iterator[sqlite3.Connection]:
-        """A small write transaction on a plain driver connection of its own, at
-        synchronous=NORMAL: for the per-envelope counters and replay windows,
-        where a SQLAlchemy session would cost ten times the statement. The same
-        durability rules as ``writing(durable=False)``; one caller at a time."""
+    def bookkeeping(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """A small write transaction on a plain driver connection of its own,
+        for the per-envelope counters and replay windows and the few writes on
+        the offload path, where a SQLAlchemy session would cost ten times the
+        statements. By default at synchronous=NORMAL, with the same durability
+        rules as ``writing(durable=False)``; ``durable=True`` commits at
+        synchronous=FULL, for a write that is acknowledged to someone. One
+        caller at a time."""
+        level = "FULL" if durable else "NORMAL"
         with self._bookkeeping_lock, _translate_errors(self.path):
             conn = self._bookkeeping_connection()
+            if self._bookkeeping_level != level:
+                conn.execute(f"PRAGMA synchronous={level}")
+                self._bookkeeping_level = level
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn

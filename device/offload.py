@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import trio
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
@@ -44,7 +44,7 @@ from pixie.protocol.offload import (
 from pixie.protocol.peerwire import MAX_OFFLOAD_BYTES, PeerMessage
 
 from .errors import BadInput, NotFound
-from .holdings import PendingRelease, forget_release, pending_releases, release_later
+from .holdings import forget_release, pending_releases, release_later
 from .node import Node
 from .notes import Note, NoteKind, Zone
 from .peers import Incoming, PeerLink
@@ -62,6 +62,12 @@ _CANDIDATE_SQL = (
 _RELEASING_SQL = (
     "SELECT 1 FROM pending_release WHERE note_id = ? AND content_hash = ? AND holder = ?"
 )
+# The compare-and-clear: the body still here, unchanged, then the clear itself.
+_RESIDENT_SQL = (
+    "SELECT body, content_hash FROM note "
+    "WHERE zone = 'clear' AND id = ? AND deleted = 0 AND holder IS NULL"
+)
+_CLEAR_SQL = "UPDATE note SET body = NULL, holder = ? WHERE zone = 'clear' AND id = ?"
 _POINTER_SQL = (
     "SELECT content_hash, holder FROM note WHERE zone = 'clear' AND id = ? AND deleted = 0"
 )
@@ -177,31 +183,22 @@ class NoteOffloadService:
         """The one place a local body is erased: only if it still hashes to the
         acknowledged hash. True if it was cleared.
 
-        Not fsynced: a power cut that undoes a clear leaves the body here as
-        well as with the holder, which loses nothing."""
-        with self.node.db.writing(durable=False) as session:
-            row = session.execute(
-                select(Note.body, Note.content_hash).where(
-                    Note.zone == Zone.CLEAR.value,
-                    Note.id == note_id,
-                    Note.deleted.is_(False),
-                    Note.holder.is_(None),
-                )
-            ).first()
-            if row is None or row.body is None or row.content_hash != content_hash:
+        On the plain driver connection (a SQLAlchemy session cost twenty times
+        these three statements on the offload path). Not fsynced: a power cut
+        that undoes a clear leaves the body here as well as with the holder,
+        which loses nothing."""
+        with self.node.db.bookkeeping() as conn:
+            row = conn.execute(_RESIDENT_SQL, (note_id,)).fetchone()
+            if row is None or row[0] is None or row[1] != content_hash:
                 return False
-            if body_hash(str(row.body).encode("utf-8")).hex() != content_hash:
+            if body_hash(str(row[0]).encode("utf-8")).hex() != content_hash:
                 return False
-            if session.get(PendingRelease, (note_id, content_hash, self.holder_hex)) is not None:
+            if conn.execute(_RELEASING_SQL, (note_id, content_hash, self.holder_hex)).fetchone():
                 # The ack of an offload that was under way when the body came
                 # home (a recall): the holder has been asked to let go of that
                 # very copy, so pointing at it again would leave the note nowhere.
                 return False
-            session.execute(
-                update(Note)
-                .where(Note.id == note_id, Note.zone == Zone.CLEAR.value)
-                .values(body=None, holder=self.holder_hex)
-            )
+            conn.execute(_CLEAR_SQL, (self.holder_hex, note_id))
             return True
 
     def _orphaned(self, note_id: str, content_hash: str) -> None:

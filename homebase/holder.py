@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 
 from pixie.device.holdings import Holding
 from pixie.device.node import Node
-from pixie.device.notes import Note, Zone
+from pixie.device.notes import Zone
 from pixie.protocol.faults import HOLDER_FAULTS, FaultPlan
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id
@@ -49,6 +49,11 @@ CRASH_EXIT = 70  # what a crash fault exits with
 _RESIDENT_SQL = (
     "SELECT (SELECT zone FROM note WHERE id = ?), "
     "(SELECT body FROM holding WHERE note_id = ? AND content_hash = ?)"
+)
+_ZONE_SQL = "SELECT zone FROM note WHERE id = ?"
+_OWNER_SQL = "SELECT owner FROM holding WHERE note_id = ? AND content_hash = ?"
+_HOLD_SQL = (
+    "INSERT INTO holding (note_id, content_hash, owner, body, held_at) VALUES (?, ?, ?, ?, ?)"
 )
 _OFFLOAD_FAULTS = [name for name in HOLDER_FAULTS if name != "corrupt-serve"]
 
@@ -129,25 +134,21 @@ class Holder:
         await reply(sender, OffloadAck(req.request, note_id, content_hash))
 
     def _store(self, sender: bytes, req: OffloadRequest) -> str | None:
-        """Commit the holding (durably); the reason to refuse, or None."""
-        hash_hex = req.content_hash.hex()
-        with self.node.db.writing() as session:
-            zone = session.scalar(select(Note.zone).where(Note.id == req.note_id))
-            if zone == Zone.SEALED.value:
+        """Commit the holding durably (synchronous=FULL), on the plain driver
+        connection; the reason to refuse, or None."""
+        owner = sender.hex()
+        with self.node.db.bookkeeping(durable=True) as conn:
+            zone = conn.execute(_ZONE_SQL, (req.note_id,)).fetchone()
+            if zone is not None and zone[0] == Zone.SEALED.value:
                 return "that id names a sealed note; sealed notes are never offloaded"
-            held = session.get(Holding, (req.note_id, hash_hex))
+            held = conn.execute(_OWNER_SQL, (req.note_id, req.content_hash.hex())).fetchone()
             if held is not None:
-                if held.owner != sender.hex():
+                if held[0] != owner:
                     return "another device holds that note here"
                 return None  # already held: the ack is idempotent
-            session.add(
-                Holding(
-                    note_id=req.note_id,
-                    content_hash=hash_hex,
-                    owner=sender.hex(),
-                    body=req.body,
-                    held_at=time.time_ns() // 1000,
-                )
+            conn.execute(
+                _HOLD_SQL,
+                (req.note_id, req.content_hash.hex(), owner, req.body, time.time_ns() // 1000),
             )
         return None
 
