@@ -29,7 +29,6 @@ from typing import Any
 import trio
 
 from pixie.protocol.peerwire import (
-    Body,
     FetchPart,
     HolderRefusal,
     OffloadAck,
@@ -85,13 +84,12 @@ class HolderReplies:
 
     async def handle(
         self,
-        sender: bytes,
-        message: PeerMessage,
+        incoming: Incoming,
         reply: Callable[[bytes, PeerMessage], Awaitable[int]],
         call: Callable[..., Awaitable[Any]],
     ) -> None:
         with contextlib.suppress(trio.WouldBlock):
-            self.live.replies[0].send_nowait(Incoming(sender, Body(b"", 1, message)))
+            self.live.replies[0].send_nowait(incoming)
 
 
 # -- the daemon's side ---------------------------------------------------------------------

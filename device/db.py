@@ -22,7 +22,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from .errors import DataDirError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+# How a database of an older version becomes the current one: the statements
+# that take version N to N + 1, run in one durable transaction with the new
+# version number, so a migration is done whole or not at all.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    3: ("ALTER TABLE holding ADD COLUMN offload_counter INTEGER NOT NULL DEFAULT 0",),
+}
 BUSY_TIMEOUT_MS = 10_000
 # Page cache per connection, a ceiling rather than an allocation. SQLite's
 # default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that
@@ -170,18 +176,36 @@ class Database:
                 conn.exec_driver_sql(ddl)
 
     def check_schema(self) -> None:
-        """Refuse a file that is not a Pixie database of a version we understand."""
-        with self.reading() as session:
-            row = session.execute(
-                text("SELECT value FROM meta WHERE key = 'schema_version'")
-            ).first()
-        if row is None or not str(row[0]).isdigit():
-            raise DataDirError(f"{self.path} is not a Pixie database")
-        version = int(row[0])
+        """Refuse a file that is not a Pixie database of a version we understand;
+        bring one of an older version we know how to migrate up to date."""
+        version = self._version()
+        known = all(v in MIGRATIONS for v in range(version, SCHEMA_VERSION))
+        if version < SCHEMA_VERSION and known:
+            with self.writing() as session:
+                # Read again under the write lock: another process may have
+                # migrated it meanwhile.
+                version = self._version(session)
+                for step in range(version, SCHEMA_VERSION):
+                    for statement in MIGRATIONS[step]:
+                        session.execute(text(statement))
+                session.execute(
+                    text("UPDATE meta SET value = :v WHERE key = 'schema_version'"),
+                    {"v": str(SCHEMA_VERSION)},
+                )
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise DataDirError(
                 f"{self.path} has schema version {version}; this pixie understands {SCHEMA_VERSION}"
             )
+
+    def _version(self, session: Session | None = None) -> int:
+        if session is None:
+            with self.reading() as reader:
+                return self._version(reader)
+        row = session.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
+        if row is None or not str(row[0]).isdigit():
+            raise DataDirError(f"{self.path} is not a Pixie database")
+        return int(row[0])
 
     def meta(self) -> dict[str, str]:
         with self.reading() as session:

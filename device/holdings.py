@@ -45,6 +45,10 @@ class Holding(Base):
     owner: Mapped[str] = mapped_column(String(64))  # the parking device's key, hex
     body: Mapped[bytes] = mapped_column(LargeBinary)
     held_at: Mapped[int]  # microseconds UTC
+    # The envelope counter of the latest offload request that stored or
+    # re-acked this holding: a release the device sent before it (a lower
+    # counter) must not drop a copy the device has parked again since.
+    offload_counter: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 def release_later(session: Session, note_id: str, content_hash: str, holder: str) -> None:

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 from sqlalchemy import func, select
@@ -49,6 +49,7 @@ from .node import Node
 from .notes import Note, NoteKind, Zone
 from .peers import Incoming, PeerLink
 from .relayclient import RelayAddress, RelayClient, RelayUnavailable
+from .siblings import Still, Withdrawn
 
 log = logging.getLogger("pixie.offload")
 T = TypeVar("T")
@@ -72,7 +73,16 @@ _POINTER_SQL = (
     "SELECT content_hash, holder FROM note WHERE zone = 'clear' AND id = ? AND deleted = 0"
 )
 
-Send = Callable[[bytes, PeerMessage], Awaitable[int]]
+
+class Send(Protocol):
+    """How the service sends (`PeerLink.send`): ``still`` is checked where the
+    envelope's counter is reserved (a release is sent only while it is due)."""
+
+    def __call__(
+        self, recipient: bytes, message: PeerMessage, *, still: Still | None = None
+    ) -> Awaitable[int]: ...
+
+
 Receive = Callable[[], Awaitable[Incoming]]
 
 
@@ -251,10 +261,18 @@ class NoteOffloadService:
         self,
         attempt: OffloadAttempt | FetchAttempt | ReleaseAttempt,
         message: PeerMessage,
+        still: Still | None = None,
     ) -> Verdict:
         try:
             with trio.fail_after(self.timeout):
-                await self._send(self.holder, message)
+                if still is None:
+                    await self._send(self.holder, message)
+                else:
+                    await self._send(self.holder, message, still=still)
+        except Withdrawn:
+            # Only releases are sent with a check: that one was confirmed
+            # meanwhile (by another process of this device).
+            return Verdict(Outcome.RELEASED, "released meanwhile by another process")
         except RelayUnavailable as exc:
             return Verdict(Outcome.RELAY_DOWN, f"the relay is unavailable: {exc}")
         except trio.TooSlowError:
@@ -338,10 +356,20 @@ class NoteOffloadService:
             with self.node.db.writing() as session:
                 forget_release(session, note_id, content_hash, self.holder_hex)
 
+        def due(note_id: str, content_hash: str) -> Still:
+            # Checked as the release's counter is reserved: a release another
+            # process got confirmed, followed by a new offload of the same
+            # body, must not be sent after that offload (the holder would drop
+            # the copy the new pointer relies on).
+            key = (note_id, content_hash, self.holder_hex)
+            return lambda conn: conn.execute(_RELEASING_SQL, key).fetchone() is not None
+
         released: set[str] = set()
         for note_id, content_hash in await self._call(pending):
             attempt = ReleaseAttempt(self.holder, note_id, bytes.fromhex(content_hash))
-            verdict = await self._exchange(attempt, attempt.request_message())
+            verdict = await self._exchange(
+                attempt, attempt.request_message(), due(note_id, content_hash)
+            )
             if verdict.outcome is Outcome.RELEASED:
                 await self._call(forget, note_id, content_hash)
                 released.add(note_id)

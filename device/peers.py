@@ -23,7 +23,7 @@ from pixie.protocol.peerwire import Body, PeerMessage, decode_body, encode_body
 from pixie.protocol.replay import Verdict
 
 from .relayclient import RelayClient
-from .siblings import SiblingBook
+from .siblings import SiblingBook, Still
 
 log = logging.getLogger("pixie.peers")
 
@@ -54,9 +54,15 @@ class PeerLink:
         self.rejected: Counter[str] = Counter()
         self._siblings_seen: set[bytes] = set()
 
-    async def send(self, recipient: bytes, message: PeerMessage) -> int:
-        """Seal and send; returns the envelope's size (what the relay carries)."""
-        envelope = await trio.to_thread.run_sync(self._seal, recipient, message, limiter=self.lane)
+    async def send(
+        self, recipient: bytes, message: PeerMessage, *, still: Still | None = None
+    ) -> int:
+        """Seal and send; returns the envelope's size (what the relay carries).
+        With ``still``, raises `Withdrawn` instead if it answers False when the
+        envelope's counter is reserved (see `SiblingBook.next_send_counter`)."""
+        envelope = await trio.to_thread.run_sync(
+            self._seal, recipient, message, still, limiter=self.lane
+        )
         await self.client.send(recipient, envelope)
         return len(envelope)
 
@@ -71,8 +77,8 @@ class PeerLink:
             if incoming is not None:
                 return incoming
 
-    def _seal(self, recipient: bytes, message: PeerMessage) -> bytes:
-        counter = self.siblings.next_send_counter(recipient)
+    def _seal(self, recipient: bytes, message: PeerMessage, still: Still | None = None) -> bytes:
+        counter = self.siblings.next_send_counter(recipient, still)
         return seal(self.identity, recipient, encode_body(message, counter))
 
     def _admit(self, envelope: bytes, strangers: bool) -> Incoming | None:

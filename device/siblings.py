@@ -7,6 +7,8 @@ counter, and every envelope from it passes a persisted replay window.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import String, select
@@ -16,6 +18,15 @@ from pixie.protocol.identity import fingerprint
 from pixie.protocol.replay import ReplayWindow, Verdict
 
 from .db import Base, Database
+from .errors import DeviceError
+
+# Checked in the transaction that reserves an envelope's counter: is the reason
+# to send it still there? (See `SiblingBook.next_send_counter`.)
+Still = Callable[[sqlite3.Connection], bool]
+
+
+class Withdrawn(DeviceError):
+    """A message not sent: what it was about was gone when its counter was due."""
 
 
 class Sibling(Base):
@@ -106,14 +117,21 @@ class SiblingBook:
             else:
                 row.name, row.role, row.relay = info.name, info.role, info.relay
 
-    def next_send_counter(self, key: bytes) -> int:
+    def next_send_counter(self, key: bytes, still: Still | None = None) -> int:
         """Reserve the next counter for an envelope to ``key`` before sending it.
+
+        ``still``, if given, runs in the same transaction first; if it answers
+        False, no counter is reserved and `Withdrawn` is raised. A sibling
+        orders a device's messages by their counters, so a check made here
+        cannot be overtaken by a message another process sends meanwhile.
 
         Committed without an fsync (see `Database.writing`): a power cut can
         hand a few counters out twice, and a sibling then drops those envelopes
         as replays (messages are idempotent and retried); it can never make it
         accept one twice."""
         with self.db.bookkeeping() as conn:
+            if still is not None and not still(conn):
+                raise Withdrawn("withdrawn: what the message was about is gone")
             (sent,) = conn.execute(_NEXT_SEND_SQL, (key.hex(),)).fetchone()
             return int(sent)
 

@@ -65,8 +65,7 @@ class PeerService(Protocol):
 
     async def handle(
         self,
-        sender: bytes,
-        message: PeerMessage,
+        incoming: Incoming,
         reply: Callable[[bytes, PeerMessage], Awaitable[int]],
         call: Callable[..., Awaitable[Any]],
     ) -> None: ...
@@ -182,9 +181,7 @@ class SyncEndpoint:
 
     async def _serve_request(self, service: PeerService, incoming: Incoming) -> None:
         try:
-            await service.handle(
-                incoming.sender, incoming.body.message, self._send_peer, self._call
-            )
+            await service.handle(incoming, self._send_peer, self._call)
         except (RelayUnavailable, trio.TooSlowError) as exc:
             log.warning("could not answer %s: %s", fingerprint(incoming.sender), exc or "timeout")
         except DeviceError as exc:

@@ -9,7 +9,11 @@ It answers three requests from its siblings (see `pixie.protocol.offload`):
   the resident body still re-hashes to the requested hash. Otherwise a refusal,
   and a log line saying why.
 - Release: only the device that parked a holding can release it; holdings stay
-  whatever happens to this replica's own copy of the note.
+  whatever happens to this replica's own copy of the note. A release sent
+  before the offload that last stored or re-acked the holding (its envelope
+  counter is lower: the relay may deliver them in either order, and a device
+  retries releases) is answered but changes nothing: the device asked to drop
+  a copy it has since parked again and points at.
 
 `FaultPlan` (``pixie run --faults SPEC``) makes the holder misbehave on
 purpose, for tests of the device's gates and of systems built on them.
@@ -29,6 +33,7 @@ from sqlalchemy import delete
 from pixie.device.holdings import Holding
 from pixie.device.node import Node
 from pixie.device.notes import Zone
+from pixie.device.peers import Incoming
 from pixie.protocol.faults import HOLDER_FAULTS, FaultPlan
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id
@@ -53,7 +58,12 @@ _RESIDENT_SQL = (
 _ZONE_SQL = "SELECT zone FROM note WHERE id = ?"
 _OWNER_SQL = "SELECT owner FROM holding WHERE note_id = ? AND content_hash = ?"
 _HOLD_SQL = (
-    "INSERT INTO holding (note_id, content_hash, owner, body, held_at) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO holding (note_id, content_hash, owner, body, held_at, offload_counter) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_RESTAMP_SQL = (
+    "UPDATE holding SET offload_counter = max(offload_counter, ?) "
+    "WHERE note_id = ? AND content_hash = ?"
 )
 _OFFLOAD_FAULTS = [name for name in HOLDER_FAULTS if name != "corrupt-serve"]
 
@@ -85,13 +95,14 @@ class Holder:
     def wants(self, message: PeerMessage) -> bool:
         return isinstance(message, OffloadRequest | FetchRequest | Release)
 
-    async def handle(self, sender: bytes, message: PeerMessage, reply: Reply, call: Call) -> None:
+    async def handle(self, incoming: Incoming, reply: Reply, call: Call) -> None:
+        sender, message, counter = incoming.sender, incoming.body.message, incoming.body.counter
         if isinstance(message, OffloadRequest):
-            await self._offload(sender, message, reply, call)
+            await self._offload(sender, message, counter, reply, call)
         elif isinstance(message, FetchRequest):
             await self._fetch(sender, message, reply, call)
         elif isinstance(message, Release):
-            await self._release(sender, message, reply, call)
+            await self._release(sender, message, counter, reply, call)
 
     def _refuse(self, sender: bytes, what: str, note_id: str, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -99,7 +110,9 @@ class Holder:
 
     # -- offload -------------------------------------------------------------------------
 
-    async def _offload(self, sender: bytes, req: OffloadRequest, reply: Reply, call: Call) -> None:
+    async def _offload(
+        self, sender: bytes, req: OffloadRequest, counter: int, reply: Reply, call: Call
+    ) -> None:
         fault = self.faults.first_strike(_OFFLOAD_FAULTS) if self.faults else None
         name = fault.name if fault else None
         if name == "crash-before-commit":
@@ -112,7 +125,7 @@ class Holder:
             log.warning("fault injected: refuse %s", req.note_id)
             await reply(sender, HolderRefusal(req.request, "refused (injected fault)"))
             return
-        why = check_offload(req) or await call(self._store, sender, req)
+        why = check_offload(req) or await call(self._store, sender, req, counter)
         if why:
             self._refuse(sender, "offload", req.note_id, why)
             await reply(sender, HolderRefusal(req.request, why))
@@ -133,9 +146,10 @@ class Holder:
         log.info("holding %s (%d bytes) for %s", req.note_id, len(req.body), fingerprint(sender))
         await reply(sender, OffloadAck(req.request, note_id, content_hash))
 
-    def _store(self, sender: bytes, req: OffloadRequest) -> str | None:
+    def _store(self, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
         """Commit the holding durably (synchronous=FULL), on the plain driver
-        connection; the reason to refuse, or None."""
+        connection, stamped with the request's envelope counter (see
+        `_drop`); the reason to refuse, or None."""
         owner = sender.hex()
         with self.node.db.bookkeeping(durable=True) as conn:
             zone = conn.execute(_ZONE_SQL, (req.note_id,)).fetchone()
@@ -145,10 +159,20 @@ class Holder:
             if held is not None:
                 if held[0] != owner:
                     return "another device holds that note here"
-                return None  # already held: the ack is idempotent
+                # Already held: the ack is idempotent, and this offload now
+                # backs the holding too.
+                conn.execute(_RESTAMP_SQL, (counter, req.note_id, req.content_hash.hex()))
+                return None
             conn.execute(
                 _HOLD_SQL,
-                (req.note_id, req.content_hash.hex(), owner, req.body, time.time_ns() // 1000),
+                (
+                    req.note_id,
+                    req.content_hash.hex(),
+                    owner,
+                    req.body,
+                    time.time_ns() // 1000,
+                    counter,
+                ),
             )
         return None
 
@@ -181,21 +205,35 @@ class Holder:
 
     # -- release -------------------------------------------------------------------------
 
-    async def _release(self, sender: bytes, req: Release, reply: Reply, call: Call) -> None:
-        why = await call(self._drop, sender, req)
+    async def _release(
+        self, sender: bytes, req: Release, counter: int, reply: Reply, call: Call
+    ) -> None:
+        why = await call(self._drop, sender, req, counter)
         if why:
             self._refuse(sender, "release", req.note_id, why)
             await reply(sender, HolderRefusal(req.request, why))
             return
         await reply(sender, Released(req.request, req.note_id, req.content_hash))
 
-    def _drop(self, sender: bytes, req: Release) -> str | None:
+    def _drop(self, sender: bytes, req: Release, counter: int) -> str | None:
+        """Let go of a holding; the reason to refuse, or None (also when there
+        is nothing to drop, or when the release predates the holding's latest
+        offload, whose copy the device may point at: both are answered as
+        done, since the copy the release spoke of is no longer the device's
+        concern)."""
         with self.node.db.writing() as session:
             held = session.get(Holding, (req.note_id, req.content_hash.hex()))
             if held is None:
                 return None  # nothing to drop: releasing twice is fine
             if held.owner != sender.hex():
                 return "only the device that parked a holding can release it"
+            if held.offload_counter > counter:
+                log.info(
+                    "kept %s: %s parked it again after asking to release it",
+                    req.note_id,
+                    fingerprint(sender),
+                )
+                return None
             session.execute(
                 delete(Holding).where(
                     Holding.note_id == req.note_id, Holding.content_hash == req.content_hash.hex()

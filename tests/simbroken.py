@@ -75,7 +75,7 @@ def noop_bumps_clock(mp: pytest.MonkeyPatch) -> None:
 def holder_acks_unstored(mp: pytest.MonkeyPatch) -> None:
     """The holder says "stored" without committing anything."""
 
-    def store(self: Holder, sender: bytes, req: OffloadRequest) -> str | None:
+    def store(self: Holder, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
         return None
 
     mp.setattr(Holder, "_store", store)

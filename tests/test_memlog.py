@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pixie.device.db import SCHEMA_VERSION
 from pixie.device.errors import BadInput, DataDirError
 from pixie.device.memlog import EventKind, EventRecord, NewEvent
 from pixie.device.node import Node
@@ -132,3 +133,42 @@ def test_open_refuses_missing_and_corrupt_dirs(tmp_path: Path) -> None:
     with pytest.raises(DataDirError):
         Node.open(bad)
     assert (bad / "pixie.db").read_bytes() == b"this is not sqlite" * 100
+
+
+def _set_version(path: Path, version: int, *statements: str) -> None:
+    con = sqlite3.connect(path / "pixie.db")
+    with con:
+        for statement in statements:
+            con.execute(statement)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    con.close()
+
+
+def test_an_older_schema_is_migrated_on_open_and_keeps_its_data(data_dir: Path) -> None:
+    with Node.open(data_dir) as n:
+        n.log.append([ev("kept across the migration")], now=0)
+        n.db.peek("SELECT 1")
+    # What a version-3 database looked like: holdings without their counter.
+    _set_version(
+        data_dir,
+        3,
+        "INSERT INTO holding (note_id, content_hash, owner, body, held_at) "
+        "VALUES ('n', 'h', 'o', x'00', 0)",
+        "ALTER TABLE holding DROP COLUMN offload_counter",
+    )
+    with Node.open(data_dir) as n:
+        assert [r.text for r in n.log.all_records()] == ["kept across the migration"]
+        assert n.db.meta()["schema_version"] == str(SCHEMA_VERSION)
+        assert n.db.peek("SELECT note_id, offload_counter FROM holding") == [("n", 0)]
+
+
+@pytest.mark.parametrize("version", [2, SCHEMA_VERSION + 1])
+def test_a_schema_with_no_migration_is_refused_untouched(data_dir: Path, version: int) -> None:
+    _set_version(data_dir, version)
+    with pytest.raises(DataDirError, match=f"schema version {version}; this pixie understands"):
+        Node.open(data_dir)
+    con = sqlite3.connect(data_dir / "pixie.db")
+    columns = [row[1] for row in con.execute("PRAGMA table_info(holding)")]
+    (stored,) = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    con.close()
+    assert stored == str(version) and "offload_counter" in columns

@@ -22,12 +22,13 @@ from hypothesis import strategies as st
 
 from pixie.device import offload
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.holdings import PendingRelease
+from pixie.device.holdings import PendingRelease, forget_release
 from pixie.device.node import Node
 from pixie.device.notebook import Distilled
 from pixie.device.notes import ABOUT_YOU_KEY, NoteKind, SealedKind, content_hash
 from pixie.device.offload import NoteOffloadService, OffloadFailed
 from pixie.device.peers import Incoming
+from pixie.device.siblings import Still, Withdrawn
 from pixie.homebase.holder import Holder
 from pixie.protocol.faults import HOLDER_FAULTS, FaultSpecError, parse_faults
 from pixie.protocol.offload import (
@@ -38,6 +39,7 @@ from pixie.protocol.offload import (
     holder_parts,
 )
 from pixie.protocol.peerwire import (
+    Body,
     FetchPart,
     HolderRefusal,
     OffloadAck,
@@ -74,19 +76,30 @@ class Wire:
     outbox: trio.MemoryReceiveChannel[Incoming]
     before_deliver: Callable[[PeerMessage], None] | None = None
     crashes: list[str] = field(default_factory=list)
+    sent: int = 0  # the phone's envelope counter
+    phone: Node | None = None
+    before_seal: Callable[[], None] | None = None
 
-    async def send(self, to: bytes, message: PeerMessage) -> int:
+    async def send(self, to: bytes, message: PeerMessage, *, still: Still | None = None) -> int:
         assert to == MAC
+        if self.before_seal is not None:
+            self.before_seal()
+        if still is not None:  # as `SiblingBook.next_send_counter` checks it
+            assert self.phone is not None
+            with self.phone.db.bookkeeping() as conn:
+                if not still(conn):
+                    raise Withdrawn("withdrawn")
         # Through the real codec, as the envelope would carry it.
-        decoded = decode_body(encode_body(message, 1)).message
+        self.sent += 1
+        decoded = decode_body(encode_body(message, self.sent))
         if self.before_deliver is not None:
-            self.before_deliver(decoded)
+            self.before_deliver(decoded.message)
         self.nursery.start_soon(self._holder_side, decoded)
         return 0
 
-    async def _holder_side(self, message: PeerMessage) -> None:
+    async def _holder_side(self, body: Body) -> None:
         try:
-            await self.holder.handle(PHONE, message, self.reply, self.call)
+            await self.holder.handle(Incoming(PHONE, body), self.reply, self.call)
         except Crashed as exc:
             self.crashes.append(str(exc))
 
@@ -146,7 +159,7 @@ def make_pair(tmp: Path, nursery: trio.Nursery, spec: str = "", timeout: float =
     phone, mac = open_pair(tmp)
     plan = parse_faults(spec, HOLDER_FAULTS, seed=1)
     inbox, outbox = trio.open_memory_channel[Incoming](100)
-    wire = Wire(Holder(mac, plan, crash=crash), nursery, inbox, outbox)
+    wire = Wire(Holder(mac, plan, crash=crash), nursery, inbox, outbox, phone=phone)
     service = NoteOffloadService(phone, MAC, wire.send, wire.receive, timeout=timeout)
     return Pair(phone, mac, wire, service)
 
@@ -340,6 +353,53 @@ async def test_deleting_an_offloaded_note_releases_its_holding(pair: Pair) -> No
     assert pair.held() == []
 
 
+async def test_a_release_sent_before_the_latest_offload_keeps_the_holding(pair: Pair) -> None:
+    """The relay may deliver a (retried) release after the device has parked
+    the same body again: envelope counters tell the holder which came first."""
+    note_id = pair.note()
+    chash = bytes.fromhex(content_hash(BODY))
+    stale = pair.wire.sent + 1  # a release sealed before the offload below
+    pair.wire.sent += 1
+    assert (await pair.service.offload(note_id)).cleared
+    replies: list[PeerMessage] = []
+
+    async def reply(_to: bytes, message: PeerMessage) -> int:
+        replies.append(message)
+        return 0
+
+    release = Body(b"", stale, Release(b"r" * 16, note_id, chash))
+    await pair.wire.holder.handle(Incoming(PHONE, release), reply, Wire.call)
+    assert isinstance(replies[-1], Released)
+    assert pair.held() == [(note_id, BODY.encode())]
+    assert await pair.service.fetch(note_id) == BODY
+    # A release sent after that offload does let go.
+    release = Body(b"", pair.wire.sent + 1, Release(b"s" * 16, note_id, chash))
+    await pair.wire.holder.handle(Incoming(PHONE, release), reply, Wire.call)
+    assert isinstance(replies[-1], Released)
+    assert pair.held() == []
+
+
+async def test_a_release_confirmed_elsewhere_is_not_sent_again(pair: Pair) -> None:
+    """Between reading what is due and sealing the release, another process of
+    the device had it confirmed (and could have parked the body again): the
+    release is withdrawn where its counter would be reserved, never sent."""
+    note_id = pair.note()
+    assert (await pair.service.offload(note_id)).cleared
+    pointer = pair.service._pointer(note_id)
+    assert pair.service._restore(pointer, BODY.encode())  # as a recall does
+    assert pair.pending() == [note_id]
+
+    def confirmed_elsewhere() -> None:
+        with pair.phone.db.writing() as session:
+            forget_release(session, note_id, pointer.content_hash, MAC.hex())
+
+    pair.wire.before_seal = confirmed_elsewhere
+    sent = pair.wire.sent
+    assert await pair.service.release_pending() == {note_id}
+    assert pair.wire.sent == sent  # nothing went out
+    assert pair.held() == [(note_id, BODY.encode())]  # and nothing was dropped
+
+
 async def test_only_the_owner_may_release(pair: Pair) -> None:
     note_id = pair.note()
     assert (await pair.service.offload(note_id)).cleared
@@ -350,7 +410,8 @@ async def test_only_the_owner_may_release(pair: Pair) -> None:
         replies.append(message)
         return 0
 
-    await pair.wire.holder.handle(ROGUE, Release(b"r" * 16, note_id, chash), reply, Wire.call)
+    release = Body(b"", 1, Release(b"r" * 16, note_id, chash))
+    await pair.wire.holder.handle(Incoming(ROGUE, release), reply, Wire.call)
     assert isinstance(replies[0], HolderRefusal)
     assert pair.held() == [(note_id, BODY.encode())]
 

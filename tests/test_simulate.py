@@ -32,11 +32,14 @@ def test_seed_sweep_holds_every_invariant(chunk: int) -> None:
         assert result.ok, _explain(result)
 
 
-@pytest.mark.parametrize("seed", [14, 38, 153])
+@pytest.mark.parametrize("seed", [14, 38, 153, 6617])
 def test_seeds_that_once_lost_a_note_now_hold(seed: int) -> None:
     """Each of these schedules once left a note nowhere: a release queued by a
     recall (or by a duplicate offload that lost a race) later dropped the very
-    holding a new pointer relied on. `NoteOffloadService` now refuses that."""
+    holding a new pointer relied on. `NoteOffloadService` now refuses that.
+    In 6617 the release was a retry the network delayed past the note's next
+    offload of the same body; the holder now ignores a release sent before the
+    offload that last backed the holding."""
     result = run_seed(seed, 60)
     assert result.ok, _explain(result)
 

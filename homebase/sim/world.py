@@ -55,6 +55,7 @@ from pixie.protocol.offload import (
     holder_parts,
 )
 from pixie.protocol.peerwire import (
+    Body,
     FetchPart,
     FetchRequest,
     HolderRefusal,
@@ -336,7 +337,7 @@ class World:
             canary, src, size = self.relay.leaks[0]
             raise InvariantViolated(6, f"the relay carried {canary!r} from {src} ({size} B)")
 
-    def admit(self, peer: Peer, data: bytes) -> tuple[bytes, PeerMessage] | None:
+    def admit(self, peer: Peer, data: bytes) -> tuple[bytes, Body] | None:
         """What `PeerLink` does on receipt: open, check the sender, decode, replay check."""
         try:
             opened = envelope.open_envelope(peer.identity, data)
@@ -352,19 +353,20 @@ class World:
             self.stats.rejected_envelopes += 1
             self.note(f"{peer.name} rejects counter {body.counter}: {verdict.value}")
             return None
-        return opened.sender, body.message
+        return opened.sender, body
 
     def deliver(self, dst: str, data: bytes) -> None:
         peer = self.peers[dst]
         admitted = self.admit(peer, data)
         if admitted is None:
             return
-        sender, message = admitted
+        sender, body = admitted
+        message = body.message
         self.note(f"{dst} <- {type(message).__name__}")
         if isinstance(message, SyncData):
             self._on_sync(peer, message)
         elif peer is self.homebase and isinstance(message, OffloadRequest | FetchRequest | Release):
-            self._on_holder_request(sender, message)
+            self._on_holder_request(sender, message, body.counter)
         elif peer is self.device and isinstance(
             message, OffloadAck | HolderRefusal | FetchPart | Released
         ):
@@ -421,7 +423,7 @@ class World:
             return self.rng.choice(choices)
         return None
 
-    def _on_holder_request(self, sender: bytes, message: PeerMessage) -> None:
+    def _on_holder_request(self, sender: bytes, message: PeerMessage, counter: int) -> None:
         home, holder = self.homebase, self.holder
         if isinstance(message, OffloadRequest):
             lies = ("lie",) if self.plan.lies else ()
@@ -433,7 +435,7 @@ class World:
                 self.note("holder fault: acks without storing")
                 self.send(home, OffloadAck(message.request, message.note_id, message.content_hash))
                 return
-            why = check_offload(message) or holder._store(sender, message)
+            why = check_offload(message) or holder._store(sender, message, counter)
             if why:
                 self.send(home, HolderRefusal(message.request, why))
                 return
@@ -460,7 +462,7 @@ class World:
             for part in holder_parts(message, body):
                 self.send(home, part)
         elif isinstance(message, Release):
-            why = holder._drop(sender, message)
+            why = holder._drop(sender, message, counter)
             if why:
                 self.send(home, HolderRefusal(message.request, why))
             else:
@@ -471,7 +473,7 @@ class World:
     def service(self) -> NoteOffloadService:
         """The device's offload service, for its synchronous gates (no I/O is used)."""
 
-        async def no_io(*_: Any) -> Any:  # pragma: no cover - never awaited here
+        async def no_io(*_: Any, **__: Any) -> Any:  # pragma: no cover - never awaited here
             raise AssertionError("the simulator moves messages itself")
 
         return NoteOffloadService(self.device.node, self.homebase.key, no_io, no_io)
