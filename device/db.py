@@ -9,18 +9,22 @@ with "database is locked" when it tries to upgrade a read lock.
 
 from __future__ import annotations
 
+import contextvars
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
+import trio
 from sqlalchemy import Engine, String, create_engine, event, select, text
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from .errors import DataDirError
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 4
 # How a database of an older version becomes the current one: the statements
@@ -35,6 +39,74 @@ BUSY_TIMEOUT_MS = 10_000
 # joins a thousand full-text hits to their rows then re-reads pages from the OS
 # on every call: 64 MiB made check_notebook about 5x faster at 10k notes.
 CACHE_KIB = 64 * 1024
+
+
+# Set while `at_once` runs a function on the event loop's own thread.
+_NO_WAIT: contextvars.ContextVar[bool] = contextvars.ContextVar("pixie_no_wait", default=False)
+
+
+class WouldBlock(Exception):
+    """Raised inside `at_once` where the work would have to wait (for a lock
+    held by another thread or process, or for an fsync): nothing was changed."""
+
+
+async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awaitable[Any]]) -> T:
+    """Run ``fn(*args)`` right here on the event loop if it needs no waiting,
+    else through ``otherwise`` (a worker-thread call).
+
+    A hop to a worker thread and back costs about 130 microseconds, more than
+    the small reads and unsynced bookkeeping writes on the offload path cost
+    together, and those cannot block the loop for long: in this mode `peek`
+    and `bookkeeping` use a connection of their own with no busy timeout, give
+    up at once on a lock, and refuse a durable commit, each by raising
+    `WouldBlock` before anything is changed. ``fn`` must be safe to run again
+    after it raised `WouldBlock` (it is, if its writes all go through those two)."""
+    token = _NO_WAIT.set(True)
+    try:
+        result = fn(*args)
+    except WouldBlock:
+        pass
+    else:
+        await trio.lowlevel.checkpoint()
+        return result
+    finally:
+        _NO_WAIT.reset(token)
+    late: Any = await otherwise(fn, *args)
+    return cast(T, late)
+
+
+class _Plain:
+    """One plain driver connection to the database and the lock that keeps it
+    to one caller at a time; ``busy_ms`` is how long it waits for a lock."""
+
+    def __init__(self, path: Path, busy_ms: int) -> None:
+        self.path = path
+        self.busy_ms = busy_ms
+        self.lock = threading.Lock()
+        self.level = "NORMAL"
+        self._conn: sqlite3.Connection | None = None
+
+    def connection(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, check_same_thread=False)
+            _on_connect(conn, None)
+            conn.execute(f"PRAGMA busy_timeout={self.busy_ms}")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self.level = "NORMAL"
+            self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    message = str(exc)
+    return "locked" in message or "busy" in message
 
 
 class Base(DeclarativeBase):
@@ -93,9 +165,19 @@ class Database:
         event.listen(self.engine, "begin", _on_begin)
         self._write_engine = self.engine.execution_options(pixie_write=True)
         self._lazy_engine = self.engine.execution_options(pixie_write=True, pixie_lazy=True)
-        self._bookkeeping: sqlite3.Connection | None = None
-        self._bookkeeping_lock = threading.Lock()
-        self._bookkeeping_level = "NORMAL"
+        # Plain connections for the per-envelope work: one that waits on
+        # locks like the engine's, one that never waits (see `at_once`).
+        self._waiting = _Plain(path, BUSY_TIMEOUT_MS)
+        self._at_once = _Plain(path, 0)
+
+    def _plain(self) -> _Plain:
+        """The plain connection for this caller, its lock held on return."""
+        if not _NO_WAIT.get():
+            self._waiting.lock.acquire()
+            return self._waiting
+        if not self._at_once.lock.acquire(blocking=False):
+            raise WouldBlock
+        return self._at_once
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
@@ -114,6 +196,8 @@ class Database:
         next durable commit makes it durable too. Nothing acknowledged to
         anyone is ever written this way.
         """
+        if _NO_WAIT.get():
+            raise WouldBlock  # a session write may wait for the lock or an fsync
         engine = self._write_engine if durable else self._lazy_engine
         with (
             _translate_errors(self.path),
@@ -126,23 +210,21 @@ class Database:
         """One small read statement on a plain driver connection (one
         consistent snapshot, like `reading`): for the few per-request lookups
         on the offload path, where a session costs twenty times the query."""
-        with self._bookkeeping_lock, _translate_errors(self.path):
-            conn = self._bookkeeping_connection()
-            conn.execute("BEGIN DEFERRED")
-            try:
-                return conn.execute(sql, params).fetchall()
-            finally:
-                conn.execute("ROLLBACK")
-
-    def _bookkeeping_connection(self) -> sqlite3.Connection:
-        conn = self._bookkeeping
-        if conn is None:
-            conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, check_same_thread=False)
-            _on_connect(conn, None)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._bookkeeping_level = "NORMAL"
-            self._bookkeeping = conn
-        return conn
+        plain = self._plain()
+        try:
+            with _translate_errors(self.path):
+                conn = plain.connection()
+                conn.execute("BEGIN DEFERRED")
+                try:
+                    return conn.execute(sql, params).fetchall()
+                except sqlite3.OperationalError as exc:
+                    if plain is self._at_once and _locked(exc):
+                        raise WouldBlock from None
+                    raise
+                finally:
+                    conn.execute("ROLLBACK")
+        finally:
+            plain.lock.release()
 
     @contextmanager
     def bookkeeping(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
@@ -151,21 +233,37 @@ class Database:
         the offload path, where a SQLAlchemy session would cost ten times the
         statements. By default at synchronous=NORMAL, with the same durability
         rules as ``writing(durable=False)``; ``durable=True`` commits at
-        synchronous=FULL, for a write that is acknowledged to someone. One
-        caller at a time."""
+        synchronous=FULL, for a write that is acknowledged to someone (never
+        inside `at_once`: an fsync is a wait). One caller at a time."""
+        if durable and _NO_WAIT.get():
+            raise WouldBlock
         level = "FULL" if durable else "NORMAL"
-        with self._bookkeeping_lock, _translate_errors(self.path):
-            conn = self._bookkeeping_connection()
-            if self._bookkeeping_level != level:
-                conn.execute(f"PRAGMA synchronous={level}")
-                self._bookkeeping_level = level
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        plain = self._plain()
+        try:
+            with _translate_errors(self.path):
+                conn = plain.connection()
+                if plain.level != level:
+                    conn.execute(f"PRAGMA synchronous={level}")
+                    plain.level = level
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if plain is self._at_once and _locked(exc):
+                        raise WouldBlock from None
+                    raise
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except sqlite3.OperationalError as exc:
+                    conn.execute("ROLLBACK")
+                    if plain is self._at_once and _locked(exc):
+                        raise WouldBlock from None
+                    raise
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+        finally:
+            plain.lock.release()
 
     def create_schema(self, extra_ddl: Sequence[str]) -> None:
         """Create every mapped table, then the triggers and virtual tables given."""
@@ -212,10 +310,8 @@ class Database:
             return dict(session.execute(select(Meta.key, Meta.value)).all())
 
     def dispose(self) -> None:
-        with self._bookkeeping_lock:
-            if self._bookkeeping is not None:
-                self._bookkeeping.close()
-                self._bookkeeping = None
+        self._waiting.close()
+        self._at_once.close()
         self.engine.dispose()
 
 

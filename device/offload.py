@@ -43,6 +43,7 @@ from pixie.protocol.offload import (
 )
 from pixie.protocol.peerwire import MAX_OFFLOAD_BYTES, PeerMessage
 
+from .db import at_once
 from .errors import BadInput, NotFound
 from .holdings import forget_release, pending_releases, release_later
 from .node import Node
@@ -154,6 +155,11 @@ class NoteOffloadService:
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
+
+    async def _quick(self, fn: Callable[..., T], *args: Any) -> T:
+        """Small reads and unsynced writes: on the event loop unless they would
+        wait (see `at_once`)."""
+        return await at_once(fn, *args, otherwise=self._call)
 
     # -- the gate: what may be offloaded (storage) --------------------------------------
 
@@ -290,7 +296,7 @@ class NoteOffloadService:
 
     async def offload(self, note_id: str) -> OffloadReport:
         """Park one note's body; the local body is cleared only after a valid ack."""
-        candidate = await self._call(self._candidate, note_id)
+        candidate = await self._quick(self._candidate, note_id)
         attempt = OffloadAttempt(self.holder, candidate.id, bytes.fromhex(candidate.content_hash))
         try:
             request = attempt.request_message(candidate.body)
@@ -302,7 +308,7 @@ class NoteOffloadService:
         if verdict.outcome is not Outcome.HELD:
             log.warning("offload of %s not acknowledged: %s", note_id, verdict.detail)
             return OffloadReport(note_id, verdict.outcome, verdict.detail, False, size, who)
-        cleared = await self._call(self._compare_and_clear, note_id, candidate.content_hash)
+        cleared = await self._quick(self._compare_and_clear, note_id, candidate.content_hash)
         if not cleared:
             # The note changed while its body travelled: the edit wins, the
             # parked copy points at nothing and is released later.
@@ -314,7 +320,7 @@ class NoteOffloadService:
 
     async def fetch(self, note_id: str) -> str:
         """The verified body of an offloaded note, for showing; never stored."""
-        pointer = await self._call(self._pointer, note_id)
+        pointer = await self._quick(self._pointer, note_id)
         body = await self._fetch(pointer)
         return body.decode("utf-8")
 
@@ -334,7 +340,7 @@ class NoteOffloadService:
     async def recall(self, note_id: str) -> bool:
         """Bring an offloaded note's body home; then ask the holder to let go.
         True if the holder confirmed the release (else it is retried later)."""
-        pointer = await self._call(self._pointer, note_id)
+        pointer = await self._quick(self._pointer, note_id)
         body = await self._fetch(pointer)
         if not await self._call(self._restore, pointer, body):
             raise BadInput(f"note {note_id} changed while its body was fetched; try again")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import trio
 from nacl.signing import SigningKey
@@ -22,10 +24,17 @@ from pixie.protocol.identity import fingerprint
 from pixie.protocol.peerwire import Body, PeerMessage, decode_body, encode_body
 from pixie.protocol.replay import Verdict
 
+from .db import at_once
 from .relayclient import RelayClient
 from .siblings import SiblingBook, Still
 
 log = logging.getLogger("pixie.peers")
+T = TypeVar("T")
+
+# Envelopes up to this size are sealed and opened on the event loop itself
+# (tens of microseconds, less than a hop to a worker thread); larger ones, up
+# to a fetch part of 256 KiB, go to the thread lane.
+AT_ONCE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +69,14 @@ class PeerLink:
         """Seal and send; returns the envelope's size (what the relay carries).
         With ``still``, raises `Withdrawn` instead if it answers False when the
         envelope's counter is reserved (see `SiblingBook.next_send_counter`)."""
-        envelope = await trio.to_thread.run_sync(
-            self._seal, recipient, message, still, limiter=self.lane
+        counter = await at_once(
+            self.siblings.next_send_counter, recipient, still, otherwise=self._in_lane
         )
+        body = encode_body(message, counter)
+        if len(body) <= AT_ONCE_BYTES:
+            envelope = seal(self.identity, recipient, body)
+        else:
+            envelope = await self._in_lane(seal, self.identity, recipient, body)
         await self.client.send(recipient, envelope)
         return len(envelope)
 
@@ -71,15 +85,15 @@ class PeerLink:
         (only while an invite is open); their replay state is kept in memory."""
         while True:
             envelope = await self.client.receive()
-            incoming = await trio.to_thread.run_sync(
-                self._admit, envelope, strangers, limiter=self.lane
-            )
+            if len(envelope) <= AT_ONCE_BYTES:
+                incoming = await at_once(self._admit, envelope, strangers, otherwise=self._in_lane)
+            else:
+                incoming = await self._in_lane(self._admit, envelope, strangers)
             if incoming is not None:
                 return incoming
 
-    def _seal(self, recipient: bytes, message: PeerMessage, still: Still | None = None) -> bytes:
-        counter = self.siblings.next_send_counter(recipient, still)
-        return seal(self.identity, recipient, encode_body(message, counter))
+    async def _in_lane(self, fn: Callable[..., T], *args: Any) -> T:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
 
     def _admit(self, envelope: bytes, strangers: bool) -> Incoming | None:
         try:

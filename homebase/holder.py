@@ -30,6 +30,7 @@ from typing import Any
 import trio
 from sqlalchemy import delete
 
+from pixie.device.db import at_once
 from pixie.device.holdings import Holding
 from pixie.device.node import Node
 from pixie.device.notes import Zone
@@ -179,7 +180,7 @@ class Holder:
     # -- fetch ---------------------------------------------------------------------------
 
     async def _fetch(self, sender: bytes, req: FetchRequest, reply: Reply, call: Call) -> None:
-        body, why = await call(self._resident_body, req)
+        body, why = await at_once(self._resident_body, req, otherwise=call)
         if body is None:
             self._refuse(sender, "fetch", req.note_id, why)
             await reply(sender, HolderRefusal(req.request, why))

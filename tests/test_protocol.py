@@ -162,6 +162,103 @@ def test_sender_is_authenticated_not_just_encrypted() -> None:
         envelope.open_envelope(BOB, forged)
 
 
+def test_mallory_cannot_bind_her_ephemeral_key_to_alice() -> None:
+    """The version-2 signature binds sender, recipient and ephemeral key: one
+    made by anyone but the claimed sender is refused."""
+    import msgpack
+    from nacl.public import Box, PrivateKey
+
+    eph = PrivateKey.generate()
+    signed = envelope._signed(bytes(ALICE.verify_key), bytes(BOB.verify_key), bytes(eph.public_key))
+    forged_sig = MALLORY.sign(signed).signature
+    inner = msgpack.packb([2, bytes(ALICE.verify_key), forged_sig, b"hi"], use_bin_type=True)
+    framed = len(inner).to_bytes(4, "big") + inner
+    padded = framed + bytes(512 - len(framed))
+    forged = bytes(eph.public_key) + bytes(
+        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(padded)
+    )
+    with pytest.raises(envelope.EnvelopeError, match="signature"):
+        envelope.open_envelope(BOB, forged)
+
+
+def test_ephemeral_keys_are_kept_for_a_while_then_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    envelope.forget_ephemeral_keys()
+    monkeypatch.setattr(envelope, "EPHEMERAL_ENVELOPES", 3)
+    sealed = [envelope.seal(ALICE, bytes(BOB.verify_key), bytes([i])) for i in range(7)]
+    keys = [s[:32] for s in sealed]
+    assert keys[0] == keys[1] == keys[2] != keys[3]
+    assert keys[3] == keys[4] == keys[5] != keys[6]
+    # Each recipient has a key of its own.
+    assert envelope.seal(ALICE, bytes(MALLORY.verify_key), b"x")[:32] not in keys
+    # Opened in any order, each once or many times.
+    for i in (6, 0, 3, 0, 5):
+        assert envelope.open_envelope(BOB, sealed[i]) == envelope.Opened(
+            bytes(ALICE.verify_key), bytes([i])
+        )
+    envelope.forget_ephemeral_keys()
+    assert envelope.seal(ALICE, bytes(BOB.verify_key), b"x")[:32] not in keys
+
+
+def test_ephemeral_keys_expire_with_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    envelope.forget_ephemeral_keys()
+    now = [1000.0]
+    monkeypatch.setattr(envelope.time, "monotonic", lambda: now[0])
+    first = envelope.seal(ALICE, bytes(BOB.verify_key), b"a")[:32]
+    now[0] += envelope.EPHEMERAL_SECONDS - 1
+    assert envelope.seal(ALICE, bytes(BOB.verify_key), b"b")[:32] == first
+    now[0] += 2
+    assert envelope.seal(ALICE, bytes(BOB.verify_key), b"c")[:32] != first
+
+
+def test_a_verified_key_vouches_only_for_its_own_sender() -> None:
+    """Bob, who can compute the Box key of Alice's envelopes, seals one under
+    her verified ephemeral key naming Mallory as sender: it is checked afresh
+    (not taken from the cache) and refused."""
+    import msgpack
+    from nacl.public import Box, PublicKey
+
+    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), b"hello")
+    assert envelope.open_envelope(BOB, sealed).sender == bytes(ALICE.verify_key)
+    # The Box key Alice's side computed, from Bob's side.
+    box = Box(BOB.to_curve25519_private_key(), PublicKey(sealed[:32]))
+    padded = box.decrypt(sealed[32:])
+    items = msgpack.unpackb(padded[4 : 4 + int.from_bytes(padded[:4], "big")])
+    inner = msgpack.packb([2, bytes(MALLORY.verify_key), items[2], b"hi"], use_bin_type=True)
+    framed = len(inner).to_bytes(4, "big") + inner
+    forged = sealed[:32] + bytes(box.encrypt(framed + bytes(512 - len(framed))))
+    with pytest.raises(envelope.EnvelopeError, match="signature"):
+        envelope.open_envelope(BOB, forged)
+
+
+def test_version_1_envelopes_still_open() -> None:
+    import msgpack
+    from nacl.public import Box, PrivateKey
+
+    eph = PrivateKey.generate()
+    eph_pub = bytes(eph.public_key)
+    signature = ALICE.sign(envelope._signed_v1(bytes(BOB.verify_key), eph_pub, b"old")).signature
+    inner = msgpack.packb([1, bytes(ALICE.verify_key), signature, b"old"], use_bin_type=True)
+    framed = len(inner).to_bytes(4, "big") + inner
+    old = eph_pub + bytes(
+        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(
+            framed + bytes(512 - len(framed))
+        )
+    )
+    assert envelope.open_envelope(BOB, old) == envelope.Opened(bytes(ALICE.verify_key), b"old")
+    # A version-1 signature does not pass for another body.
+    inner = msgpack.packb([1, bytes(ALICE.verify_key), signature, b"new"], use_bin_type=True)
+    framed = len(inner).to_bytes(4, "big") + inner
+    swapped = eph_pub + bytes(
+        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(
+            framed + bytes(512 - len(framed))
+        )
+    )
+    with pytest.raises(envelope.EnvelopeError, match="signature"):
+        envelope.open_envelope(BOB, swapped)
+
+
 def test_fingerprints_are_stable_and_short() -> None:
     fp = fingerprint(bytes(ALICE.verify_key))
     assert fp == fingerprint(bytes(ALICE.verify_key)) and len(fp) == 19

@@ -1,0 +1,114 @@
+"""`at_once`: small database work on the event loop itself, unless it would wait."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+
+from pixie.device.db import at_once
+from pixie.device.node import Node
+
+COUNTER_SQL = "SELECT sent FROM peer_counter WHERE key = ?"
+KEY = bytes(32)
+
+
+class Fallback:
+    """The worker-thread path, recording each use; ``before`` runs first."""
+
+    def __init__(self, before: Callable[[], None] = lambda: None) -> None:
+        self.calls = 0
+        self.before = before
+        self.thread: int | None = None
+
+    async def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self.calls += 1
+        self.before()
+
+        def run() -> Any:
+            self.thread = threading.get_ident()
+            return fn(*args)
+
+        return await trio.to_thread.run_sync(run)
+
+
+def sent(node: Node) -> int:
+    rows = node.db.peek(COUNTER_SQL, (KEY.hex(),))
+    return int(rows[0][0]) if rows else 0
+
+
+def test_unhindered_work_runs_on_the_calling_thread(node: Node) -> None:
+    fallback = Fallback()
+    where: list[int] = []
+
+    def reserve() -> int:
+        where.append(threading.get_ident())
+        return node.siblings.next_send_counter(KEY)
+
+    async def main() -> list[int]:
+        return [await at_once(reserve, otherwise=fallback) for _ in range(3)]
+
+    assert trio.run(main) == [1, 2, 3]
+    assert fallback.calls == 0 and where == [threading.get_ident()] * 3
+    assert sent(node) == 3
+
+
+def test_a_write_lock_held_elsewhere_sends_the_work_to_the_thread_once(node: Node) -> None:
+    """Another process holds the write lock: the attempt here gives up at once,
+    changing nothing, and the work is done exactly once, in the worker thread,
+    when the lock is free."""
+    other = sqlite3.connect(node.db.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    fallback = Fallback(before=lambda: other.execute("COMMIT"))
+
+    async def main() -> int:
+        return await at_once(node.siblings.next_send_counter, KEY, otherwise=fallback)
+
+    assert trio.run(main) == 1
+    assert fallback.calls == 1 and fallback.thread != threading.get_ident()
+    assert sent(node) == 1
+    other.close()
+
+
+def test_durable_commits_and_sessions_never_run_on_the_loop(node: Node) -> None:
+    """An fsync is a wait: a durable plain write, or any session write, goes
+    to the thread, and is done there exactly once."""
+
+    def durable() -> None:
+        with node.db.bookkeeping(durable=True) as conn:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('a', '1')")
+
+    def session_write() -> None:
+        with node.db.writing(durable=False) as session:
+            session.connection().exec_driver_sql("INSERT INTO meta (key, value) VALUES ('b', '2')")
+
+    fallback = Fallback()
+
+    async def main() -> None:
+        await at_once(durable, otherwise=fallback)
+        await at_once(session_write, otherwise=fallback)
+
+    trio.run(main)
+    assert fallback.calls == 2
+    assert node.db.meta()["a"] == "1" and node.db.meta()["b"] == "2"
+
+
+def test_errors_of_the_work_itself_are_raised_not_retried(node: Node) -> None:
+    fallback = Fallback()
+
+    def broken() -> None:
+        with node.db.bookkeeping() as conn:
+            conn.execute("INSERT INTO peer_counter VALUES ('k', 1, 0, '0')")
+            raise ValueError("no")
+
+    async def main() -> None:
+        await at_once(broken, otherwise=fallback)
+
+    with pytest.raises(ValueError, match="no"):
+        trio.run(main)
+    assert fallback.calls == 0
+    assert node.db.peek("SELECT count(*) FROM peer_counter") == [(0,)]
