@@ -31,10 +31,12 @@ from .siblings import SiblingBook, Still
 log = logging.getLogger("pixie.peers")
 T = TypeVar("T")
 
-# Envelopes up to this size are sealed and opened on the event loop itself
-# (tens of microseconds, less than a hop to a worker thread); larger ones, up
-# to a fetch part of 256 KiB, go to the thread lane.
-AT_ONCE_BYTES = 64 * 1024
+# Envelopes up to this size (a fetch part of 256 KiB among them) are sealed and
+# opened on the event loop itself: tens of microseconds for a small one, less
+# than a hop to a worker thread, and about a quarter of a millisecond for a
+# part (inline, a 1 MB fetch ran at 125 MB/s instead of 83). Larger ones go to
+# the thread lane.
+AT_ONCE_BYTES = 320 * 1024
 
 
 @dataclass(frozen=True, slots=True)
