@@ -34,6 +34,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: ("ALTER TABLE holding ADD COLUMN offload_counter INTEGER NOT NULL DEFAULT 0",),
 }
 BUSY_TIMEOUT_MS = 10_000
+# One in this many unsynced writes `at_once` would make goes to a worker thread,
+# where its commit may checkpoint the WAL (see `Database._plain`).
+AT_ONCE_CHECKPOINT_EVERY = 64
 # Page cache per connection, a ceiling rather than an allocation. SQLite's
 # default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that
 # joins a thousand full-text hits to their rows then re-reads pages from the OS
@@ -59,8 +62,11 @@ async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awa
     together, and those cannot block the loop for long: in this mode `peek`
     and `bookkeeping` use a connection of their own with no busy timeout, give
     up at once on a lock, and refuse a durable commit, each by raising
-    `WouldBlock` before anything is changed. ``fn`` must be safe to run again
-    after it raised `WouldBlock` (it is, if its writes all go through those two)."""
+    `WouldBlock` before anything is changed; that connection never checkpoints
+    the WAL (a checkpoint fsyncs), so one in `AT_ONCE_CHECKPOINT_EVERY` writes
+    goes to the thread, whose commit checkpoints when the WAL is due. ``fn``
+    must be safe to run again after it raised `WouldBlock` (it is, if its
+    writes all go through those two)."""
     token = _NO_WAIT.set(True)
     try:
         result = fn(*args)
@@ -79,9 +85,10 @@ class _Plain:
     """One plain driver connection to the database and the lock that keeps it
     to one caller at a time; ``busy_ms`` is how long it waits for a lock."""
 
-    def __init__(self, path: Path, busy_ms: int) -> None:
+    def __init__(self, path: Path, busy_ms: int, *, autocheckpoint: bool = True) -> None:
         self.path = path
         self.busy_ms = busy_ms
+        self.autocheckpoint = autocheckpoint
         self.lock = threading.Lock()
         self.level = "NORMAL"
         self._conn: sqlite3.Connection | None = None
@@ -93,6 +100,8 @@ class _Plain:
             _on_connect(conn, None)
             conn.execute(f"PRAGMA busy_timeout={self.busy_ms}")
             conn.execute("PRAGMA synchronous=NORMAL")
+            if not self.autocheckpoint:
+                conn.execute("PRAGMA wal_autocheckpoint=0")
             self.level = "NORMAL"
             self._conn = conn
         return conn
@@ -168,13 +177,23 @@ class Database:
         # Plain connections for the per-envelope work: one that waits on
         # locks like the engine's, one that never waits (see `at_once`).
         self._waiting = _Plain(path, BUSY_TIMEOUT_MS)
-        self._at_once = _Plain(path, 0)
+        self._at_once = _Plain(path, 0, autocheckpoint=False)
+        self._at_once_writes = 0
 
-    def _plain(self) -> _Plain:
+    def _plain(self, *, write: bool = False) -> _Plain:
         """The plain connection for this caller, its lock held on return."""
         if not _NO_WAIT.get():
             self._waiting.lock.acquire()
             return self._waiting
+        if write:
+            # The loop's connection never checkpoints the WAL (a checkpoint
+            # fsyncs the database file); every so often a write goes to the
+            # thread instead, where committing checkpoints a WAL grown past
+            # SQLite's 1000 pages, so the WAL stays bounded however few
+            # other writes there are.
+            self._at_once_writes += 1
+            if self._at_once_writes % AT_ONCE_CHECKPOINT_EVERY == 0:
+                raise WouldBlock
         if not self._at_once.lock.acquire(blocking=False):
             raise WouldBlock
         return self._at_once
@@ -238,7 +257,7 @@ class Database:
         if durable and _NO_WAIT.get():
             raise WouldBlock
         level = "FULL" if durable else "NORMAL"
-        plain = self._plain()
+        plain = self._plain(write=True)
         try:
             with _translate_errors(self.path):
                 conn = plain.connection()

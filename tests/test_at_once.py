@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from pixie.device import db
 from pixie.device.db import at_once
 from pixie.device.node import Node
 
@@ -112,3 +113,22 @@ def test_errors_of_the_work_itself_are_raised_not_retried(node: Node) -> None:
         trio.run(main)
     assert fallback.calls == 0
     assert node.db.peek("SELECT count(*) FROM peer_counter") == [(0,)]
+
+
+def test_the_loop_never_checkpoints_and_the_thread_does_every_so_often(node: Node) -> None:
+    """A checkpoint fsyncs the database file: the loop's connection has them
+    off, and one write in AT_ONCE_CHECKPOINT_EVERY goes to the thread, where
+    a commit checkpoints a WAL that is due."""
+    fallback = Fallback()
+    every = db.AT_ONCE_CHECKPOINT_EVERY
+
+    async def main() -> None:
+        for _ in range(2 * every):
+            await at_once(node.siblings.next_send_counter, KEY, otherwise=fallback)
+
+    trio.run(main)
+    assert fallback.calls == 2
+    assert sent(node) == 2 * every
+    loop_conn = node.db._at_once.connection()
+    assert loop_conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    assert node.db._waiting.connection().execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
