@@ -145,19 +145,30 @@ def test_envelope_for_someone_else_does_not_open() -> None:
         envelope.open_envelope(MALLORY, sealed)
 
 
-def test_sender_is_authenticated_not_just_encrypted() -> None:
-    """Mallory knows Bob's public key; she can encrypt to him, but not as Alice."""
+def hand_sealed(
+    version: int, sender: bytes, signature: bytes, body: bytes, eph: object = None
+) -> bytes:
+    """An envelope made by hand, as an attacker would. ``eph`` is an X25519
+    private key, a (`Box`, ephemeral public key) pair for an existing one, or
+    None for a fresh key."""
     import msgpack
     from nacl.public import Box, PrivateKey
 
-    eph = PrivateKey.generate()
-    forged_sig = MALLORY.sign(b"anything").signature
-    inner = msgpack.packb([1, bytes(ALICE.verify_key), forged_sig, b"hi"], use_bin_type=True)
+    inner = msgpack.packb([version, sender, signature, body], use_bin_type=True)
     framed = len(inner).to_bytes(4, "big") + inner
     padded = framed + bytes(512 - len(framed))
-    forged = bytes(eph.public_key) + bytes(
-        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(padded)
-    )
+    if isinstance(eph, tuple):
+        box, eph_pub = eph
+    else:
+        key = eph if isinstance(eph, PrivateKey) else PrivateKey.generate()
+        box, eph_pub = Box(key, BOB.verify_key.to_curve25519_public_key()), bytes(key.public_key)
+    return eph_pub + bytes(box.encrypt(padded))
+
+
+def test_sender_is_authenticated_not_just_encrypted() -> None:
+    """Mallory knows Bob's public key; she can encrypt to him, but not as Alice."""
+    forged_sig = MALLORY.sign(b"anything").signature
+    forged = hand_sealed(1, bytes(ALICE.verify_key), forged_sig, b"hi")
     with pytest.raises(envelope.EnvelopeError, match="signature"):
         envelope.open_envelope(BOB, forged)
 
@@ -165,18 +176,11 @@ def test_sender_is_authenticated_not_just_encrypted() -> None:
 def test_mallory_cannot_bind_her_ephemeral_key_to_alice() -> None:
     """The version-2 signature binds sender, recipient and ephemeral key: one
     made by anyone but the claimed sender is refused."""
-    import msgpack
-    from nacl.public import Box, PrivateKey
+    from nacl.public import PrivateKey
 
     eph = PrivateKey.generate()
     signed = envelope._signed(bytes(ALICE.verify_key), bytes(BOB.verify_key), bytes(eph.public_key))
-    forged_sig = MALLORY.sign(signed).signature
-    inner = msgpack.packb([2, bytes(ALICE.verify_key), forged_sig, b"hi"], use_bin_type=True)
-    framed = len(inner).to_bytes(4, "big") + inner
-    padded = framed + bytes(512 - len(framed))
-    forged = bytes(eph.public_key) + bytes(
-        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(padded)
-    )
+    forged = hand_sealed(2, bytes(ALICE.verify_key), MALLORY.sign(signed).signature, b"hi", eph)
     with pytest.raises(envelope.EnvelopeError, match="signature"):
         envelope.open_envelope(BOB, forged)
 
@@ -225,36 +229,21 @@ def test_a_verified_key_vouches_only_for_its_own_sender() -> None:
     box = Box(BOB.to_curve25519_private_key(), PublicKey(sealed[:32]))
     padded = box.decrypt(sealed[32:])
     items = msgpack.unpackb(padded[4 : 4 + int.from_bytes(padded[:4], "big")])
-    inner = msgpack.packb([2, bytes(MALLORY.verify_key), items[2], b"hi"], use_bin_type=True)
-    framed = len(inner).to_bytes(4, "big") + inner
-    forged = sealed[:32] + bytes(box.encrypt(framed + bytes(512 - len(framed))))
+    forged = hand_sealed(2, bytes(MALLORY.verify_key), items[2], b"hi", (box, sealed[:32]))
     with pytest.raises(envelope.EnvelopeError, match="signature"):
         envelope.open_envelope(BOB, forged)
 
 
 def test_version_1_envelopes_still_open() -> None:
-    import msgpack
-    from nacl.public import Box, PrivateKey
+    from nacl.public import PrivateKey
 
     eph = PrivateKey.generate()
     eph_pub = bytes(eph.public_key)
     signature = ALICE.sign(envelope._signed_v1(bytes(BOB.verify_key), eph_pub, b"old")).signature
-    inner = msgpack.packb([1, bytes(ALICE.verify_key), signature, b"old"], use_bin_type=True)
-    framed = len(inner).to_bytes(4, "big") + inner
-    old = eph_pub + bytes(
-        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(
-            framed + bytes(512 - len(framed))
-        )
-    )
+    old = hand_sealed(1, bytes(ALICE.verify_key), signature, b"old", eph)
     assert envelope.open_envelope(BOB, old) == envelope.Opened(bytes(ALICE.verify_key), b"old")
     # A version-1 signature does not pass for another body.
-    inner = msgpack.packb([1, bytes(ALICE.verify_key), signature, b"new"], use_bin_type=True)
-    framed = len(inner).to_bytes(4, "big") + inner
-    swapped = eph_pub + bytes(
-        Box(eph, BOB.verify_key.to_curve25519_public_key()).encrypt(
-            framed + bytes(512 - len(framed))
-        )
-    )
+    swapped = hand_sealed(1, bytes(ALICE.verify_key), signature, b"new", eph)
     with pytest.raises(envelope.EnvelopeError, match="signature"):
         envelope.open_envelope(BOB, swapped)
 
