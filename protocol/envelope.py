@@ -10,28 +10,27 @@ sizes (the plaintext is padded to a size bucket).
 Why this construction. The sender's long-term key never encrypts anything: each
 envelope is a Box between an ephemeral X25519 key and the recipient's key, so a
 later theft of the sender's long-term key opens no past envelope (forward
-secrecy on the sending side). The sender is authenticated by an Ed25519
-signature binding its identity, the recipient and the ephemeral key; the Box
-MAC then authenticates every byte of the plaintext, since only the holder of
-the ephemeral private key (the sender) or the recipient can compute the Box key.
-A flipped bit anywhere fails the MAC (a changed ephemeral key changes the Box
-key); an envelope cannot be re-addressed (the signature names the recipient).
+secrecy on the sending side). Every envelope carries an Ed25519 signature by
+the sender over its identity, the recipient, the ephemeral key and a digest of
+the body: a flipped bit anywhere fails the Box MAC or the signature, an
+envelope cannot be re-addressed, and even a thief of the recipient's key, who
+can compute the Box key, cannot write the recipient messages in the sender's
+name.
 
-Version 2 keeps one ephemeral key per sender and recipient for a while
-(`EPHEMERAL_SECONDS`, `EPHEMERAL_ENVELOPES`, whichever comes first) instead of
-one per envelope, in memory only. Its signature and Box key are computed once,
-and the recipient caches a key it has verified, so an envelope costs a
-symmetric encryption instead of two X25519 operations, a signature and its
-verification (sealing and opening a 4 KB body: about 160 microseconds with a
-key per envelope, 30 now). The price is a window: someone who reads a running
-sender's memory can open what it sent to that recipient in the last few
-minutes, not only the envelope it was sealing.
-Envelopes sharing an ephemeral key are linkable, which tells the relay nothing
-new (it already knows which connection each envelope came in on). Version 1
-(a fresh key per envelope, the signature over a digest of the body) still
-opens. Full two-sided forward secrecy would need a handshake round trip per
-session; through a store-and-forward relay that a sibling may only reach hours
-later, we chose one-message envelopes instead.
+Version 2 keeps one ephemeral key per sender and recipient, in memory only,
+for at most `EPHEMERAL_SECONDS` (of monotonic time) or `EPHEMERAL_ENVELOPES`
+envelopes (expired keys are dropped at the next seal to anyone), and the
+recipient caches the Box key of each ephemeral key it has verified, so an
+envelope costs no X25519 operation, only the signature, its check and a
+symmetric encryption (sealing and opening a 4 KB body: about 160 microseconds
+with a key per envelope, about 85 now). The price is a window: someone who
+reads a running sender's memory can open what it sent to that recipient in the
+last minutes, not only the envelope it was sealing. Envelopes sharing an
+ephemeral key are linkable, which tells the relay nothing new (it already knows
+which connection each envelope came in on). Version 1 (a fresh key per
+envelope) still opens. Full two-sided forward secrecy would need a handshake
+round trip per session; through a store-and-forward relay that a sibling may
+only reach hours later, we chose one-message envelopes instead.
 """
 
 from __future__ import annotations
@@ -83,9 +82,15 @@ def _signed_v1(recipient: bytes, eph_pub: bytes, body: bytes) -> bytes:
     return SIGN_CONTEXT_V1 + recipient + eph_pub + digest
 
 
-def _signed(sender: bytes, recipient: bytes, eph_pub: bytes) -> bytes:
-    """What a sender signs: who it is, whom it writes to, with which ephemeral key."""
-    return SIGN_CONTEXT + sender + recipient + eph_pub
+def _signed(sender: bytes, recipient: bytes, eph_pub: bytes, body: bytes) -> bytes:
+    """What a sender signs for each envelope: who it is, whom it writes to, with
+    which ephemeral key, and a digest of the body (signing the digest keeps the
+    cost of Ed25519 flat however large the body is). The body is signed, not
+    only covered by the Box MAC, because the recipient can compute the Box key
+    too: whoever stole the recipient's key could otherwise write it messages in
+    the sender's name."""
+    digest = hashlib.blake2b(body, digest_size=32, person=b"pixie-env-body").digest()
+    return SIGN_CONTEXT + sender + recipient + eph_pub + digest
 
 
 def bucket(size: int) -> int:
@@ -115,7 +120,6 @@ class _Ephemeral:
 
     public: bytes
     box: Box
-    signature: bytes
     until: float
     left: int
 
@@ -127,22 +131,24 @@ class _Keys:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sending: dict[tuple[bytes, bytes], _Ephemeral] = {}
-        self.verified: OrderedDict[tuple[bytes, bytes], tuple[bytes, bytes, Box]] = OrderedDict()
+        self.verified: OrderedDict[tuple[bytes, bytes], Box] = OrderedDict()
 
     def ephemeral(self, sender: SigningKey, recipient: bytes) -> _Ephemeral:
         own = bytes(sender.verify_key)
         now = time.monotonic()
         with self.lock:
+            # Keys past their time are dropped whoever they were for, so none
+            # outlives its window in memory just because its recipient went quiet.
+            for pair in [p for p, e in self.sending.items() if not now < e.until]:
+                del self.sending[pair]
             current = self.sending.get((own, recipient))
-            if current is not None and current.left > 0 and now < current.until:
+            if current is not None and current.left > 0:
                 current.left -= 1
                 return current
         key = PrivateKey.generate()
-        public = bytes(key.public_key)
         fresh = _Ephemeral(
-            public,
+            bytes(key.public_key),
             Box(key, _curve_public(recipient)),
-            sender.sign(_signed(own, recipient, public)).signature,
             now + EPHEMERAL_SECONDS,
             EPHEMERAL_ENVELOPES - 1,
         )
@@ -150,14 +156,14 @@ class _Keys:
             self.sending[(own, recipient)] = fresh
         return fresh
 
-    def known(self, own: bytes, eph_pub: bytes) -> tuple[bytes, bytes, Box] | None:
+    def known(self, own: bytes, eph_pub: bytes) -> Box | None:
         with self.lock:
             entry = self.verified.get((own, eph_pub))
             if entry is not None:
                 self.verified.move_to_end((own, eph_pub))
             return entry
 
-    def remember(self, own: bytes, eph_pub: bytes, entry: tuple[bytes, bytes, Box]) -> None:
+    def remember(self, own: bytes, eph_pub: bytes, entry: Box) -> None:
         with self.lock:
             self.verified[(own, eph_pub)] = entry
             while len(self.verified) > VERIFIED_KEYS:
@@ -178,9 +184,9 @@ def seal(sender: SigningKey, recipient: bytes, body: bytes) -> bytes:
     if len(body) > MAX_BODY_BYTES:
         raise ProtocolError(f"body of {len(body)} bytes is over {MAX_BODY_BYTES}")
     ephemeral = _KEYS.ephemeral(sender, recipient)
-    inner: bytes = msgpack.packb(
-        [ENVELOPE_VERSION, bytes(sender.verify_key), ephemeral.signature, body], use_bin_type=True
-    )
+    own = bytes(sender.verify_key)
+    signature = sender.sign(_signed(own, recipient, ephemeral.public, body)).signature
+    inner: bytes = msgpack.packb([ENVELOPE_VERSION, own, signature, body], use_bin_type=True)
     framed = len(inner).to_bytes(4, "big") + inner
     padded = framed + bytes(bucket(len(framed)) - len(framed))
     return ephemeral.public + bytes(ephemeral.box.encrypt(padded))
@@ -194,7 +200,7 @@ def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:
     eph_pub = envelope[:32]
     known = _KEYS.known(own, eph_pub)
     try:
-        box = known[2] if known is not None else Box(_curve_private(recipient), PublicKey(eph_pub))
+        box = known if known is not None else Box(_curve_private(recipient), PublicKey(eph_pub))
         padded = box.decrypt(envelope[32:])
     except CryptoError:
         raise EnvelopeError("envelope failed authentication (tampered or not for us)") from None
@@ -216,18 +222,12 @@ def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:
         raise EnvelopeError("envelope contents are malformed")
     if len(sender) != PUBLIC_KEY_BYTES or len(signature) != 64:
         raise EnvelopeError("envelope contents are malformed")
-    if version == 1:
-        signed = _signed_v1(own, eph_pub, body)
-    elif known is not None and known[0] == sender and known[1] == signature:
-        # This ephemeral key was verified for this sender before, and the Box
-        # opened: only that sender (or we) could have sealed it.
-        return Opened(sender, body)
-    else:
-        signed = _signed(sender, own, eph_pub)
+    v1 = version == 1
+    signed = _signed_v1(own, eph_pub, body) if v1 else _signed(sender, own, eph_pub, body)
     try:
         verify_key(sender).verify(signed, signature)
     except (BadSignatureError, ProtocolError):
         raise EnvelopeError("envelope signature does not verify") from None
-    if version == ENVELOPE_VERSION:
-        _KEYS.remember(own, eph_pub, (sender, signature, box))
+    if version == ENVELOPE_VERSION and known is None:
+        _KEYS.remember(own, eph_pub, box)
     return Opened(sender, body)

@@ -179,8 +179,9 @@ def test_mallory_cannot_bind_her_ephemeral_key_to_alice() -> None:
     from nacl.public import PrivateKey
 
     eph = PrivateKey.generate()
-    signed = envelope._signed(bytes(ALICE.verify_key), bytes(BOB.verify_key), bytes(eph.public_key))
-    forged = hand_sealed(2, bytes(ALICE.verify_key), MALLORY.sign(signed).signature, b"hi", eph)
+    alice, bob, eph_pub = bytes(ALICE.verify_key), bytes(BOB.verify_key), bytes(eph.public_key)
+    signed = envelope._signed(alice, bob, eph_pub, b"hi")
+    forged = hand_sealed(2, alice, MALLORY.sign(signed).signature, b"hi", eph)
     with pytest.raises(envelope.EnvelopeError, match="signature"):
         envelope.open_envelope(BOB, forged)
 
@@ -216,22 +217,35 @@ def test_ephemeral_keys_expire_with_time(monkeypatch: pytest.MonkeyPatch) -> Non
     assert envelope.seal(ALICE, bytes(BOB.verify_key), b"c")[:32] != first
 
 
-def test_a_verified_key_vouches_only_for_its_own_sender() -> None:
-    """Bob, who can compute the Box key of Alice's envelopes, seals one under
-    her verified ephemeral key naming Mallory as sender: it is checked afresh
-    (not taken from the cache) and refused."""
+def test_the_recipient_cannot_write_itself_messages_in_the_senders_name() -> None:
+    """Bob (or whoever stole his key) can compute the Box key of Alice's
+    envelopes; re-using her ephemeral key and signature with another body, or
+    naming another sender, is refused: each body is signed."""
     import msgpack
     from nacl.public import Box, PublicKey
 
     sealed = envelope.seal(ALICE, bytes(BOB.verify_key), b"hello")
     assert envelope.open_envelope(BOB, sealed).sender == bytes(ALICE.verify_key)
-    # The Box key Alice's side computed, from Bob's side.
+    # The Box key Alice's side computed, from Bob's side (now cached by him too).
     box = Box(BOB.to_curve25519_private_key(), PublicKey(sealed[:32]))
     padded = box.decrypt(sealed[32:])
     items = msgpack.unpackb(padded[4 : 4 + int.from_bytes(padded[:4], "big")])
-    forged = hand_sealed(2, bytes(MALLORY.verify_key), items[2], b"hi", (box, sealed[:32]))
-    with pytest.raises(envelope.EnvelopeError, match="signature"):
-        envelope.open_envelope(BOB, forged)
+    for sender, body in ((ALICE, b"erase it"), (MALLORY, b"hello")):
+        forged = hand_sealed(2, bytes(sender.verify_key), items[2], body, (box, sealed[:32]))
+        with pytest.raises(envelope.EnvelopeError, match="signature"):
+            envelope.open_envelope(BOB, forged)
+
+
+def test_expired_ephemeral_keys_leave_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key past its time is dropped at the next seal to anyone, not only when
+    its own recipient is written to again."""
+    envelope.forget_ephemeral_keys()
+    now = [1000.0]
+    monkeypatch.setattr(envelope.time, "monotonic", lambda: now[0])
+    envelope.seal(ALICE, bytes(BOB.verify_key), b"a")
+    now[0] += envelope.EPHEMERAL_SECONDS + 1
+    envelope.seal(ALICE, bytes(MALLORY.verify_key), b"b")
+    assert list(envelope._KEYS.sending) == [(bytes(ALICE.verify_key), bytes(MALLORY.verify_key))]
 
 
 def test_version_1_envelopes_still_open() -> None:
