@@ -839,6 +839,9 @@ def run_seed(
     trace: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run one seed to the end (or to its first violation) and say how it went."""
+    # A run starts as a fresh process would: no ephemeral keys from an earlier
+    # run (when an envelope's key rotates shows in what a fault strikes).
+    envelope.forget_ephemeral_keys()
     world = World(seed, base=base, lies=lies, trace=trace)
     try:
         try:
