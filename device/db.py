@@ -73,6 +73,9 @@ async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awa
     except WouldBlock:
         pass
     else:
+        # Yield to the scheduler, but never lose the result to a cancellation
+        # there: the work is done (an envelope's counter recorded, say), as a
+        # worker-thread call would be.
         await trio.lowlevel.checkpoint()
         return result
     finally:
@@ -229,19 +232,26 @@ class Database:
         """One small read statement on a plain driver connection (one
         consistent snapshot, like `reading`): for the few per-request lookups
         on the offload path, where a session costs twenty times the query."""
-        plain = self._plain()
+        with self._using(self._plain()) as conn:
+            conn.execute("BEGIN DEFERRED")
+            try:
+                return conn.execute(sql, params).fetchall()
+            finally:
+                conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _using(self, plain: _Plain) -> Iterator[sqlite3.Connection]:
+        """``plain``'s connection, its lock released at the end; errors are
+        translated, and on the loop's connection a lock held elsewhere becomes
+        `WouldBlock`."""
         try:
             with _translate_errors(self.path):
-                conn = plain.connection()
-                conn.execute("BEGIN DEFERRED")
                 try:
-                    return conn.execute(sql, params).fetchall()
+                    yield plain.connection()
                 except sqlite3.OperationalError as exc:
                     if plain is self._at_once and _locked(exc):
                         raise WouldBlock from None
                     raise
-                finally:
-                    conn.execute("ROLLBACK")
         finally:
             plain.lock.release()
 
@@ -258,31 +268,17 @@ class Database:
             raise WouldBlock
         level = "FULL" if durable else "NORMAL"
         plain = self._plain(write=True)
-        try:
-            with _translate_errors(self.path):
-                conn = plain.connection()
-                if plain.level != level:
-                    conn.execute(f"PRAGMA synchronous={level}")
-                    plain.level = level
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    if plain is self._at_once and _locked(exc):
-                        raise WouldBlock from None
-                    raise
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except sqlite3.OperationalError as exc:
-                    conn.execute("ROLLBACK")
-                    if plain is self._at_once and _locked(exc):
-                        raise WouldBlock from None
-                    raise
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-        finally:
-            plain.lock.release()
+        with self._using(plain) as conn:
+            if plain.level != level:
+                conn.execute(f"PRAGMA synchronous={level}")
+                plain.level = level
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     def create_schema(self, extra_ddl: Sequence[str]) -> None:
         """Create every mapped table, then the triggers and virtual tables given."""

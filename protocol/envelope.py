@@ -76,21 +76,24 @@ class Opened:
     body: bytes
 
 
+def _digest(body: bytes) -> bytes:
+    """What a signature covers of the body (signing a digest keeps the cost of
+    Ed25519 flat however large the body is)."""
+    return hashlib.blake2b(body, digest_size=32, person=b"pixie-env-body").digest()
+
+
 def _signed_v1(recipient: bytes, eph_pub: bytes, body: bytes) -> bytes:
     """What a version-1 sender signed: the addressing and a digest of the body."""
-    digest = hashlib.blake2b(body, digest_size=32, person=b"pixie-env-body").digest()
-    return SIGN_CONTEXT_V1 + recipient + eph_pub + digest
+    return SIGN_CONTEXT_V1 + recipient + eph_pub + _digest(body)
 
 
 def _signed(sender: bytes, recipient: bytes, eph_pub: bytes, body: bytes) -> bytes:
     """What a sender signs for each envelope: who it is, whom it writes to, with
-    which ephemeral key, and a digest of the body (signing the digest keeps the
-    cost of Ed25519 flat however large the body is). The body is signed, not
-    only covered by the Box MAC, because the recipient can compute the Box key
-    too: whoever stole the recipient's key could otherwise write it messages in
-    the sender's name."""
-    digest = hashlib.blake2b(body, digest_size=32, person=b"pixie-env-body").digest()
-    return SIGN_CONTEXT + sender + recipient + eph_pub + digest
+    which ephemeral key, and a digest of the body. The body is signed, not only
+    covered by the Box MAC, because the recipient can compute the Box key too:
+    whoever stole the recipient's key could otherwise write it messages in the
+    sender's name."""
+    return SIGN_CONTEXT + sender + recipient + eph_pub + _digest(body)
 
 
 def bucket(size: int) -> int:

@@ -243,6 +243,9 @@ class World:
         lies: bool = False,
         trace: Callable[[str], None] | None = None,
     ) -> None:
+        # A world starts as fresh processes would: no ephemeral keys from an
+        # earlier one (when an envelope's key rotates shows in what a fault strikes).
+        envelope.forget_ephemeral_keys()
         self.seed = seed
         self.rng = random.Random(f"pixie-sim-{seed}")
         self.entropy = Entropy(random.Random(f"pixie-sim-entropy-{seed}"))
@@ -839,9 +842,6 @@ def run_seed(
     trace: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run one seed to the end (or to its first violation) and say how it went."""
-    # A run starts as a fresh process would: no ephemeral keys from an earlier
-    # run (when an envelope's key rotates shows in what a fault strikes).
-    envelope.forget_ephemeral_keys()
     world = World(seed, base=base, lies=lies, trace=trace)
     try:
         try:
