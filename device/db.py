@@ -76,7 +76,7 @@ async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awa
         # Yield to the scheduler, but never lose the result to a cancellation
         # there: the work is done (an envelope's counter recorded, say), as a
         # worker-thread call would be.
-        await trio.lowlevel.checkpoint()
+        await trio.lowlevel.cancel_shielded_checkpoint()
         return result
     finally:
         _NO_WAIT.reset(token)

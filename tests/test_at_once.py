@@ -132,3 +132,19 @@ def test_the_loop_never_checkpoints_and_the_thread_does_every_so_often(node: Nod
     loop_conn = node.db._at_once.connection()
     assert loop_conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
     assert node.db._waiting.connection().execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
+
+
+def test_work_done_on_the_loop_is_not_lost_to_a_cancellation(node: Node) -> None:
+    """Like a worker-thread call, a finished inline call returns its result
+    even when its caller is being cancelled (a counter once reserved, or an
+    envelope once accepted, must reach the caller)."""
+    fallback = Fallback()
+    got: list[int] = []
+
+    async def main() -> None:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            got.append(await at_once(node.siblings.next_send_counter, KEY, otherwise=fallback))
+
+    trio.run(main)
+    assert got == [1] and sent(node) == 1 and fallback.calls == 0
