@@ -16,7 +16,9 @@ itself requires of every offload and fetch, done with the same libraries: the
 request and the answer each in a sealed envelope (`protocol.envelope`: seal on
 one side, open on the other), and the holding committed to SQLite in WAL mode
 at synchronous=FULL before the ack. Its ratio to the baseline is the least any
-implementation of this protocol can reach over this forwarder.
+implementation of this protocol can reach over this forwarder. The same floor
+without the envelopes (a plain body and hash each way, the durable commit
+kept) shows what the sealing alone costs.
 
 Also: fetch throughput for a 1 MB body (a holding planted on the Homebase, as
 the Notebook caps a note's body far below 1 MB) against the same 1 MB through
@@ -38,7 +40,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import trio
@@ -113,14 +117,25 @@ async def sink(port: int, path: Path) -> None:
             await stream.send_all(os.pread(fd, size, 0))
 
 
-async def floor_sink(port: int, path: Path, keys: Path) -> None:
-    """The sink, doing the required work: envelopes opened and sealed, the body
-    committed durably before the ack, the served body read from the database."""
+def _envelopes(sealed: bool) -> tuple[Callable[..., bytes], Callable[..., Any]]:
+    """``seal(own, to, body)`` and ``open_envelope(own, envelope).body``: the
+    real ones, or (not ``sealed``) ones that pass the body through."""
+    from pixie.protocol import envelope
+
+    if sealed:
+        return envelope.seal, envelope.open_envelope
+    return (lambda _own, _to, body: body), (lambda _own, sent: SimpleNamespace(body=sent))
+
+
+async def floor_sink(port: int, path: Path, keys: Path | None) -> None:
+    """The sink, doing the required work: envelopes opened and sealed (unless
+    ``keys`` is None), the body committed durably before the ack, the served
+    body read from the database."""
     from nacl.signing import SigningKey
 
-    from pixie.protocol.envelope import open_envelope, seal
-
-    own, client = SigningKey(keys.read_bytes()[:32]), keys.read_bytes()[32:]
+    seal, open_envelope = _envelopes(keys is not None)
+    own = SigningKey(keys.read_bytes()[:32]) if keys else SigningKey.generate()
+    client = keys.read_bytes()[32:] if keys else b""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
@@ -176,14 +191,19 @@ async def floor(tmp: Path, rounds: int) -> dict[str, list[float] | float]:
     return await _forwarded(tmp, rounds, floor=True)
 
 
-async def _forwarded(tmp: Path, rounds: int, *, floor: bool) -> dict[str, list[float] | float]:
+async def unsealed_floor(tmp: Path, rounds: int) -> dict[str, list[float] | float]:
+    return await _forwarded(tmp, rounds, floor=True, sealed=False)
+
+
+async def _forwarded(
+    tmp: Path, rounds: int, *, floor: bool, sealed: bool = True
+) -> dict[str, list[float] | float]:
     """Rounds through a bare forwarder to the plain sink, or (``floor``) to the
-    sink that does the required work."""
+    sink that does the required work (without the envelopes unless ``sealed``)."""
     from nacl.signing import SigningKey
 
-    from pixie.protocol.envelope import open_envelope, seal
-
-    name = "floor" if floor else "bare"
+    seal, open_envelope = _envelopes(sealed)
+    name = ("floor" if sealed else "unsealed") if floor else "bare"
     port_file = tmp / f"fwd-{name}.port"
     own, holder = SigningKey.generate(), SigningKey.generate()
     keys = tmp / f"{name}.keys"
@@ -200,7 +220,7 @@ async def _forwarded(tmp: Path, rounds: int, *, floor: bool) -> dict[str, list[f
             while not port_file.exists() or not port_file.read_text():
                 await trio.sleep(0.01)
         port = int(port_file.read_text())
-        serve = ["--serve-floor-sink", str(keys)] if floor else ["--serve-sink"]
+        serve = ["--serve-floor-sink", str(keys) if sealed else "-"] if floor else ["--serve-sink"]
         procs.append(
             await trio.lowlevel.open_process(
                 [sys.executable, __file__, *serve, str(port), str(tmp / f"{name}.sink")]
@@ -383,11 +403,12 @@ def main() -> int:
         return 0
     if args.serve_floor_sink:
         keys, port, path = args.serve_floor_sink
-        trio.run(floor_sink, int(port), Path(path), Path(keys))
+        trio.run(floor_sink, int(port), Path(path), None if keys == "-" else Path(keys))
         return 0
     with tempfile.TemporaryDirectory(prefix="pixie-bench-offload-", dir=args.dir) as name:
         base = trio.run(baseline, Path(name), args.rounds)
         least = trio.run(floor, Path(name), args.rounds)
+        unsealed = trio.run(unsealed_floor, Path(name), args.rounds)
         ours = trio.run(pixie, Path(name), args.rounds)
     result: dict[str, float] = {}
     for what in ("offload", "fetch"):
@@ -400,6 +421,9 @@ def main() -> int:
             result[f"{what}_p{q}_floor_ms"] = f * 1000
             result[f"{what}_p{q}_floor_ratio"] = f / b
             result[f"{what}_p{q}_over_floor"] = o / f
+            u = _pct(unsealed[what], q)  # type: ignore[arg-type]
+            result[f"{what}_p{q}_unsealed_floor_ms"] = u * 1000
+            result[f"{what}_p{q}_unsealed_floor_ratio"] = u / b
     big_b, big_o = float(base["big_fetch_s"]), float(ours["big_fetch_s"])  # type: ignore[arg-type]
     result["big_fetch_mb_s"] = BIG_BYTES / big_o / 1e6
     result["big_fetch_baseline_mb_s"] = BIG_BYTES / big_b / 1e6
@@ -419,7 +443,9 @@ def main() -> int:
                 f"(target <= {TARGET}x: {'ok' if ratio <= TARGET else 'MISSED'}); "
                 f"floor {result[f'{what}_p{q}_floor_ms']:.2f} ms -> "
                 f"{result[f'{what}_p{q}_floor_ratio']:.2f}x "
-                f"(ours {result[f'{what}_p{q}_over_floor']:.2f}x the floor)"
+                f"(ours {result[f'{what}_p{q}_over_floor']:.2f}x the floor); "
+                f"floor without envelopes {result[f'{what}_p{q}_unsealed_floor_ms']:.2f} ms -> "
+                f"{result[f'{what}_p{q}_unsealed_floor_ratio']:.2f}x"
             )
     print(
         f"fetch 1 MB: {result['big_fetch_mb_s']:.1f} MB/s vs bare forwarder "
