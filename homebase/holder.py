@@ -144,8 +144,9 @@ class Holder:
             await trio.sleep(fault.seconds)
         if name in ("ack-wrong-hash", "ack-wrong-id"):
             log.warning("fault injected: %s for %s", name, req.note_id)
-        log.info("holding %s (%d bytes) for %s", req.note_id, len(req.body), fingerprint(sender))
         await reply(sender, OffloadAck(req.request, note_id, content_hash))
+        # Logged after the ack, which waits for nothing but the commit.
+        log.info("holding %s (%d bytes) for %s", req.note_id, len(req.body), fingerprint(sender))
 
     def _store(self, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
         """Commit the holding durably (synchronous=FULL), on the plain driver
