@@ -5,7 +5,10 @@ opener is the side that started it, the responder the side that answered):
 
 1. Hello. The opener sends its digest and marks (what it holds, compactly).
    The responder answers with its own. Equal digests end the session for both:
-   one round trip, whatever the size of the data.
+   one round trip, whatever the size of the data. The opener compares the
+   answer with the digest it sent, not with its state on the answer's arrival:
+   the responder has ended the session if the two matched, even if the opener
+   has changed since (its next session carries the change).
 2. Stream. Otherwise each side sends, in numbered batches, the records the
    other lacks by its marks, and commits each batch it receives on arrival.
    A side's stream ends with a batch marked last, or is empty: the responder
@@ -161,6 +164,7 @@ class SyncSession:
         self._pending_ranges: list[Range] = []
         self._pending_need: list[bytes] = []
         self._acked = 0  # batches the sibling has confirmed applying
+        self._said: tuple[bytes, int] | None = None  # the digest our Hello carried
 
     # -- the driver's side ----------------------------------------------------------
 
@@ -172,6 +176,7 @@ class SyncSession:
         if not self.opener or self.phase is not Phase.IDLE:
             raise ProtocolError(f"can't start a session in state {self.phase.value}")
         digest, count = self.replica.state()
+        self._said = (digest, count)
         self._send(Hello(self.session_id, False, digest, count, self.replica.marks()))
         self.phase = Phase.HELLO_SENT
 
@@ -254,7 +259,8 @@ class SyncSession:
         digest, count = self.replica.state()
         self.stats.expected = max(hello.count - count, 0)
         if self.opener:
-            if (hello.digest, hello.count) == (digest, count):
+            # Equal to what we said: the responder has ended the session.
+            if (hello.digest, hello.count) == self._said:
                 self.stats.in_sync_at_hello = True
                 self.phase = Phase.DONE
                 return

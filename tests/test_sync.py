@@ -13,7 +13,7 @@ from pixie.device.node import Node
 from pixie.device.notebook import Distilled
 from pixie.device.notes import NoteKind, SealedKind
 from pixie.protocol.errors import ProtocolError
-from pixie.protocol.sync import Phase
+from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncwire import Marks, Records
 
 from .synchelp import dump, open_pair, replica, say, sync
@@ -25,6 +25,29 @@ def test_empty_replicas_agree_in_one_round_trip(tmp_path: Path) -> None:
     assert opener.phase is Phase.DONE and responder.phase is Phase.DONE
     assert opener.stats.round_trips == 1 and opener.stats.in_sync_at_hello
     assert loop.log == [("a", "Hello"), ("b", "Hello")]
+
+
+def test_a_change_after_the_hello_waits_for_the_next_session(tmp_path: Path) -> None:
+    """The responder ends the session when its digest equals the one in the
+    opener's Hello. The opener must end it too when that answer comes back,
+    even if its own state has moved meanwhile (another process committed):
+    streaming into the ended session left it waiting on a silent sibling."""
+    a, b = open_pair(tmp_path)
+    opener = SyncSession(replica(a), opener=True)
+    responder = SyncSession(replica(b), opener=False)
+    opener.start()
+    hello = opener.next_message()
+    assert hello is not None
+    say(a, "written by another process while the Hello travelled")
+    responder.receive(hello)
+    answer = responder.next_message()
+    assert responder.phase is Phase.DONE and answer is not None
+    opener.receive(answer)
+    assert opener.phase is Phase.DONE and opener.stats.in_sync_at_hello
+    assert opener.next_message() is None
+    _loop, again, _ = sync(a, b)  # the next session carries the change
+    assert again.phase is Phase.DONE and not again.stats.in_sync_at_hello
+    assert a.digest() == b.digest()
 
 
 def test_everything_converges_and_a_second_sync_sends_only_digests(tmp_path: Path) -> None:
