@@ -48,6 +48,7 @@ from nacl.public import Box, PrivateKey, PublicKey
 from nacl.signing import SigningKey
 
 from .errors import ProtocolError
+from .framing import MIN_ENVELOPE_BYTES, MIN_PADDED_BYTES
 from .identity import PUBLIC_KEY_BYTES, verify_key
 from .packing import unpack
 from .peerwire import MAX_BODY_BYTES
@@ -62,8 +63,9 @@ EPHEMERAL_ENVELOPES = 10_000
 VERIFIED_KEYS = 1024
 # The smallest padded size: a sync Hello with its marks, in an envelope under
 # 512 bytes on the wire, which is what a converged pair exchanges.
-MIN_BUCKET = 256
+MIN_BUCKET = MIN_PADDED_BYTES
 _OVERHEAD = 32 + Box.NONCE_SIZE + 16  # ephemeral key, nonce, Poly1305 tag
+assert _OVERHEAD + MIN_BUCKET == MIN_ENVELOPE_BYTES
 
 
 class EnvelopeError(ProtocolError):

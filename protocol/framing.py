@@ -14,6 +14,12 @@ from .errors import ProtocolError
 
 MAX_FRAME_BYTES = 1 << 20  # 1 MiB
 HEADER_BYTES = 4
+# The smallest sealed envelope: an ephemeral key (32), a Box nonce (24), the
+# smallest padded plaintext (256) and its Poly1305 tag (16). It lives here, not
+# in envelope.py, so the relay (which may not import the envelope code) can
+# refuse anything shorter before it holds a byte of it.
+MIN_PADDED_BYTES = 256
+MIN_ENVELOPE_BYTES = 32 + 24 + 16 + MIN_PADDED_BYTES
 
 
 def encode_frame(payload: bytes, limit: int = MAX_FRAME_BYTES) -> bytes:
