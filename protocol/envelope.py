@@ -47,7 +47,7 @@ from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.public import Box, PrivateKey, PublicKey
 from nacl.signing import SigningKey
 
-from .errors import ProtocolError
+from .errors import ProtocolError, shown
 from .framing import MIN_ENVELOPE_BYTES, MIN_PADDED_BYTES
 from .identity import PUBLIC_KEY_BYTES, verify_key
 from .packing import unpack
@@ -214,15 +214,20 @@ def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:
         raise EnvelopeError("envelope padding is malformed")
     try:
         items = unpack(
-            padded[4 : 4 + size], "envelope", max_bin=MAX_BODY_BYTES, max_str=0, max_array=4
+            padded[4 : 4 + size],
+            "envelope",
+            max_bin=MAX_BODY_BYTES,
+            max_str=0,
+            max_array=4,
+            max_depth=1,  # a flat array: nothing in it is ever a container
         )
     except ProtocolError:
         raise EnvelopeError("envelope contents are malformed") from None
     if not isinstance(items, list) or len(items) != 4:
         raise EnvelopeError("envelope contents are malformed")
     version, sender, signature, body = items
-    if version not in (1, ENVELOPE_VERSION):
-        raise EnvelopeError(f"unknown envelope version {version!r:.20}")
+    if type(version) is not int or version not in (1, ENVELOPE_VERSION):
+        raise EnvelopeError(f"unknown envelope version {shown(version)}")
     if not all(isinstance(x, bytes) for x in (sender, signature, body)):
         raise EnvelopeError("envelope contents are malformed")
     if len(sender) != PUBLIC_KEY_BYTES or len(signature) != 64:

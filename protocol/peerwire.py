@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Self
 
 import msgpack
 
-from .errors import ProtocolError
+from .errors import ProtocolError, shown
 from .framing import MAX_FRAME_BYTES
 from .packing import unpack
 
@@ -347,10 +347,10 @@ def decode_body(data: bytes) -> Body:
     if not isinstance(items, list) or len(items) < 4:
         raise ProtocolError("a message body must be an array of at least 4 items")
     version, kind, mid, counter, *fields = items
-    if version != PEER_VERSION:
-        raise UnknownMessage(f"unknown message version {version!r:.20}")
+    if type(version) is not int or version != PEER_VERSION:
+        raise UnknownMessage(f"unknown message version {shown(version)}")
     if isinstance(kind, bool) or not isinstance(kind, int) or kind not in _ARITY:
-        raise UnknownMessage(f"unknown message type {kind!r:.20}")
+        raise UnknownMessage(f"unknown message type {shown(kind)}")
     arity, build = _ARITY[kind]
     if len(fields) != arity:
         raise ProtocolError(f"message type {kind} has {len(fields)} fields, not {arity}")

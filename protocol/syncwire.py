@@ -27,7 +27,7 @@ from typing import Any, TypeVar, cast, overload
 
 import msgpack
 
-from .errors import ProtocolError
+from .errors import ProtocolError, shown
 from .hlc import Stamp
 from .ids import id_text
 from .packing import unpack
@@ -330,7 +330,7 @@ def _id16(text: str) -> bytes:
     except ValueError:
         raw = b""
     if len(raw) != 16:
-        raise ProtocolError(f"not a 128-bit id: {text!r:.60}")
+        raise ProtocolError(f"not a 128-bit id: {shown(text, 60)}")
     return raw
 
 
@@ -342,7 +342,7 @@ def _hex16(text: str | None) -> bytes | None:
     except ValueError:
         raw = b""
     if len(raw) != 16:
-        raise ProtocolError(f"not a 128-bit hex id: {text!r:.60}")
+        raise ProtocolError(f"not a 128-bit hex id: {shown(text, 60)}")
     return raw
 
 
@@ -508,7 +508,7 @@ def _checked_origin(text: str) -> str:
     try:
         Stamp(0, 0, text)
     except ProtocolError:
-        raise ProtocolError(f"bad origin {text!r:.70}") from None
+        raise ProtocolError(f"bad origin {shown(text, 70)}") from None
     return text
 
 
@@ -733,7 +733,7 @@ def decode(data: bytes) -> SyncMessage:
     session = _bin(session, "session id", SESSION_BYTES)
     arity = {1: 5, 2: 3, 3: 2, 4: 2, 5: 1, 6: 1}
     if isinstance(code, bool) or not isinstance(code, int) or code not in arity:
-        raise ProtocolError(f"unknown sync message type {code!r:.20}")
+        raise ProtocolError(f"unknown sync message type {shown(code)}")
     if len(f) != arity[code]:
         raise ProtocolError(f"sync message type {code} has {len(f)} fields")
     if code == 1:

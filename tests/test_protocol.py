@@ -348,3 +348,117 @@ def test_note_versions_change_the_digest_and_no_ops_do_not() -> None:
     assert moved == Fingerprint.of([v2])
     edited = note_item(nid, "000000000000002.000000.a", "h1", True, False)
     assert Fingerprint.of([edited]).digest() != moved.digest()
+
+
+# -- hostile nesting and values of the wrong type ------------------------------------------
+
+# A thousand one-item arrays around a 1: msgpack decodes it (its own stack goes to
+# about 1024 levels), but a repr or a comparison of it in Python recurses past
+# the interpreter's limit.
+DEEP = b"\x91" * 1000 + b"\x01"
+
+
+def _packed(*items: bytes) -> bytes:
+    """A msgpack array of already-packed items (the deep ones cannot be packed
+    from Python values: the packer's own recursion limit refuses them)."""
+    assert len(items) < 16
+    return bytes([0x90 + len(items)]) + b"".join(items)
+
+
+def test_unpack_bounds_nesting_depth() -> None:
+    import msgpack
+
+    from pixie.protocol.packing import MAX_DEPTH, unpack
+
+    def nested(depth: int) -> bytes:
+        return b"\x91" * depth + b"\x01"
+
+    bounds = {"max_bin": 10, "max_str": 10, "max_array": 10, "max_map": 10}
+    assert unpack(nested(MAX_DEPTH), "x", **bounds) is not None
+    for deep in (nested(MAX_DEPTH + 1), DEEP, msgpack.packb({"a": [[[[[[[[1]]]]]]]]})):
+        with pytest.raises(ProtocolError, match="nested over"):
+            unpack(deep, "x", **bounds)
+    assert unpack(b"\x92\x91\x01\x91\x01", "x", max_depth=2, **bounds) == [[1], [1]]
+    with pytest.raises(ProtocolError, match="nested over 1 levels"):
+        unpack(b"\x92\x01\x91\x01", "x", max_depth=1, **bounds)
+
+
+def test_deep_nesting_in_any_envelope_field_is_refused_not_a_crash() -> None:
+    import msgpack
+
+    sender, signature = bytes(ALICE.verify_key), bytes(64)
+    fields = [msgpack.packb(2), msgpack.packb(sender), msgpack.packb(signature), b"\xc4\x01x"]
+    for position in range(4):
+        hostile = list(fields)
+        hostile[position] = DEEP
+        with pytest.raises(envelope.EnvelopeError):
+            envelope.open_envelope(BOB, raw_sealed(_packed(*hostile)))
+
+
+def test_deep_nesting_in_any_peer_or_sync_field_is_refused_not_a_crash() -> None:
+    import msgpack
+
+    from pixie.protocol import syncwire
+
+    peer = [msgpack.packb(x) for x in (1, 4, bytes(16), 1, 5)]
+    for position in range(len(peer)):
+        hostile = list(peer)
+        hostile[position] = DEEP
+        with pytest.raises(ProtocolError):
+            peerwire.decode_body(_packed(*hostile))
+    sync = [msgpack.packb(x) for x in (6, bytes(8), 3)]  # an Ack
+    for position in range(len(sync)):
+        hostile = list(sync)
+        hostile[position] = DEEP
+        with pytest.raises(ProtocolError):
+            syncwire.decode(_packed(*hostile))
+
+
+def test_errors_show_only_the_type_of_a_value_of_unchecked_type() -> None:
+    import msgpack
+
+    from pixie.protocol import syncwire
+
+    bulky = [["secret " * 40] * 8] * 8
+    cases = [
+        (peerwire.decode_body, msgpack.packb([bulky, 4, bytes(16), 1, 5])),
+        (peerwire.decode_body, msgpack.packb([1, bulky, bytes(16), 1, 5])),
+        (peerwire.decode_body, msgpack.packb([1.0, 4, bytes(16), 1, 5])),
+        (syncwire.decode, msgpack.packb([bulky, bytes(8), 3])),
+        (syncwire.decode, msgpack.packb([6.0, bytes(8), 3])),
+        (peerwire.decode_body, msgpack.packb([1, {"secret": "secret " * 40}, bytes(16), 1, 5])),
+    ]
+    for decode, data in cases:
+        with pytest.raises(ProtocolError) as caught:
+            decode(data)
+        text = str(caught.value)
+        assert "secret" not in text and len(text) < 80, text
+        assert "type list" in text or "type dict" in text or "type float" in text, text
+    # An integer or a string is shown, clipped.
+    with pytest.raises(ProtocolError, match=r"type 'xxxxxxxxxxxxxxxxxxxx'\.\.\.$"):
+        peerwire.decode_body(msgpack.packb([1, "x" * 5000, bytes(16), 1, 5]))
+    with pytest.raises(ProtocolError, match=r"version 99$"):
+        peerwire.decode_body(msgpack.packb([99, 4, bytes(16), 1, 5]))
+
+
+def test_an_envelope_version_must_be_an_integer() -> None:
+    import msgpack
+
+    sender = msgpack.packb(bytes(ALICE.verify_key))
+    rest = (sender, msgpack.packb(bytes(64)), b"\xc4\x01x")
+    for version in (True, 1.0, "2", [2]):
+        with pytest.raises(envelope.EnvelopeError, match=r"version|malformed") as caught:
+            envelope.open_envelope(BOB, raw_sealed(_packed(msgpack.packb(version), *rest)))
+        assert len(str(caught.value)) < 80
+
+
+def raw_sealed(inner: bytes) -> bytes:
+    """An envelope around any plaintext array, sealed to BOB (its signature need
+    not verify: the decoder must refuse it before or at that check)."""
+    from nacl.public import Box, PrivateKey
+
+    key = PrivateKey.generate()
+    box = Box(key, BOB.verify_key.to_curve25519_public_key())
+    framed = len(inner).to_bytes(4, "big") + inner
+    padded = framed + bytes(envelope.bucket(len(framed)) - len(framed))
+    return bytes(key.public_key) + bytes(box.encrypt(padded))
