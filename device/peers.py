@@ -4,7 +4,10 @@ Sending reserves the next per-sibling counter durably before the envelope
 leaves. Receiving opens the envelope, checks the sender is a sibling, decodes
 the body strictly and checks the counter against the persisted replay window.
 Anything that fails is logged with its reason (fingerprints and sizes only),
-counted, and dropped without changing any state.
+counted, and dropped without changing any state; whatever one envelope makes
+the decoders raise, the link goes on with the next. The log is summarised per
+reason (the first few in full, then a count per minute), so a flood of junk
+grows it by a bounded amount.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from pixie.protocol.envelope import EnvelopeError, open_envelope, seal
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.peerwire import Body, PeerMessage, decode_body, encode_body
-from pixie.protocol.replay import Verdict
+from pixie.protocol.replay import ReplayWindow, Verdict
 
 from .db import at_once
+from .logs import Summarised
 from .relayclient import RelayClient
 from .siblings import SiblingBook, Still
 
@@ -37,6 +41,9 @@ T = TypeVar("T")
 # part (inline, a 1 MB fetch ran at 125 MB/s instead of 83). Larger ones go to
 # the thread lane.
 AT_ONCE_BYTES = 320 * 1024
+# Unpaired senders whose counters are remembered (in memory) while an invite or
+# a pairing runs; beyond this many, the one heard from least recently is forgotten.
+MAX_STRANGERS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +70,12 @@ class PeerLink:
         # made a bulk sync three times slower).
         self.lane = lane
         self.rejected: Counter[str] = Counter()
+        self.rejections = Summarised(log, "envelopes rejected")
         self._siblings_seen: set[bytes] = set()
+        # While set, unpaired senders are admitted as with ``receive(strangers=True)``
+        # (a daemon whose own connection carries an invite or a pairing).
+        self.admit_strangers = False
+        self._strangers: dict[bytes, ReplayWindow] = {}
 
     async def send(
         self, recipient: bytes, message: PeerMessage, *, still: Still | None = None
@@ -92,6 +104,7 @@ class PeerLink:
             else:
                 incoming = await self._in_lane(self._admit, envelope, strangers)
             if incoming is not None:
+                self.rejections.flush()
                 return incoming
 
     async def _in_lane(self, fn: Callable[..., T], *args: Any) -> T:
@@ -103,9 +116,12 @@ class PeerLink:
         except EnvelopeError as exc:
             self._reject("tampered", f"{exc} ({len(envelope)} bytes)")
             return None
+        except Exception as exc:  # a decoder bug must not let one envelope stop the link
+            self._reject("undecodable", f"{_bug(exc)} opening {len(envelope)} bytes")
+            return None
         who = fingerprint(opened.sender)
         known = self._known(opened.sender)
-        if not known and not strangers:
+        if not known and not (strangers or self.admit_strangers):
             self._reject("unpaired", f"envelope from unpaired key {who}")
             return None
         try:
@@ -113,14 +129,29 @@ class PeerLink:
         except ProtocolError as exc:
             self._reject("malformed", f"from {who}: {exc}")
             return None
+        except Exception as exc:  # as above: drop it, count it, go on
+            self._reject("undecodable", f"from {who}: {_bug(exc)} decoding the body")
+            return None
         if known:
             verdict = self.siblings.accept_counter(opened.sender, body.counter)
-        else:  # a stranger mid-pairing: checked, never recorded
-            verdict = self.siblings.replay_window(opened.sender).check(body.counter)
+        else:  # a stranger mid-pairing: recorded in memory (pairing seeds its window with it)
+            window = self._strangers.pop(opened.sender, None)
+            if window is None:
+                window = self.siblings.replay_window(opened.sender)
+            verdict = window.check(body.counter)
+            if verdict is Verdict.NEW:
+                window = window.accept(body.counter)
+            self._strangers[opened.sender] = window  # the most recently heard last
+            if len(self._strangers) > MAX_STRANGERS:  # the longest quiet one goes
+                del self._strangers[next(iter(self._strangers))]
         if verdict is not Verdict.NEW:
             self._reject(verdict.value, f"from {who}: counter {body.counter} {verdict}")
             return None
         return Incoming(opened.sender, body)
+
+    def seen_from_stranger(self, key: bytes) -> ReplayWindow | None:
+        """The counters accepted from ``key`` while it was a stranger, if any."""
+        return self._strangers.get(key)
 
     def _known(self, key: bytes) -> bool:
         """Is ``key`` a sibling? Remembered once seen (pairing only ever adds)."""
@@ -133,4 +164,10 @@ class PeerLink:
 
     def _reject(self, reason: str, detail: str) -> None:
         self.rejected[reason] += 1
-        log.warning("rejected envelope: %s", detail)
+        self.rejections.log(reason, "rejected envelope: %s", detail)
+
+
+def _bug(exc: Exception) -> str:
+    """An unexpected exception, named by its type alone (its text may quote the
+    bytes that caused it)."""
+    return f"{type(exc).__name__} (a decoder bug)"

@@ -15,7 +15,7 @@ from sqlalchemy import String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from pixie.protocol.identity import fingerprint
-from pixie.protocol.replay import ReplayWindow, Verdict
+from pixie.protocol.replay import WINDOW, ReplayWindow, Verdict
 
 from .db import Base, Database
 from .errors import DeviceError
@@ -100,9 +100,19 @@ class SiblingBook:
             r = session.get(Sibling, key.hex())
             return None if r is None else SiblingInfo(key, r.name, r.role, r.relay, r.paired_at)
 
-    def add(self, info: SiblingInfo) -> None:
-        """Store (or refresh) a sibling; a re-pairing keeps its counters."""
+    def add(self, info: SiblingInfo, seen: ReplayWindow | None = None) -> None:
+        """Store (or refresh) a sibling; a re-pairing keeps its counters. ``seen``:
+        the counters already accepted from it while pairing, added to its replay
+        window in the same transaction, so none of those envelopes is taken twice."""
         with self.db.writing() as session:
+            if seen is not None:
+                row = session.get(PeerCounter, info.key.hex())
+                if row is None:
+                    row = PeerCounter(key=info.key.hex(), sent=0, recv_high=0, recv_bitmap="0")
+                    session.add(row)
+                held = ReplayWindow(row.recv_high, int(row.recv_bitmap, 16))
+                union = _union(held, seen)
+                row.recv_high, row.recv_bitmap = union.high, format(union.bitmap, "x")
             row = session.get(Sibling, info.key.hex())
             if row is None:
                 session.add(
@@ -156,3 +166,15 @@ class SiblingBook:
             if row is None:
                 return ReplayWindow()
             return ReplayWindow(row.recv_high, int(row.recv_bitmap, 16))
+
+
+def _union(a: ReplayWindow, b: ReplayWindow) -> ReplayWindow:
+    """A window that refuses every counter either of ``a`` and ``b`` refuses."""
+    high = max(a.high, b.high)
+    mask = (1 << WINDOW) - 1
+    bitmap = 0
+    for w in (a, b):
+        shift = high - w.high
+        if shift < WINDOW:
+            bitmap |= (w.bitmap << shift) & mask
+    return ReplayWindow(high, bitmap)

@@ -1,0 +1,130 @@
+"""Pairing against an attacker on the relay: wrong codes cost only their
+sender, and no envelope taken while pairing is accepted a second time."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import trio
+
+from pixie.device.node import Node
+from pixie.device.pairing import InviteCode, _proof, invite, pair
+from pixie.device.peers import PeerLink
+from pixie.device.relayclient import RelayAddress, RelayClient
+from pixie.protocol.envelope import open_envelope, seal
+from pixie.protocol.identity import new_identity
+from pixie.protocol.peerwire import PairAccept, PairRequest, decode_body, encode_body
+from pixie.relay.server import RelayConfig, serve_relay
+
+from .test_peers import FakeRelay, drain
+from .test_wire_e2e import make_node
+
+
+async def _relay(nursery: trio.Nursery) -> RelayAddress:
+    port = await nursery.start(serve_relay, RelayConfig(port=0))
+    return RelayAddress("127.0.0.1", port)
+
+
+async def test_wrong_codes_from_any_keys_never_close_the_invite(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    relay = await _relay(nursery)
+    phone = make_node(tmp_path, "phone", "device")
+    mac = make_node(tmp_path, "mac", "homebase")
+    # Wrong requests from two attacker keys wait in the inviter's mailbox
+    # before the invite starts, so it reads them all before the real one.
+    for key, count in ((new_identity(), 8), (new_identity(), 4)):
+        client = await RelayClient.connect(relay, key)
+        for counter in range(1, count + 1):
+            request = PairRequest("mallory", "device", os.urandom(32))
+            await client.send(
+                phone.public_key(), seal(key, phone.public_key(), encode_body(request, counter))
+            )
+        await client.aclose()
+    codes_tx, codes_rx = trio.open_memory_channel[str](1)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as inner:
+            inner.start_soon(
+                lambda: invite(phone, relay, timeout=15, show_code=codes_tx.send_nowait)
+            )
+            joined = await pair(mac, await codes_rx.receive(), timeout=15)
+    assert joined.key == phone.public_key()
+    assert [s.name for s in phone.siblings.all()] == ["mac"]
+
+
+async def test_a_captured_pair_request_is_refused_after_pairing(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    relay = await _relay(nursery)
+    phone = make_node(tmp_path, "phone", "device")
+    joiner = new_identity()  # the joiner, played by hand to keep its envelope
+    me = bytes(joiner.verify_key)
+    codes_tx, codes_rx = trio.open_memory_channel[str](1)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as inner:
+            inner.start_soon(
+                lambda: invite(phone, relay, timeout=15, show_code=codes_tx.send_nowait)
+            )
+            code = InviteCode.parse(await codes_rx.receive())
+            proof = _proof(code.secret, b"request", code.inviter, me)
+            captured = seal(
+                joiner, code.inviter, encode_body(PairRequest("eve", "device", proof), 1)
+            )
+            client = await RelayClient.connect(relay, joiner)
+            await client.send(code.inviter, captured)
+            accept = decode_body(open_envelope(joiner, await client.receive()).body)
+            assert isinstance(accept.message, PairAccept)
+            await client.aclose()
+    assert [s.key for s in phone.siblings.all()] == [me]
+    link = PeerLink(phone.identity(), phone.siblings, FakeRelay([captured]))  # type: ignore[arg-type]
+    assert await drain(link) == []
+    assert link.rejected == {"replay": 1}
+
+
+async def test_a_captured_pair_accept_is_refused_after_pairing(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    relay = await _relay(nursery)
+    mac = make_node(tmp_path, "mac", "homebase")
+    inviter = new_identity()  # the inviter, played by hand to keep its envelope
+    key = bytes(inviter.verify_key)
+    code = InviteCode(key, relay, b"k" * 16, int(time.time()) + 60)
+    client = await RelayClient.connect(relay, inviter)
+    captured: list[bytes] = []
+
+    async def answer() -> None:
+        opened = open_envelope(inviter, await client.receive())
+        assert isinstance(decode_body(opened.body).message, PairRequest)
+        proof = _proof(code.secret, b"accept", key, opened.sender)
+        captured.append(
+            seal(inviter, opened.sender, encode_body(PairAccept("x", "homebase", proof), 1))
+        )
+        await client.send(opened.sender, captured[0])
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as inner:
+            inner.start_soon(answer)
+            await pair(mac, code.encode(), timeout=15)
+    await client.aclose()
+    assert [s.key for s in mac.siblings.all()] == [key]
+    link = PeerLink(mac.identity(), mac.siblings, FakeRelay(captured))  # type: ignore[arg-type]
+    assert await drain(link) == []
+    assert link.rejected == {"replay": 1}
+
+
+async def test_a_stranger_replay_is_refused_while_the_invite_runs(node: Node) -> None:
+    stranger = new_identity()
+    envelope = seal(
+        stranger, node.public_key(), encode_body(PairRequest("s", "device", bytes(32)), 1)
+    )
+    link = PeerLink(node.identity(), node.siblings, FakeRelay([envelope, envelope]))  # type: ignore[arg-type]
+    got = []
+    try:
+        while True:
+            got.append((await link.receive(strangers=True)).body.counter)
+    except EOFError:
+        pass
+    assert got == [1]
+    assert link.rejected == {"replay": 1}
