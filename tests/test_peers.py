@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -151,3 +152,85 @@ def test_identity_is_in_the_key_store_not_the_data_dir(node: Node, data_dir: Pat
     for f in data_dir.rglob("*"):
         if f.is_file():
             assert seed not in f.read_bytes()
+
+
+async def test_an_envelope_that_breaks_a_decoder_is_dropped_and_the_link_goes_on(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pixie.device.peers as peers
+
+    paired(node)
+    real = peers.decode_body
+
+    def fragile(data: bytes):  # type: ignore[no-untyped-def]
+        if data.endswith(b"\xa4boom"):
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(data)
+
+    monkeypatch.setattr(peers, "decode_body", fragile)
+    bad = seal(SIBLING, node.public_key(), msgpack.packb([1, 4, bytes(16), 2, "boom"]))
+    deep = b"\x94" + b"\x91" * 1000 + b"\x01"  # the unpaired attacker's envelope
+    hostile = seal(STRANGER, node.public_key(), deep)
+    link = PeerLink(node.identity(), node.siblings, FakeRelay([bad, hostile, ping(node, 1)]))  # type: ignore[arg-type]
+    assert await drain(link) == [1]
+    assert sum(link.rejected.values()) == 2
+    assert link.rejected["undecodable"] == 1
+
+
+class TickingRelay(FakeRelay):
+    """A FakeRelay whose clock moves 10 ms with each envelope it hands over."""
+
+    def __init__(self, inbox: list[bytes]) -> None:
+        super().__init__(inbox)
+        self.now = 0.0
+
+    async def receive(self) -> bytes:
+        self.now += 0.01
+        return await super().receive()
+
+
+async def test_a_flood_of_rejections_writes_a_bounded_log(
+    node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    paired(node)
+    junk = [bytes(40)] * 10_000  # 100 s of junk, at 10 ms an envelope
+    relay = TickingRelay([*junk, ping(node, 1)])
+    link = PeerLink(node.identity(), node.siblings, relay)  # type: ignore[arg-type]
+    link.rejections.clock = lambda: relay.now
+    with caplog.at_level("WARNING", logger="pixie.peers"):
+        assert await drain(link) == [1]
+    lines = [r.getMessage() for r in caplog.records if r.name == "pixie.peers"]
+    assert link.rejected == {"tampered": 10_000}
+    # The first five in full, then one line for the first minute; the 40 s
+    # since are summarised at the next rejection or flush after the minute.
+    assert len(lines) == 6, lines
+    assert all("envelope too short" in line for line in lines[:5])
+    assert re.fullmatch(r"\d+ more envelopes rejected as tampered in the last 60 s", lines[5])
+    held = link.rejections._windows["tampered"].held
+    assert 5 + int(lines[5].split()[0]) + held == 10_000
+
+
+def test_summaries_start_afresh_after_a_quiet_interval(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from pixie.device.logs import Summarised
+
+    now = [0.0]
+    summary = Summarised(
+        logging.getLogger("pixie.test"), "things", first=2, interval=10, clock=lambda: now[0]
+    )
+    with caplog.at_level("WARNING", logger="pixie.test"):
+        for _ in range(5):
+            summary.log("odd", "odd thing")
+        now[0] = 10.0
+        summary.flush()  # the interval is over: its summary is due
+        now[0] = 25.0
+        summary.log("odd", "odd thing")  # a quiet interval went by: in full again
+        summary.log("other", "other thing")
+    assert [r.getMessage() for r in caplog.records] == [
+        "odd thing",
+        "odd thing",
+        "3 more things as odd in the last 10 s",
+        "odd thing",
+        "other thing",
+    ]
