@@ -17,6 +17,11 @@ It answers three requests from its siblings (see `pixie.protocol.offload`):
 
 `FaultPlan` (``pixie run --faults SPEC``) makes the holder misbehave on
 purpose, for tests of the device's gates and of systems built on them.
+
+A request that makes the holder raise anything but a connection or database
+error (those are the driver's to report) is dropped, counted in `dropped` and
+logged (in summary under a flood), and the holder goes on with the next: no
+sibling's request, however odd, stops the Homebase.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,7 +37,9 @@ import trio
 from sqlalchemy import delete
 
 from pixie.device.db import at_once
+from pixie.device.errors import DeviceError
 from pixie.device.holdings import Holding
+from pixie.device.logs import Summarised
 from pixie.device.node import Node
 from pixie.device.notes import Zone
 from pixie.device.peers import Incoming
@@ -78,6 +86,15 @@ def _crash(why: str) -> None:
     os._exit(CRASH_EXIT)
 
 
+class _Injected(Exception):
+    """What an injected crash raised (an in-process test's stand-in for exiting),
+    carried past the guard that drops failed requests."""
+
+    def __init__(self, raised: Exception) -> None:
+        super().__init__(str(raised))
+        self.raised = raised
+
+
 class Holder:
     """Serves holder requests for one Homebase data dir."""
 
@@ -92,18 +109,36 @@ class Holder:
         self.faults = faults or FaultPlan()
         self.crash = crash
         self.refused: dict[str, int] = {}
+        self.dropped: Counter[str] = Counter()
+        self.drops = Summarised(log, "requests dropped", level=logging.ERROR)
 
     def wants(self, message: PeerMessage) -> bool:
         return isinstance(message, OffloadRequest | FetchRequest | Release)
 
     async def handle(self, incoming: Incoming, reply: Reply, call: Call) -> None:
         sender, message, counter = incoming.sender, incoming.body.message, incoming.body.counter
-        if isinstance(message, OffloadRequest):
-            await self._offload(sender, message, counter, reply, call)
-        elif isinstance(message, FetchRequest):
-            await self._fetch(sender, message, reply, call)
-        elif isinstance(message, Release):
-            await self._release(sender, message, counter, reply, call)
+        try:
+            if isinstance(message, OffloadRequest):
+                await self._offload(sender, message, counter, reply, call)
+            elif isinstance(message, FetchRequest):
+                await self._fetch(sender, message, reply, call)
+            elif isinstance(message, Release):
+                await self._release(sender, message, counter, reply, call)
+        except _Injected as injected:
+            raise injected.raised from None
+        except (DeviceError, trio.TooSlowError):
+            raise  # the relay or the database: the driver reports those
+        except Exception as exc:  # one request must never stop the Homebase
+            reason = type(exc).__name__
+            self.dropped[reason] += 1
+            kind = type(message).__name__
+            self.drops.log(reason, "dropped a %s from %s: %s", kind, fingerprint(sender), reason)
+
+    def _crash_now(self, why: str) -> None:
+        try:
+            self.crash(why)
+        except Exception as exc:
+            raise _Injected(exc) from exc
 
     def _refuse(self, sender: bytes, what: str, note_id: str, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -117,7 +152,7 @@ class Holder:
         fault = self.faults.first_strike(_OFFLOAD_FAULTS) if self.faults else None
         name = fault.name if fault else None
         if name == "crash-before-commit":
-            self.crash("crash before commit")
+            self._crash_now("crash before commit")
             return
         if name == "ack-timeout":
             log.warning("fault injected: ack-timeout for %s (no answer)", req.note_id)
@@ -132,7 +167,7 @@ class Holder:
             await reply(sender, HolderRefusal(req.request, why))
             return
         if name == "crash-after-commit":
-            self.crash("crash after commit, before the ack")
+            self._crash_now("crash after commit, before the ack")
             return
         note_id, content_hash = req.note_id, req.content_hash
         if name == "ack-wrong-hash":
