@@ -160,7 +160,10 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model", metavar="NAME", help="the model to ask (overrides [llm] model)")
     p.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="deadline per model answer (default 60)"
+        "--timeout",
+        type=float,  # the model client refuses a nonsense value (llm.check_timeout)
+        metavar="SECONDS",
+        help="deadline per model answer (default 60)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_chat)

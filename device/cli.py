@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -44,6 +45,63 @@ from .tools import MAX_DAYS_BACK, CheckNotebookTool
 # A sync draws a progress line only when the sibling holds this many more items
 # than we do (an initial sync of a large log, not the usual handful).
 SYNC_PROGRESS_FROM = 1000
+
+
+# The most any timeout, interval or age flag may ask for. Beyond these a
+# number is a typo (or `inf`), and some would overflow on the way to a
+# deadline or a timestamp.
+MAX_FLAG_SECONDS = 7 * 86_400.0
+MAX_FLAG_DAYS = float(MAX_DAYS_BACK)
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        # argparse's own wording for a value that is no number at all
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r:.40}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{what} must be a finite number, not {text!r:.40}")
+    return value
+
+
+def seconds_flag(text: str) -> float:
+    """An argparse type: a number of seconds above 0, at most a week."""
+    value = _number(text, "seconds")
+    if not 0 < value <= MAX_FLAG_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {MAX_FLAG_SECONDS:g}, not {text:.40}"
+        )
+    return value
+
+
+def days_flag(text: str) -> float:
+    """An argparse type: a number of days from 0 to a century."""
+    value = _number(text, "days")
+    if not 0 <= value <= MAX_FLAG_DAYS:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of days from 0 to {MAX_FLAG_DAYS:g}, not {text:.40}"
+        )
+    return value
+
+
+def days_back_flag(text: str) -> int:
+    """An argparse type: a whole number of days from 1 to `MAX_DAYS_BACK`."""
+    value = count_flag(text)
+    if value > MAX_DAYS_BACK:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_DAYS_BACK}, not {value}")
+    return value
+
+
+def count_flag(text: str) -> int:
+    """An argparse type: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r:.40}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def emit_json(obj: object) -> None:
@@ -755,7 +813,7 @@ def add_commands(
     json_flag(p)
     p.set_defaults(func=cmd_log_import)
     p = lsub.add_parser("show", parents=[common], help="print events as JSON Lines")
-    p.add_argument("--last", type=int, metavar="N", help="only the N most recently written")
+    p.add_argument("--last", type=count_flag, metavar="N", help="only the N most recently written")
     p.set_defaults(func=cmd_log_show)
 
     p = sub.add_parser(
@@ -797,7 +855,9 @@ def add_commands(
     p.add_argument("query", nargs="?", default="")
     p.add_argument("--person", metavar="NAME")
     p.add_argument("--topic", metavar="T")
-    p.add_argument("--days", type=int, metavar="N", help="only notes about the last N days")
+    p.add_argument(
+        "--days", type=days_back_flag, metavar="N", help="only notes about the last N days"
+    )
     json_flag(p)
     p.set_defaults(func=cmd_notebook_search)
     p = nsub.add_parser("export", parents=[common], help="the clear zone as Markdown files")
@@ -826,12 +886,14 @@ def add_commands(
 
     p = sub.add_parser("invite", parents=[common], help="print a one-time pairing code and wait")
     p.add_argument("--relay", metavar="HOST:PORT", help="relay address (tls://HOST:PORT for TLS)")
-    p.add_argument("--timeout", type=float, default=pairing.DEFAULT_TIMEOUT, metavar="SECONDS")
+    p.add_argument(
+        "--timeout", type=seconds_flag, default=pairing.DEFAULT_TIMEOUT, metavar="SECONDS"
+    )
     json_flag(p)
     p.set_defaults(func=cmd_invite)
     p = sub.add_parser("pair", parents=[common], help="pair with the peer that printed CODE")
     p.add_argument("code", metavar="CODE")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=seconds_flag, default=60.0, metavar="SECONDS")
     json_flag(p)
     p.set_defaults(func=cmd_pair)
 
@@ -839,7 +901,7 @@ def add_commands(
     p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds_flag,
         default=30.0,
         metavar="SECONDS",
         help="give up when the sibling is silent this long (default 30)",
@@ -850,7 +912,7 @@ def add_commands(
     p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
     p.add_argument(
         "--interval",
-        type=float,
+        type=seconds_flag,
         default=daemon.SYNC_INTERVAL,
         metavar="SECONDS",
         help="seconds between syncs when nothing changes",
@@ -873,7 +935,10 @@ def add_commands(
     )
     p.add_argument("--model", metavar="NAME", help="the model to ask (overrides [llm] model)")
     p.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="deadline per model answer (default 60)"
+        "--timeout",
+        type=float,  # the model client refuses a nonsense value (llm.check_timeout)
+        metavar="SECONDS",
+        help="deadline per model answer (default 60)",
     )
     p.add_argument(
         "--offline", action="store_true", help="use the built-in distiller only, whatever is set"
@@ -888,7 +953,7 @@ def add_commands(
         p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
         p.add_argument(
             "--timeout",
-            type=float,
+            type=seconds_flag,
             default=offload.ACK_TIMEOUT,
             metavar="SECONDS",
             help=f"how long to wait for the Homebase (default {offload.ACK_TIMEOUT:g})",
@@ -900,7 +965,7 @@ def add_commands(
     )
     p.add_argument("note_id", nargs="?", metavar="NOTE_ID")
     p.add_argument(
-        "--older-than", type=float, metavar="DAYS", help="offload every note older than DAYS"
+        "--older-than", type=days_flag, metavar="DAYS", help="offload every note older than DAYS"
     )
     offload_flags(p)
     p.set_defaults(func=cmd_offload)

@@ -61,8 +61,13 @@ def _clean_name(name: str, what: str) -> str:
         raise BadInput(f"{what} is empty")
     if len(cleaned) > MAX_NAME_CHARS:
         raise BadInput(f"{what} is longer than {MAX_NAME_CHARS} characters")
-    if any(unicodedata.category(ch) == "Cc" for ch in cleaned):
+    categories = {unicodedata.category(ch) for ch in cleaned}
+    if "Cc" in categories:
         raise BadInput(f"{what} contains control characters")
+    if "Cs" in categories:
+        # A lone surrogate (from a JSON escape or an argument that is not
+        # UTF-8) is no character, and SQLite cannot store one.
+        raise BadInput(f"{what} is not valid Unicode (a lone surrogate)")
     return cleaned
 
 

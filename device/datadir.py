@@ -8,6 +8,7 @@ directory platformdirs gives for this OS (``~/.local/share/pixie`` on Linux,
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -44,11 +45,19 @@ def identity_key_name(origin: str) -> str:
 
 def resolve_data_dir(flag: str | None) -> Path:
     if flag:
-        return Path(flag).expanduser()
-    env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env).expanduser()
-    return platformdirs.user_data_path("pixie", appauthor=False)
+        path = Path(flag).expanduser()
+    elif env := os.environ.get(DATA_ENV):
+        path = Path(env).expanduser()
+    else:
+        path = platformdirs.user_data_path("pixie", appauthor=False)
+    if _SURROGATE.search(str(path)):
+        # Bytes that are not UTF-8 reach Python as lone surrogates, which
+        # pixie could neither print nor record.
+        raise BadInput(f"the data dir path {str(path)!r:.80} is not valid UTF-8")
+    return path
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)

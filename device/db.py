@@ -10,6 +10,7 @@ with "database is locked" when it tries to upgrade a read lock.
 from __future__ import annotations
 
 import contextvars
+import re
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import trio
-from sqlalchemy import Engine, String, create_engine, event, select, text
+from sqlalchemy import URL, Engine, String, create_engine, event, select, text
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -46,6 +47,14 @@ CACHE_KIB = 64 * 1024
 
 # Set while `at_once` runs a function on the event loop's own thread.
 _NO_WAIT: contextvars.ContextVar[bool] = contextvars.ContextVar("pixie_no_wait", default=False)
+
+
+def sqlite_uri(path: Path, mode: str) -> str:
+    """The SQLite URI that opens ``path`` in ``mode``, the path percent-encoded:
+    pasted in as it is, a ``?`` or ``#`` in a directory name would end the
+    path early (``victim.db?x/pixie.db`` opens ``victim.db``) and a ``%41``
+    would be decoded."""
+    return f"{path.absolute().as_uri()}?mode={mode}"
 
 
 class WouldBlock(Exception):
@@ -99,7 +108,7 @@ class _Plain:
     def connection(self) -> sqlite3.Connection:
         conn = self._conn
         if conn is None:
-            conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, check_same_thread=False)
+            conn = sqlite3.connect(sqlite_uri(self.path, "rw"), uri=True, check_same_thread=False)
             _on_connect(conn, None)
             conn.execute(f"PRAGMA busy_timeout={self.busy_ms}")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -119,6 +128,9 @@ class _Plain:
 def _locked(exc: sqlite3.OperationalError) -> bool:
     message = str(exc)
     return "locked" in message or "busy" in message
+
+
+_VERSION = re.compile(r"[0-9]{1,9}")
 
 
 class Base(DeclarativeBase):
@@ -169,9 +181,14 @@ class Database:
         self.path = path
         if not create and not path.is_file():
             raise DataDirError(f"no database at {path}")
-        mode = "rwc" if create else "rw"
-        # mode=rw: opening never creates a stray empty database file.
-        url = f"sqlite+pysqlite:///file:{path}?mode={mode}&uri=true"
+        # mode=rw: opening never creates a stray empty database file. The URI
+        # goes to the driver whole, never through a URL string SQLAlchemy
+        # would parse again.
+        url = URL.create(
+            "sqlite+pysqlite",
+            database=sqlite_uri(path, "rwc" if create else "rw"),
+            query={"uri": "true"},
+        )
         self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(self.engine, "connect", _on_connect)
         event.listen(self.engine, "begin", _on_begin)
@@ -316,8 +333,10 @@ class Database:
             with self.reading() as reader:
                 return self._version(reader)
         row = session.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
-        if row is None or not str(row[0]).isdigit():
-            raise DataDirError(f"{self.path} is not a Pixie database")
+        # ASCII digits only, and few: str.isdigit also admits '²' and other
+        # digits int() refuses, and int() refuses more than 4300 of them.
+        if row is None or not _VERSION.fullmatch(str(row[0])):
+            raise DataDirError(f"{self.path} is not a Pixie database (no readable schema version)")
         return int(row[0])
 
     def meta(self) -> dict[str, str]:
@@ -335,8 +354,7 @@ def _translate_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except (OperationalError, sqlite3.OperationalError) as exc:
-        orig = getattr(exc, "orig", None)
-        message = str(orig) if orig is not None else str(exc)
+        message = _one_line(exc)
         if "no such table" in message or "file is not a database" in message:
             raise DataDirError(f"{path} is not a Pixie database ({message})") from None
         if "unable to open" in message:
@@ -345,6 +363,16 @@ def _translate_errors(path: Path) -> Iterator[None]:
             raise DataDirError(f"{path} is busy: another pixie is writing; try again") from None
         raise DataDirError(f"database error in {path} ({message})") from None
     except (DatabaseError, sqlite3.DatabaseError) as exc:
-        orig = getattr(exc, "orig", None)
-        message = str(orig) if orig is not None else str(exc)
+        message = _one_line(exc)
         raise DataDirError(f"{path} is damaged or not a Pixie database ({message})") from None
+    except UnicodeDecodeError:
+        # The driver decodes SQLite's own error text and every stored string
+        # as UTF-8; only a damaged file holds bytes that are not.
+        raise DataDirError(f"{path} is damaged (text that is not UTF-8)") from None
+
+
+def _one_line(exc: Exception) -> str:
+    """The driver's message, on one bounded line (a damaged schema's message
+    quotes the schema, newlines and all)."""
+    orig = getattr(exc, "orig", None)
+    return " ".join(str(orig if orig is not None else exc).split())[:300]

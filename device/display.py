@@ -7,9 +7,11 @@ that. The sealed zone cannot leak through a screen that has no way to read it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -93,44 +95,70 @@ def _slug(text: str) -> str:
 def export_markdown(view: ClearNotebook, target: Path, contact_names: dict[str, str]) -> int:
     """Write the clear zone as one Markdown file per note; all or nothing.
 
-    The files go to a staging directory beside ``target`` that is renamed into
-    place only when every note is written.
+    The files go to a fresh staging directory beside ``target`` that is
+    renamed into place only when every note is written. The staging directory
+    gets a name no one else holds (a fixed ``DIR.partial`` could be someone's
+    own directory, and clearing it out would delete their files), and a
+    failure removes only what this export created.
     """
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BadInput(f"{target} exists and is not an empty directory")
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    created = _missing_parents(target)
     notes = view.clear_notes()
+    staging: Path | None = None
     try:
-        staging.mkdir(parents=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.partial-"))
         for note in notes:
-            name = f"{note.kind.value}-{_slug(note.title)}-{note.id[:8]}.md"
-            front = [
-                "---",
-                f"id: {note.id}",
-                f"kind: {note.kind.value}",
-                f"title: {note.title!r}",
-                f"about: {format_date(note.effective_date)}",
-                f"updated: {format_time(note.updated_at.wall_ms * 1000)}",
-            ]
-            if note.contact_id:
-                front.append(f"person: {contact_names.get(note.contact_id, note.contact_id)!r}")
-            if note.tags:
-                front.append(f"tags: [{', '.join(note.tags)}]")
-            if note.source_ref:
-                front.append(f"source: {note.source_ref}")
-            front.append(f"edited_by_you: {'true' if note.user_edited else 'false'}")
-            front.append("---")
-            body = note.body if note.body is not None else "_Offloaded: opens from your Homebase._"
-            text = "\n".join([*front, "", f"# {note.title}", "", body, ""])
-            (staging / name).write_text(text, encoding="utf-8")
+            (staging / _export_name(note)).write_text(
+                _export_text(note, contact_names), encoding="utf-8"
+            )
         if target.exists():
             target.rmdir()
         staging.replace(target)
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise BadInput(f"cannot export to {target}: {exc.strerror}") from None
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        for parent in created:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only if still empty: never anyone else's files
+        raise BadInput(f"cannot export to {target}: {exc.strerror or exc}") from None
     return len(notes)
+
+
+def _missing_parents(target: Path) -> list[Path]:
+    """The directories above ``target`` that do not exist yet, deepest first."""
+    missing = []
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    return missing
+
+
+def _export_name(note: ClearNote) -> str:
+    return f"{note.kind.value}-{_slug(note.title)}-{note.id[:8]}.md"
+
+
+def _export_text(note: ClearNote, contact_names: dict[str, str]) -> str:
+    front = [
+        "---",
+        f"id: {note.id}",
+        f"kind: {note.kind.value}",
+        f"title: {note.title!r}",
+        f"about: {format_date(note.effective_date)}",
+        f"updated: {format_time(note.updated_at.wall_ms * 1000)}",
+    ]
+    if note.contact_id:
+        front.append(f"person: {contact_names.get(note.contact_id, note.contact_id)!r}")
+    if note.tags:
+        front.append(f"tags: [{', '.join(note.tags)}]")
+    if note.source_ref:
+        front.append(f"source: {note.source_ref}")
+    front.append(f"edited_by_you: {'true' if note.user_edited else 'false'}")
+    front.append("---")
+    body = note.body if note.body is not None else "_Offloaded: opens from your Homebase._"
+    return "\n".join([*front, "", f"# {note.title}", "", body, ""])
 
 
 PROGRESS_EVERY = 0.1  # seconds between two redraws of a progress line

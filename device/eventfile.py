@@ -54,6 +54,24 @@ def event_from_object(obj: Any) -> NewEvent:
     )
 
 
+def _no_constant(name: str) -> Any:
+    raise BadInput(f"not valid JSON ({name} is not a JSON value)")
+
+
+def loads_strict(text: str) -> Any:
+    """Decode one JSON document, refusing what Python's decoder lets through
+    or fails on in its own ways: NaN and Infinity, a number too long to
+    convert (a ValueError), nesting deep enough to exhaust the stack."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise BadInput("JSON nested too deeply") from None
+    except ValueError:
+        raise BadInput("not valid JSON (a number too long to read)") from None
+
+
 PROGRESS_LINES = 2048  # lines between two calls of a reader's progress hook
 
 
@@ -82,13 +100,11 @@ def iter_events(
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = loads_strict(raw.decode("utf-8"))
         except UnicodeDecodeError:
             raise BadInput(f"line {number}: not valid UTF-8") from None
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"line {number}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise BadInput(f"line {number}: JSON nested too deeply") from None
+        except BadInput as exc:
+            raise BadInput(f"line {number}: {exc}") from None
         try:
             yield event_from_object(obj)
         except BadInput as exc:

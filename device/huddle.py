@@ -14,7 +14,6 @@ nothing converses with it, so there is no one to talk it out of that.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from pixie.protocol.timestamps import format_date
 
 from .contacts import Contact, ContactBook, clean_name
 from .errors import BadInput, NotFound
+from .eventfile import loads_strict
 from .memlog import EventKind, MemoryEvent
 from .notebook import Distilled, NotebookStore
 from .notes import MAX_BODY_CHARS, NoteKind, SealedKind, Zone, clean_text
@@ -53,9 +53,11 @@ def read_huddle_file(path: Path) -> HuddleRecord:
     if len(raw) > 1_048_576:
         raise BadInput(f"{path} is larger than 1 MiB")
     try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise BadInput(f"{path} is not valid JSON") from None
+        obj = loads_strict(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not valid UTF-8") from None
+    except BadInput as exc:
+        raise BadInput(f"{path}: {exc}") from None
     return parse_huddle(obj)
 
 
@@ -195,10 +197,13 @@ def nudges(store: NotebookStore, now: int) -> list[Nudge]:
         quiet_days = (now - last) // _DAY_US
         if name and count >= MIN_MESSAGES_FOR_QUIET and quiet_days >= QUIET_AFTER_DAYS:
             add(name, f"Check in with {name}: you last talked {quiet_days} days ago.", "quiet")
-    # Sealed material decides *who* deserves a check-in; the text says nothing of it.
+    # Sealed material decides *who* deserves a check-in; the text says nothing
+    # of it. The name comes from the contact book alone: the name a huddle was
+    # filed under is sealed text too, and for someone the book does not know
+    # it would say who the huddle was with (so such a huddle nudges no one).
     for note in store.sealed_notes_for_huddle_reasoning():
         if now - note.created_at <= FRESH_HUDDLE_DAYS * _DAY_US:
-            person = names.get(note.contact_id) or note.contact_name
+            person = names.get(note.contact_id) if note.contact_id else None
             if person:
                 add(
                     person,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from pixie.protocol.identity import identity_from_seed
 
 from . import statedigest
 from .contacts import Contact, ContactAlias, ContactBook
-from .datadir import DataDir, identity_key_name
+from .datadir import ROLES, DataDir, identity_key_name
 from .db import Database
 from .errors import DataDirError
 from .grep import GrepMemoryTool
@@ -23,6 +24,9 @@ from .mirror import MemoryTextMirror
 from .notebook import NotebookStore
 from .notes import Note
 from .siblings import SiblingBook
+
+# A peer's public key as the data dir records it: 32 bytes in lowercase hex.
+_IDENTITY = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -94,8 +98,14 @@ class Node:
         try:
             db.check_schema()
             meta = db.meta()
-            if "origin" not in meta or "role" not in meta:
-                raise DataDirError(f"{data.db_path} is missing its identity (origin, role)")
+            if (
+                not meta.get("origin")
+                or meta.get("role") not in ROLES
+                or not _IDENTITY.fullmatch(str(meta.get("identity", "")))
+            ):
+                raise DataDirError(
+                    f"{data.db_path} is missing its identity (origin, role, public key)"
+                )
         except BaseException:
             db.dispose()
             raise

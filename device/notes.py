@@ -306,7 +306,14 @@ def clean_text(value: object, what: str, limit: int, *, allow_empty: bool = Fals
         raise BadInput(f"{what} is longer than {limit} characters")
     if "\x00" in value:
         raise BadInput(f"{what} contains a NUL character")
+    if _SURROGATE.search(value):
+        # No character at all (a JSON escape or an argument that is not
+        # UTF-8 makes one), and SQLite cannot store it.
+        raise BadInput(f"{what} is not valid Unicode (a lone surrogate)")
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_title(value: object) -> str:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import sqlite3
 import sys
+import traceback
 from typing import NoReturn
 
 from pixie.device import agentcli
@@ -70,15 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DEBUG_ENV = "PIXIE_DEBUG"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        arguments = sys.argv[1:] if argv is None else argv
+        _check_arguments(arguments)
+        args = parser.parse_args(arguments)
         code: int = args.func(args)
         sys.stdout.flush()
-    except (UsageError, DeviceError, ProtocolError, RelayError) as exc:
-        print(f"pixie: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("pixie: interrupted", file=sys.stderr)
         return 130
@@ -87,7 +92,50 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        known = _known(exc)
+        if known is not None:
+            print(f"pixie: error: {' '.join(str(known).splitlines())}", file=sys.stderr)
+            return 2
+        # The last line of defence: input, a file or the database reached a
+        # path no check foresaw. The user still gets one line and status 2,
+        # and the line names the exception, so a bug is reported, not hidden;
+        # PIXIE_DEBUG=1 adds the traceback.
+        if os.environ.get(DEBUG_ENV) == "1":
+            traceback.print_exc()
+        print(f"pixie: error: {_unexpected(exc)}", file=sys.stderr)
+        return 2
     return code
+
+
+def _check_arguments(arguments: list[str]) -> None:
+    """Refuse an argument that is not UTF-8 (Python hands it over with lone
+    surrogates standing for the bad bytes, which nothing can store or print)."""
+    for number, value in enumerate(arguments, 1):
+        if _SURROGATE.search(value):
+            raise UsageError(f"argument {number} ({value!r:.60}) is not valid UTF-8")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_KNOWN = (UsageError, DeviceError, ProtocolError, RelayError)
+
+
+def _known(exc: BaseException) -> BaseException | None:
+    """``exc``, or the one error a task group wrapped it in, if it is one of
+    the errors the packages raise on purpose."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, _KNOWN) else None
+
+
+def _unexpected(exc: Exception) -> str:
+    orig = getattr(exc, "orig", None)  # SQLAlchemy wraps the driver's error
+    inner = orig if isinstance(orig, Exception) else exc
+    lines = str(inner).strip().splitlines()
+    detail = f"{type(inner).__name__}: {lines[0][:200]}" if lines else type(inner).__name__
+    if isinstance(inner, sqlite3.DatabaseError):
+        return f"the database is damaged or not a Pixie database ({detail})"
+    return f"unexpected {detail} (set {DEBUG_ENV}=1 to see where)"
 
 
 if __name__ == "__main__":
