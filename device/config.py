@@ -39,7 +39,31 @@ def load(path: Path) -> dict[str, Any]:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise BadInput(f"{path} is not valid TOML ({exc})") from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively.
+        raise BadInput(f"{path} is not valid TOML (nested too deeply)") from None
+    _check_shapes(path, data)
     return data
+
+
+def _check_shapes(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a setting's table that is not a table, and a setting that is a
+    date, a list or a table: none could be meant, and each would travel on to
+    places that cannot handle it (``config show --json`` cannot encode a date).
+    Whether a string or number is a good value is for its user to say."""
+    for table, key, _ in SETTINGS.values():
+        section = data.get(table)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            raise BadInput(f"{path}: [{table}] must be a table")
+        value = section.get(key)
+        if value is None:
+            continue
+        if table == "relay" and not isinstance(value, str):
+            raise BadInput(f"{path}: [relay] {key} must be a string (HOST:PORT)")
+        if not isinstance(value, str | int | float):
+            raise BadInput(f"{path}: [{table}] {key} must be a string or a number")
 
 
 def effective(path: Path, flags: dict[str, Any] | None = None) -> dict[str, Any]:
