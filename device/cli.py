@@ -39,7 +39,7 @@ from .node import Node
 from .notes import NoteKind, Zone
 from .relayclient import RelayAddress, RelayUnavailable
 from .siblings import SiblingInfo
-from .syncdriver import PeerService, SyncReport, last_syncs
+from .syncdriver import PeerService, SyncOutcome, SyncReport, last_syncs
 from .tools import MAX_DAYS_BACK, CheckNotebookTool
 
 # A sync draws a progress line only when the sibling holds this many more items
@@ -102,6 +102,14 @@ def count_flag(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def file_arg(value: str, what: str) -> Path:
+    """A path named on the command line, refused if no file could have it
+    (the operating system itself raises ValueError for a NUL)."""
+    if "\x00" in value:
+        raise BadInput(f"{what} contains a NUL character")
+    return Path(value)
 
 
 def emit_json(obj: object) -> None:
@@ -186,7 +194,6 @@ def _positive(value: float, what: str) -> float:
 def cmd_invite(args: argparse.Namespace) -> int:
     timeout = _positive(args.timeout, "--timeout")
     with open_node(args) as node:
-        relay = _relay_address(args, node)
 
         def show(code: str) -> None:
             print(code, flush=True)
@@ -196,15 +203,38 @@ def cmd_invite(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-        sibling = trio.run(lambda: pairing.invite(node, relay, timeout=timeout, show_code=show))
+        # With `pixie run` serving this data dir, the invite goes over its
+        # connection: one of our own would knock it off the relay (and it us).
+        via = None
+        if not args.relay:
+            via = control.call(
+                node.data.path,
+                "invite",
+                {"timeout": timeout},
+                timeout + 15,
+                on_note=lambda note: show(str(note.get("code"))),
+            )
+        if via is not None:
+            sibling = SiblingInfo.from_json(via)
+        else:
+            relay = _relay_address(args, node)
+            sibling = trio.run(lambda: pairing.invite(node, relay, timeout=timeout, show_code=show))
     _paired(args, sibling)
     return 0
 
 
 def cmd_pair(args: argparse.Namespace) -> int:
     timeout = _positive(args.timeout, "--timeout")
+    pairing.InviteCode.parse(args.code)  # a bad code: one line, before anything else
     with open_node(args) as node:
-        sibling = trio.run(lambda: pairing.pair(node, args.code, timeout=timeout))
+        # As for invite: through a running daemon if it holds the code's relay.
+        via = control.call(
+            node.data.path, "pair", {"code": args.code, "timeout": timeout}, timeout + 15
+        )
+        if via is not None:
+            sibling = SiblingInfo.from_json(via)
+        else:
+            sibling = trio.run(lambda: pairing.pair(node, args.code, timeout=timeout))
     _paired(args, sibling)
     return 0
 
@@ -229,7 +259,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         siblings, relay = _siblings_and_relay(args, node)
         via = _via_daemon(args, node, "sync", {}, timeout * 4)
         if via is not None:
-            reports = [SyncReport(**r) for r in via]
+            reports = [SyncReport.from_json(r) for r in via]
         else:
 
             def show(sibling: str, stats: SyncStats) -> None:
@@ -245,21 +275,21 @@ def cmd_sync(args: argparse.Namespace) -> int:
             finally:
                 display.end_progress()
         digest = node.digest().digest().hex()
-    failed = [r for r in reports if r.outcome == "failed"]
+    failed = [r for r in reports if r.outcome is SyncOutcome.FAILED]
+    silent = [r for r in reports if r.outcome is SyncOutcome.NO_ANSWER]
     if args.json:
         emit_json({"digest": digest, "sessions": [r.as_json() for r in reports]})
     else:
         for r in reports:
-            what = {"in_sync": "already in sync", "synced": "synced", "failed": "FAILED"}
-            print(
-                f"{r.sibling}: {what[r.outcome]} in {r.round_trips} round trip"
-                f"{'s' if r.round_trips != 1 else ''}; sent {r.records_sent} records "
-                f"({r.bytes_sent:,} B), received {r.records_received} ({r.bytes_received:,} B), "
-                f"applied {r.applied}" + (f"; {r.error}" if r.error else "")
-            )
+            if r.outcome is not SyncOutcome.NO_ANSWER:  # said once, below
+                print(r.describe(timeout))
     if failed:
         print(f"pixie: error: sync failed: {failed[0].error}", file=sys.stderr)
         return 1
+    if silent:
+        # Nothing was tried and nothing changed: the sibling is just not there.
+        print(f"pixie: error: {silent[0].describe(timeout)}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -523,7 +553,7 @@ def cmd_log_import(args: argparse.Namespace) -> int:
             events = read_events(sys.stdin.buffer)
         else:
             try:
-                with Path(args.file).open("rb") as stream:
+                with file_arg(args.file, "FILE").open("rb") as stream:
                     size = os.fstat(stream.fileno()).st_size
                     events = read_events(
                         stream, lambda read: display.progress(read, size, "bytes read:")
@@ -698,7 +728,7 @@ def cmd_notebook_search(args: argparse.Namespace) -> int:
 def cmd_notebook_export(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         count = display.export_markdown(
-            node.notebook.clear_view(), Path(args.dir), node.contacts.names()
+            node.notebook.clear_view(), file_arg(args.dir, "DIR"), node.contacts.names()
         )
     if args.json:
         emit_json({"exported": count, "dir": args.dir})
@@ -715,7 +745,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 
 def cmd_huddle_record(args: argparse.Namespace) -> int:
-    record = read_huddle_file(Path(args.file))
+    record = read_huddle_file(file_arg(args.file, "FILE"))
     with open_node(args) as node:
         ids = record_huddle(node.notebook, node.contacts, record, zone=Zone(args.zone))
     if args.json:

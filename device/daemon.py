@@ -31,7 +31,7 @@ from .node import Node
 from .peers import PeerLink
 from .relayclient import RelayAddress, RelayClient, RelayUnavailable
 from .siblings import SiblingInfo
-from .syncdriver import PeerService, SyncEndpoint, SyncReport
+from .syncdriver import PeerService, SyncEndpoint, SyncOutcome, SyncReport
 
 log = logging.getLogger("pixie.run")
 
@@ -85,8 +85,10 @@ async def run_peer(
     """Stay connected and in sync until cancelled; on a device given a
     ``distill`` service, distil new material meanwhile; given ``live``, serve
     the data dir's control socket with the current connection."""
-    if live is not None and node.role == "device":
-        services = [*services, HolderReplies(live)]
+    if live is not None:
+        live.relay = relay
+        if node.role == "device":
+            services = [*services, HolderReplies(live)]
     stay = partial(
         _stay_connected,
         node,
@@ -194,7 +196,10 @@ async def _sync_loop(
             ok = True
             for sibling in siblings:
                 report = await endpoint.sync_with(sibling.key)
-                ok = ok and report.outcome != "failed"
+                # A sibling that does not answer is away: it syncs when it is
+                # back, and asking again at once would only fill its mailbox
+                # with Hellos (the timer, or a change here, tries again).
+                ok = ok and report.outcome is not SyncOutcome.FAILED
             if ok:
                 # The digest the sessions started from, not the one after them:
                 # a change committed meanwhile (by another process, say) may

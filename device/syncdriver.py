@@ -15,14 +15,38 @@ as well.
 routes sync messages to their session by id, and answers a sibling's Hello by
 starting a responder session. `pixie sync` opens one session and stops;
 `pixie run` keeps an endpoint up (see `daemon.py`).
+
+A sibling's Hello is not always what it seems: a relay mailbox keeps the Hellos
+and Aborts of sessions a sibling opened while this peer was away, long after
+they timed out. A Hello carries no time, so the endpoint relies on order (the
+relay delivers one sender's envelopes in the order sent) and on one rule every
+peer keeps: it opens a session with a sibling only after its earlier sessions
+with that sibling have ended. Hence, for a Hello of a session not open here:
+
+- While a session of ours with that sibling is still opening (no answer to our
+  Hello yet), the two collide, or the sibling's Hello is a leftover; the rule
+  cannot tell which. The peer with the lower key refuses the sibling's session
+  (`protocol.sync.refusal`) and keeps its own. The higher one holds the Hello
+  back: if the sibling refuses our session, the sibling's goes on and the Hello
+  held back (its newest) is answered; if the sibling answers ours instead, it
+  had no session of its own open, and the Hello held back is a leftover,
+  dropped. Neither side answers a leftover, so neither waits on a dead session.
+- Otherwise, any session still running here with that sibling is one it has
+  moved on from: it takes in what arrived for it, then ends as superseded
+  (telling the sibling nothing), and the new Hello is answered.
+
+A message for no open session (an answer to a leftover, an Abort of a session
+long over) is dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -32,11 +56,20 @@ import trio
 from pixie.protocol import syncwire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
-from pixie.protocol.peerwire import PeerMessage, Ping, Pong, SyncData
-from pixie.protocol.sync import Phase, SyncSession, SyncStats
+from pixie.protocol.peerwire import (
+    PairAccept,
+    PairReject,
+    PairRequest,
+    PeerMessage,
+    Ping,
+    Pong,
+    SyncData,
+)
+from pixie.protocol.replay import ReplayWindow
+from pixie.protocol.sync import Ending, Phase, SyncSession, SyncStats, refusal
 
 from .db import Meta
-from .errors import DeviceError
+from .errors import BadInput, DeviceError
 from .node import Node
 from .peers import Incoming, PeerLink
 from .relayclient import RelayUnavailable
@@ -49,10 +82,22 @@ IDLE_TIMEOUT = 30.0
 SEND_TIMEOUT = 30.0
 INBOX_MESSAGES = 64
 LAST_SYNC_KEY = "last_sync"
-SUPERSEDED = "both sides opened a session at once; the sibling's goes on"
-BUSY = "a session between us is already running"
-# How the session words an Abort carrying BUSY (see SyncSession._dispatch).
-REFUSED_BUSY = f"the sibling ended the session: {BUSY}"
+PAIRING_QUEUE = 64
+MOVED_ON = "the sibling opened a newer session"
+
+
+class SyncOutcome(enum.StrEnum):
+    """How one session went, as `pixie sync` reports it."""
+
+    IN_SYNC = "in_sync"  # already equal at the Hello
+    SYNCED = "synced"  # records moved, and both sides now hold the same
+    SUPERSEDED = "superseded"  # another session with the sibling did the work instead
+    NO_ANSWER = "no_answer"  # the sibling said nothing (not running, or away)
+    FAILED = "failed"  # anything else: see the report's error
+
+    @property
+    def ok(self) -> bool:
+        return self in (SyncOutcome.IN_SYNC, SyncOutcome.SYNCED, SyncOutcome.SUPERSEDED)
 
 
 class PeerService(Protocol):
@@ -77,7 +122,7 @@ class SyncReport:
 
     sibling: str
     role: str  # opener or responder
-    outcome: str  # in_sync, synced, superseded, failed
+    outcome: SyncOutcome
     round_trips: int = 0
     messages_sent: int = 0
     messages_received: int = 0
@@ -92,7 +137,64 @@ class SyncReport:
     finished_at: float = field(default_factory=time.time)
 
     def as_json(self) -> dict[str, object]:
-        return asdict(self)
+        return {**asdict(self), "outcome": self.outcome.value}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SyncReport:
+        """A report as `as_json` wrote it (a daemon's, over the control socket)."""
+        try:
+            return cls(**{**data, "outcome": SyncOutcome(data["outcome"])})
+        except (KeyError, TypeError, ValueError):
+            raise DeviceError("the running daemon sent a sync report we cannot read") from None
+
+    def describe(self, idle_timeout: float) -> str:
+        """One line for people (``idle_timeout``: how long a silent sibling was given)."""
+        if self.outcome is SyncOutcome.NO_ANSWER:
+            return (
+                f"no answer from {self.sibling} within {idle_timeout:g} s: "
+                "is `pixie run` going on the Homebase?"
+            )
+        what = {
+            SyncOutcome.IN_SYNC: "already in sync",
+            SyncOutcome.SYNCED: "synced",
+            SyncOutcome.SUPERSEDED: "synced by the sibling's own session",
+            SyncOutcome.FAILED: "FAILED",
+        }[self.outcome]
+        plural = "s" if self.round_trips != 1 else ""
+        return (
+            f"{self.sibling}: {what} in {self.round_trips} round trip{plural}; sent "
+            f"{self.records_sent} records ({self.bytes_sent:,} B), received "
+            f"{self.records_received} ({self.bytes_received:,} B), applied {self.applied}"
+            + (f"; {self.error}" if self.error and self.outcome is SyncOutcome.FAILED else "")
+        )
+
+
+class PairingDesk:
+    """Pairing over an endpoint's connection (a daemon's): the pairing messages
+    the endpoint reads, while unpaired senders are admitted (see `pairing.py`)."""
+
+    def __init__(self, endpoint: SyncEndpoint) -> None:
+        self._endpoint = endpoint
+        self._in, self._out = trio.open_memory_channel[Incoming](PAIRING_QUEUE)
+
+    async def send(self, recipient: bytes, message: PeerMessage) -> int:
+        return await self._endpoint._send_peer(recipient, message)
+
+    async def receive(self) -> Incoming:
+        try:
+            return await self._out.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise RelayUnavailable("lost the relay connection while pairing") from None
+
+    def seen_from(self, key: bytes) -> ReplayWindow | None:
+        return self._endpoint.link.seen_from_stranger(key)
+
+    def deliver(self, incoming: Incoming) -> None:
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+            self._in.send_nowait(incoming)
+
+    def close(self) -> None:
+        self._in.close()
 
 
 @dataclass
@@ -105,6 +207,7 @@ class _Running:
     progress: trio.Event = field(default_factory=trio.Event)
     done: trio.Event = field(default_factory=trio.Event)
     report: SyncReport | None = None
+    cause: SyncOutcome | None = None  # why the driver ended it, if it did
 
     def wake(self) -> None:
         """Tell the sending task the session may have something new to say."""
@@ -135,6 +238,10 @@ class SyncEndpoint:
         link.lane = self.lane  # envelope crypto and replay state share the database lane
         self._sessions: dict[bytes, _Running] = {}
         self._registered = trio.Event()  # set when a sibling's session arrives
+        # Per sibling, its newest Hello held back while a session of ours with it
+        # opens (see the module's docstring), with its size.
+        self._held: dict[bytes, tuple[syncwire.Hello, int]] = {}
+        self._desk: PairingDesk | None = None
         self._nursery: trio.Nursery | None = None
         self.reports: list[SyncReport] = []
 
@@ -151,11 +258,15 @@ class SyncEndpoint:
         """Read envelopes until the connection ends (raising `RelayUnavailable`),
         answering siblings' sessions meanwhile."""
         lost: list[RelayUnavailable] = []
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._read_loop, nursery, lost)
-            task_status.started()
-        self._nursery = None
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._read_loop, nursery, lost)
+                task_status.started()
+        finally:
+            self._nursery = None
+            if self._desk is not None:
+                self._desk.close()
         if lost:
             raise lost[0]
 
@@ -164,6 +275,12 @@ class SyncEndpoint:
             while True:
                 incoming = await self.link.receive()
                 message = incoming.body.message
+                if isinstance(message, PairRequest | PairAccept | PairReject):
+                    if self._desk is not None:
+                        self._desk.deliver(incoming)
+                    continue
+                if self._desk is not None and not await self._is_sibling(incoming.sender):
+                    continue  # admitted only to pair
                 if isinstance(message, Ping):
                     await self._send_peer(incoming.sender, Pong(message.token))
                 elif isinstance(message, SyncData):
@@ -178,6 +295,24 @@ class SyncEndpoint:
         except trio.TooSlowError:
             lost.append(RelayUnavailable("the relay did not take our bytes in time"))
         nursery.cancel_scope.cancel()
+
+    async def _is_sibling(self, key: bytes) -> bool:
+        return await self._call(self.node.siblings.get, key) is not None
+
+    @contextlib.asynccontextmanager
+    async def pairing(self) -> AsyncIterator[PairingDesk]:
+        """Admit unpaired senders' pairing messages while the block runs (one
+        invite or pairing at a time)."""
+        if self._desk is not None:
+            raise BadInput("an invite or a pairing is already running on this peer")
+        desk = self._desk = PairingDesk(self)
+        self.link.admit_strangers = True
+        try:
+            yield desk
+        finally:
+            self._desk = None
+            self.link.admit_strangers = False
+            desk.close()
 
     async def _serve_request(self, service: PeerService, incoming: Incoming) -> None:
         try:
@@ -203,17 +338,13 @@ class SyncEndpoint:
                 kind = type(message).__name__
                 log.info("sync message from %s for no open session (%s)", who, kind)
                 return
-            if self._nursery is None:
-                return
-            if not await self._settle_collision(sender, message.session):
-                return
-            session = SyncSession(self._replica(), opener=False)
-            running = self._register(session, sender)
-            self._sessions[message.session] = running
-            self._registered.set()
-            self._nursery.start_soon(self._respond, running)
+            if self._nursery is not None and await self._settle(sender, message, len(payload)):
+                self._answer(sender, message, len(payload))
+            return
         try:
             running.send.send_nowait((message, len(payload)))
+        except trio.ClosedResourceError:
+            log.info("sync message from %s for a session it has moved on from", who)
         except trio.WouldBlock:
             # The session's inbox is full: a sibling far ahead of us. Ending the
             # session is safe (everything applied so far is committed) and the
@@ -221,23 +352,38 @@ class SyncEndpoint:
             log.warning("sync session with %s overrun; ending it", who)
             await self._call(running.session.fail, "the sibling sent faster than we could apply")
 
-    async def _settle_collision(self, peer: bytes, incoming: bytes) -> bool:
-        """Both sides opened a session at once (at connect, or on a change each
-        side saw): running both would send everything twice. The session opened
-        by the smaller key goes on, on both sides. True if ``incoming`` may run."""
+    async def _settle(self, peer: bytes, hello: syncwire.Hello, size: int) -> bool:
+        """A Hello of a session not open here: True if it is to be answered now
+        (the rules are in the module's docstring)."""
         mine = [r for r in self._sessions.values() if r.peer == peer]
-        if not mine:
-            return True
-        if bytes(self.link.identity.verify_key) < peer:
-            log.info("sync with %s: both sides opened a session; keeping ours", fingerprint(peer))
-            refusal = syncwire.Abort(incoming, BUSY)
-            await self._send_peer(peer, SyncData(syncwire.encode(refusal)))
+        opening = [
+            r
+            for r in mine
+            if r.session.opener and r.session.phase in (Phase.IDLE, Phase.HELLO_SENT)
+        ]
+        if opening:
+            if bytes(self.link.identity.verify_key) < peer:
+                log.info(
+                    "sync with %s: both sides opened a session; keeping ours", fingerprint(peer)
+                )
+                await self._send_peer(peer, SyncData(syncwire.encode(refusal(hello.session))))
+            else:
+                self._held[peer] = (hello, size)  # the newest wins: only it can be open
             return False
-        for running in mine:
-            if running.session.opener:
-                await self._call(running.session.fail, SUPERSEDED)
-                running.wake()
+        for running in mine:  # the sibling has ended these: it opens one session at a time
+            running.send.close()
         return True
+
+    def _answer(self, peer: bytes, hello: syncwire.Hello, size: int) -> None:
+        """Start a responder session for ``hello``."""
+        assert self._nursery is not None
+        self._held.pop(peer, None)  # anything held back is older
+        session = SyncSession(self._replica(), opener=False)
+        running = self._register(session, peer)
+        self._sessions[hello.session] = running
+        running.send.send_nowait((hello, size))
+        self._registered.set()
+        self._nursery.start_soon(self._respond, running)
 
     def _register(self, session: SyncSession, peer: bytes) -> _Running:
         send, receive = trio.open_memory_channel[tuple[syncwire.SyncMessage, int]](INBOX_MESSAGES)
@@ -259,6 +405,7 @@ class SyncEndpoint:
             if not running_now:
                 break
             await running_now[0].done.wait()
+        self._held.pop(peer, None)
         session = SyncSession(self._replica(), opener=True)
         running = self._register(session, peer)
         self._sessions[session.session_id] = running
@@ -268,26 +415,43 @@ class SyncEndpoint:
             self._finish(report)
         finally:
             running.done.set()
-        if report.outcome == "superseded":
-            # The sibling's session goes on in our place: its outcome is ours.
+            held = self._held.pop(peer, None)
+        if report.outcome is not SyncOutcome.SUPERSEDED:
+            return report
+        # The sibling refused ours for a session of its own: that one goes on in
+        # our place, and its outcome is ours.
+        if held is not None and self._nursery is not None and not self._with(peer):
+            self._answer(peer, *held)
+        while report.outcome is SyncOutcome.SUPERSEDED:
             with trio.move_on_after(self.idle_timeout):
-                while not (others := [r for r in self._sessions.values() if r.peer == peer]):
+                while not (others := self._with(peer)):
                     self._registered = trio.Event()
                     await self._registered.wait()
-                for other in others:
-                    await other.done.wait()
-                    if other.report is not None:
-                        report = other.report
+            if not others:
+                report.outcome = SyncOutcome.FAILED
+                report.error = (
+                    "the sibling refused our session for one of its own, which did not come "
+                    f"within {self.idle_timeout:g} s"
+                )
+                break
+            for other in others:
+                await other.done.wait()
+                if other.report is not None:
+                    report = other.report
         return report
+
+    def _with(self, peer: bytes) -> list[_Running]:
+        return [r for r in self._sessions.values() if r.peer == peer]
 
     def _finish(self, report: SyncReport) -> None:
         self.reports.append(report)
-        level = logging.INFO if report.outcome != "failed" else logging.WARNING
+        # A sibling that is away (a phone between syncs) is no cause for alarm.
+        level = logging.WARNING if report.outcome is SyncOutcome.FAILED else logging.INFO
         log.log(
             level,
             "sync with %s: %s (%d round trips, %d B sent, %d B received, %d applied)%s",
             report.sibling,
-            report.outcome,
+            report.outcome.value,
             report.round_trips,
             report.bytes_sent,
             report.bytes_received,
@@ -329,8 +493,17 @@ class SyncEndpoint:
         async def receiver() -> None:
             while not session.finished:
                 with trio.move_on_after(self.idle_timeout) as scope:
-                    message, size = await running.receive.receive()
+                    try:
+                        message, size = await running.receive.receive()
+                    except trio.EndOfChannel:  # the sibling has moved on (see _settle)
+                        running.cause = SyncOutcome.SUPERSEDED
+                        await self._call(partial(session.fail, MOVED_ON, tell_peer=False))
+                        break
                 if scope.cancelled_caught:
+                    # Nothing heard but the Hello we answered: the sibling is not
+                    # there (or that Hello was a leftover). Silence later on fails.
+                    if session.stats.messages_received <= (0 if session.opener else 1):
+                        running.cause = SyncOutcome.NO_ANSWER
                     reason = f"the sibling was silent for {self.idle_timeout:g} s"
                     await self._call(session.fail, reason)
                 else:
@@ -347,12 +520,15 @@ class SyncEndpoint:
         finally:
             self._sessions.pop(session.session_id, None)
         stats = session.stats
-        if session.phase is Phase.DONE:
-            outcome = "in_sync" if stats.in_sync_at_hello else "synced"
-        elif session.error in (SUPERSEDED, REFUSED_BUSY):
-            outcome = "superseded"  # the sibling's simultaneous session does the work
+        outcome: SyncOutcome
+        if session.ending is Ending.DONE:
+            outcome = SyncOutcome.IN_SYNC if stats.in_sync_at_hello else SyncOutcome.SYNCED
+        elif session.ending is Ending.REFUSED:
+            outcome = SyncOutcome.SUPERSEDED  # the sibling's own session does the work
+        elif running.cause is not None and session.ending is Ending.FAILED:
+            outcome = running.cause
         else:
-            outcome = "failed"
+            outcome = SyncOutcome.FAILED
         return SyncReport(
             sibling=fingerprint(running.peer),
             role="opener" if session.opener else "responder",
@@ -383,7 +559,7 @@ def record_last_sync(node: Node, report: SyncReport) -> None:
     """Keep the last report per sibling in meta (local state; never synced)."""
     value = json.dumps(
         {
-            "outcome": report.outcome,
+            "outcome": report.outcome.value,
             "at": round(report.finished_at, 3),
             "round_trips": report.round_trips,
             "bytes_sent": report.bytes_sent,
@@ -410,4 +586,12 @@ def last_syncs(node: Node) -> dict[str, object]:
     return out
 
 
-__all__ = ["PeerService", "SyncEndpoint", "SyncReport", "last_syncs", "record_last_sync"]
+__all__ = [
+    "PairingDesk",
+    "PeerService",
+    "SyncEndpoint",
+    "SyncOutcome",
+    "SyncReport",
+    "last_syncs",
+    "record_last_sync",
+]

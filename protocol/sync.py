@@ -28,6 +28,13 @@ Anything else is a `ProtocolError` ("can't handle X in state Y"): the session
 fails, an `Abort` tells the peer why, and nothing half-applied stays behind
 (each batch is applied in one transaction by the replica).
 
+5. Refusal. A side that receives a Hello while it opens a session of its own
+   with that peer may refuse it with `refusal(session)`, an Abort whose reason
+   is `BUSY_REASON`; a session that receives one ends as `Ending.REFUSED` (the
+   peer's own session does the work in its place). Which side refuses, and how
+   leftovers of sessions long over are told apart, is the driver's business
+   (see `pixie.device.syncdriver`): a session only knows its own id.
+
 The session never touches a socket or a database: it calls a `Replica` for the
 store's answers and queues messages for the driver to send.
 """
@@ -99,6 +106,25 @@ class Replica(Protocol):
         ...
 
 
+# The reason an Abort carries when a peer refuses a session because one of its
+# own with us is opening: part of the protocol, not prose (see `Ending.REFUSED`).
+BUSY_REASON = "a session between us is already running"
+
+
+def refusal(session: bytes) -> Abort:
+    """The Abort by which a peer refuses the session ``session`` (rule 5)."""
+    return Abort(session, BUSY_REASON)
+
+
+class Ending(enum.Enum):
+    """How a finished session ended."""
+
+    DONE = "done"  # both replicas hold the same
+    FAILED = "failed"  # this side ended it (a protocol error, or its driver's reason)
+    ABORTED = "aborted"  # the peer ended it with an Abort
+    REFUSED = "refused"  # the peer refused it: its own session with us goes on instead
+
+
 class Phase(enum.Enum):
     IDLE = "idle"
     HELLO_SENT = "hello sent"
@@ -154,6 +180,7 @@ class SyncSession:
         self.phase = Phase.IDLE
         self.stats = SyncStats()
         self.error: str | None = None
+        self.ending: Ending | None = None  # set when the session finishes
         self._out: deque[SyncMessage] = deque()
         self._stream: Iterator[Records] | None = None
         self._ahead: Records | None = None
@@ -216,6 +243,7 @@ class SyncSession:
         if self.finished:
             return
         self.phase = Phase.FAILED
+        self.ending = Ending.FAILED
         self.error = reason
         self._out.clear()
         if tell_peer and self.session_id:
@@ -226,6 +254,7 @@ class SyncSession:
     def _dispatch(self, message: SyncMessage) -> None:
         if isinstance(message, Abort):
             self.phase = Phase.FAILED
+            self.ending = Ending.REFUSED if message.reason == BUSY_REASON else Ending.ABORTED
             self.error = f"the sibling ended the session: {message.reason}"
             self._out.clear()
             return
@@ -262,7 +291,7 @@ class SyncSession:
             # Equal to what we said: the responder has ended the session.
             if (hello.digest, hello.count) == self._said:
                 self.stats.in_sync_at_hello = True
-                self.phase = Phase.DONE
+                self._done()
                 return
             self._begin_stream(hello.marks)
             self._round.got_all = not hello.streaming
@@ -271,7 +300,7 @@ class SyncSession:
         if (hello.digest, hello.count) == (digest, count):
             self.stats.in_sync_at_hello = True
             self._send(Hello(self.session_id, True, digest, count, self.replica.marks()))
-            self.phase = Phase.DONE
+            self._done()
             return
         self._begin_stream(hello.marks)
         streaming = self._ahead is not None
@@ -352,7 +381,7 @@ class SyncSession:
         if r.my_check is None or r.peer_check is None or self.finished:
             return
         if r.my_check == r.peer_check:
-            self.phase = Phase.DONE
+            self._done()
             return
         if self.stats.repair_rounds >= self.max_repairs:
             raise ProtocolError(
@@ -400,6 +429,10 @@ class SyncSession:
         self._round.my_check = self.replica.state()
         self._send(Check(self.session_id, *self._round.my_check))
 
+    def _done(self) -> None:
+        self.phase = Phase.DONE
+        self.ending = Ending.DONE
+
     def _send(self, message: SyncMessage) -> None:
         self._out.append(message)
 
@@ -440,12 +473,15 @@ class Loopback:
 
 __all__ = [
     "ACK_EVERY",
+    "BUSY_REASON",
     "MAX_REPAIRS",
     "WINDOW",
+    "Ending",
     "Loopback",
     "Phase",
     "Replica",
     "SyncSession",
     "SyncStats",
     "new_session_id",
+    "refusal",
 ]

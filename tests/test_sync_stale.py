@@ -1,0 +1,125 @@
+"""Sync sessions that meet leftovers: Hello and Abort messages of sessions long
+over, waiting in a peer's relay mailbox, and a sibling whose session is still
+open when the peer comes online. An honest sync must succeed whichever key
+sorts lower (the collision rule favours the lower one)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+from pixie.device.daemon import sync_once
+from pixie.device.memlog import EventKind, NewEvent
+from pixie.device.node import Node
+from pixie.device.peers import PeerLink
+from pixie.device.relayclient import RelayAddress, RelayClient
+from pixie.device.siblings import SiblingInfo
+from pixie.device.syncdriver import SyncEndpoint, SyncOutcome
+from pixie.protocol import syncwire
+from pixie.protocol.peerwire import SyncData
+from pixie.protocol.sync import SyncSession
+from pixie.relay.server import RelayConfig, serve_relay
+
+from .synchelp import replica
+from .test_wire_e2e import make_node
+
+
+def ordered_pair(tmp_path: Path, homebase_lower: bool) -> tuple[Node, Node, RelayAddress]:
+    """A paired phone and mac whose keys sort as asked (new keys until they do)."""
+    mac = make_node(tmp_path, "mac", "homebase")
+    for attempt in range(64):
+        phone = make_node(tmp_path, f"phone{attempt}", "device")
+        if (mac.public_key() < phone.public_key()) == homebase_lower:
+            break
+        phone.close()
+    else:  # pragma: no cover - a coin that came up wrong 64 times
+        raise AssertionError("no key sorted as asked")
+    return phone, mac, RelayAddress("127.0.0.1", 0)
+
+
+def link_up(phone: Node, mac: Node, relay: RelayAddress) -> None:
+    phone.siblings.add(SiblingInfo(mac.public_key(), "mac", "homebase", str(relay), 0))
+    mac.siblings.add(SiblingInfo(phone.public_key(), "phone", "device", str(relay), 0))
+
+
+def differ(phone: Node, mac: Node) -> None:
+    phone.log.append([NewEvent(EventKind.JOURNAL, 1, "written on the phone")], now=1)
+    mac.log.append([NewEvent(EventKind.JOURNAL, 2, "written on the mac")], now=2)
+
+
+async def leave_stale_messages(mac: Node, phone: Node, relay: RelayAddress) -> None:
+    """What a Homebase leaves in an offline phone's mailbox: the Hellos of
+    sessions that timed out long ago, and an Abort of one."""
+    client = await RelayClient.connect(relay, mac.identity())
+    link = PeerLink(mac.identity(), mac.siblings, client)
+    for _ in range(3):
+        old = SyncSession(replica(mac), opener=True)
+        old.start()
+        hello = old.next_message()
+        assert isinstance(hello, syncwire.Hello)
+        await link.send(phone.public_key(), SyncData(syncwire.encode(hello)))
+    abort = syncwire.Abort(os.urandom(syncwire.SESSION_BYTES), "the sibling was silent")
+    await link.send(phone.public_key(), SyncData(syncwire.encode(abort)))
+    await client.aclose()
+
+
+async def serve(
+    node: Node, relay: RelayAddress, nursery: trio.Nursery, idle_timeout: float = 15
+) -> SyncEndpoint:
+    client = await RelayClient.connect(relay, node.identity())
+    endpoint = SyncEndpoint(node, PeerLink(node.identity(), node.siblings, client))
+    endpoint.idle_timeout = idle_timeout
+    await nursery.start(endpoint.serve)
+    return endpoint
+
+
+@pytest.mark.parametrize("homebase_lower", [True, False])
+async def test_stale_hellos_and_aborts_do_not_fail_the_next_sync(
+    tmp_path: Path, nursery: trio.Nursery, homebase_lower: bool
+) -> None:
+    port = await nursery.start(serve_relay, RelayConfig(port=0))
+    phone, mac, _ = ordered_pair(tmp_path, homebase_lower)
+    relay = RelayAddress("127.0.0.1", port)
+    link_up(phone, mac, relay)
+    differ(phone, mac)
+    await leave_stale_messages(mac, phone, relay)
+    await serve(mac, relay, nursery)
+    with trio.fail_after(30):
+        (report,) = await sync_once(phone, relay, phone.siblings.all(), idle_timeout=15)
+    assert report.outcome is SyncOutcome.SYNCED, report
+    assert phone.digest() == mac.digest()
+
+
+@pytest.mark.parametrize("homebase_lower", [True, False])
+async def test_a_session_the_homebase_opened_meanwhile_is_taken_up(
+    tmp_path: Path, nursery: trio.Nursery, homebase_lower: bool
+) -> None:
+    """The Homebase opened a session while the phone was away, and it is still
+    open when the phone syncs: both sessions collide, one goes on."""
+    port = await nursery.start(serve_relay, RelayConfig(port=0))
+    phone, mac, _ = ordered_pair(tmp_path, homebase_lower)
+    relay = RelayAddress("127.0.0.1", port)
+    link_up(phone, mac, relay)
+    differ(phone, mac)
+    await leave_stale_messages(mac, phone, relay)
+    endpoint = await serve(mac, relay, nursery)
+    theirs: list[SyncOutcome] = []
+
+    async def homebase_session() -> None:
+        theirs.append((await endpoint.sync_with(phone.public_key())).outcome)
+
+    nursery.start_soon(homebase_session)
+    with trio.fail_after(10):  # its Hello is on its way to the phone's mailbox
+        while not endpoint._sessions:
+            await trio.sleep(0.01)
+    with trio.fail_after(30):
+        (report,) = await sync_once(phone, relay, phone.siblings.all(), idle_timeout=15)
+    assert report.outcome is SyncOutcome.SYNCED, report
+    assert phone.digest() == mac.digest()
+    with trio.fail_after(30):
+        while not theirs:
+            await trio.sleep(0.01)
+    assert theirs == [SyncOutcome.SYNCED]
