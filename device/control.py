@@ -8,8 +8,11 @@ knock the command off). So `pixie run` listens on a Unix socket in the data dir
 there, ask it to do the work over its connection instead.
 
 The protocol is one JSON line each way: ``{"op": ..., "args": {...}}`` and
-``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. Requests
-are bounded (64 KiB) and every wait has a deadline. A socket file that nothing
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``; before its
+answer, an operation may send ``{"note": {...}}`` lines (`pixie invite` prints
+the code the daemon made that way). Requests are bounded (64 KiB) and every
+wait has a deadline. Pairing (`invite`, `pair`) goes through the daemon too,
+over its connection; it ends when the command hangs up (Ctrl-C). A socket file that nothing
 answers on (a daemon killed with -9) is stale: the next daemon replaces it and
 commands ignore it.
 """
@@ -36,10 +39,12 @@ from pixie.protocol.peerwire import (
     Released,
 )
 
+from . import pairing
 from .errors import BadInput, DeviceError
 from .node import Node
 from .offload import NoteOffloadService, holder_of
 from .peers import Incoming
+from .relayclient import RelayAddress
 from .syncdriver import SyncEndpoint
 
 log = logging.getLogger("pixie.control")
@@ -49,6 +54,10 @@ MAX_REQUEST_BYTES = 64 * 1024
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_PATH_BYTES = 100  # AF_UNIX paths are limited (108 bytes on Linux, 104 on macOS)
 REPLY_QUEUE = 256
+# Operations that wait on a person (the other peer's `pixie pair`): they end
+# when the command that asked for them goes away.
+PAIRING_OPS = ("invite", "pair")
+Note = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class DaemonBusy(DeviceError):
@@ -66,6 +75,7 @@ class Live:
 
     node: Node
     endpoint: SyncEndpoint | None = None
+    relay: RelayAddress | None = None  # the relay the daemon keeps a connection to
     lock: trio.Lock = field(default_factory=trio.Lock)
     replies: tuple[trio.MemorySendChannel[Incoming], trio.MemoryReceiveChannel[Incoming]] = field(
         default_factory=lambda: trio.open_memory_channel[Incoming](REPLY_QUEUE)
@@ -127,17 +137,47 @@ async def serve_control(
 
 def partial_handler(live: Live) -> Callable[[trio.SocketStream], Awaitable[None]]:
     async def handler(stream: trio.SocketStream) -> None:
+        async def note(payload: dict[str, Any]) -> None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(json.dumps({"note": payload}).encode() + b"\n")
+
+        async def answer_to(request: Any) -> dict[str, Any]:
+            try:
+                return await _dispatch(live, request, note)
+            except (trio.TooSlowError, ValueError) as exc:
+                return {"ok": False, "error": f"bad control request: {exc or 'too slow'}"}
+
         async with stream:
+            answer: dict[str, Any] | None = None
             try:
                 with trio.fail_after(10):
                     request = await _read_line(stream, MAX_REQUEST_BYTES)
-                answer = await _dispatch(live, request)
             except (trio.TooSlowError, ValueError) as exc:
                 answer = {"ok": False, "error": f"bad control request: {exc or 'too slow'}"}
+            else:
+                if isinstance(request, dict) and request.get("op") in PAIRING_OPS:
+                    answers: list[dict[str, Any]] = []  # none if the command went away
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(_until_hangup, stream, nursery.cancel_scope)
+                        answers.append(await answer_to(request))
+                        nursery.cancel_scope.cancel()
+                    answer = answers[0] if answers else None
+                else:
+                    answer = await answer_to(request)
+            if answer is None:
+                return  # the command went away, and its operation with it
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await stream.send_all(json.dumps(answer).encode() + b"\n")
 
     return handler
+
+
+async def _until_hangup(stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` when the command closes its end (it sends nothing more)."""
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        while await stream.receive_some(1024):
+            pass
+    scope.cancel()
 
 
 async def _read_line(stream: trio.SocketStream, limit: int) -> Any:
@@ -152,7 +192,7 @@ async def _read_line(stream: trio.SocketStream, limit: int) -> Any:
     return json.loads(data.split(b"\n", 1)[0])
 
 
-async def _dispatch(live: Live, request: Any) -> dict[str, Any]:
+async def _dispatch(live: Live, request: Any, note: Note) -> dict[str, Any]:
     if not isinstance(request, dict) or not isinstance(request.get("args", {}), dict):
         return {"ok": False, "error": "bad control request"}
     op, args = request.get("op"), request.get("args", {})
@@ -160,6 +200,8 @@ async def _dispatch(live: Live, request: Any) -> dict[str, Any]:
     if endpoint is None:
         return {"ok": False, "error": "the daemon is not connected to the relay right now"}
     try:
+        if op in PAIRING_OPS:
+            return await _pairing(live, endpoint, op, args, note)
         if op == "sync":
             siblings = await trio.to_thread.run_sync(live.node.siblings.all)
             reports = [await endpoint.sync_with(s.key) for s in siblings]
@@ -176,6 +218,31 @@ async def _dispatch(live: Live, request: Any) -> dict[str, Any]:
     except DeviceError as exc:
         return {"ok": False, "error": str(exc)}
     return {"ok": False, "error": f"unknown control operation {op!r:.40}"}
+
+
+async def _pairing(
+    live: Live, endpoint: SyncEndpoint, op: str, args: dict[str, Any], note: Note
+) -> dict[str, Any]:
+    """Invite, or pair, over the daemon's own connection."""
+    timeout = args.get("timeout", pairing.DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise BadInput("bad control request: timeout must be a positive number")
+    if op == "invite":
+        if live.relay is None:
+            raise BadInput("the daemon is not connected to the relay right now")
+        code = pairing.new_code(live.node.public_key(), live.relay, float(timeout))
+        async with endpoint.pairing() as desk:
+            await note({"code": code.encode()})
+            info = await pairing.await_joiner(live.node, code, desk, timeout=float(timeout))
+        return {"ok": True, "result": info.as_json()}
+    invite = pairing.InviteCode.parse(str(args.get("code", "")))
+    if live.relay is None or str(invite.relay) != str(live.relay):
+        # Another relay: the command pairs over a connection of its own, which
+        # knocks no daemon off (the relay keeps one connection per key).
+        return {"ok": True, "result": None}
+    async with endpoint.pairing() as desk:
+        info = await pairing.join(live.node, invite, desk, timeout=float(timeout))
+    return {"ok": True, "result": info.as_json()}
 
 
 async def _offload_service(
@@ -213,10 +280,18 @@ def _answers(path: Path) -> bool:
 # -- the command's side --------------------------------------------------------------------
 
 
-def call(data_dir: Path, op: str, args: dict[str, Any], timeout: float) -> Any | None:
+def call(
+    data_dir: Path,
+    op: str,
+    args: dict[str, Any],
+    timeout: float,
+    *,
+    on_note: Callable[[dict[str, Any]], None] | None = None,
+) -> Any | None:
     """Ask the daemon serving ``data_dir`` to run ``op``: its result, or None
     when no daemon answers there (the caller then does the work itself). An
-    error the daemon reports is raised as `BadInput`."""
+    error the daemon reports is raised as `BadInput`. ``on_note`` hears the
+    notes the operation sends before its answer."""
     path = control_path(data_dir)
     if not path.exists() or len(os.fsencode(path)) > MAX_PATH_BYTES:
         return None
@@ -230,21 +305,28 @@ def call(data_dir: Path, op: str, args: dict[str, Any], timeout: float) -> Any |
         try:
             sock.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
             data = bytearray()
-            while b"\n" not in data:
-                chunk = sock.recv(65536)
-                if not chunk:
+            while True:
+                while b"\n" not in data:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                    if len(data) > MAX_RESPONSE_BYTES:
+                        raise BadInput("the daemon's answer is too large")
+                line, _, rest = bytes(data).partition(b"\n")
+                try:
+                    answer = json.loads(line)
+                except ValueError:
+                    raise BadInput("the running daemon sent an unreadable answer") from None
+                if not (isinstance(answer, dict) and isinstance(answer.get("note"), dict)):
                     break
-                data += chunk
-                if len(data) > MAX_RESPONSE_BYTES:
-                    raise BadInput("the daemon's answer is too large")
+                if on_note is not None:
+                    on_note(answer["note"])
+                data = bytearray(rest)
         except TimeoutError:
             raise BadInput(f"the running daemon did not answer within {timeout:g} s") from None
         except OSError as exc:
             raise BadInput(f"lost the running daemon: {exc}") from None
-    try:
-        answer = json.loads(bytes(data).split(b"\n", 1)[0])
-    except ValueError:
-        raise BadInput("the running daemon sent an unreadable answer") from None
     if not isinstance(answer, dict) or not answer.get("ok"):
         error = answer.get("error") if isinstance(answer, dict) else None
         raise BadInput(str(error or "the running daemon refused the request"))

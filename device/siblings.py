@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import String, select
 from sqlalchemy.orm import Mapped, mapped_column
@@ -72,6 +73,21 @@ class SiblingInfo:
     def fingerprint(self) -> str:
         return fingerprint(self.key)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SiblingInfo:
+        """A sibling as `as_json` wrote it (a daemon's answer, say)."""
+        try:
+            key = bytes.fromhex(str(data["key"]))
+            return cls(
+                key,
+                str(data["name"]),
+                str(data["role"]),
+                str(data["relay"]),
+                int(data["paired_at"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise DeviceError("a sibling we cannot read") from None
+
     def as_json(self) -> dict[str, object]:
         return {
             "fingerprint": self.fingerprint,
@@ -106,13 +122,13 @@ class SiblingBook:
         window in the same transaction, so none of those envelopes is taken twice."""
         with self.db.writing() as session:
             if seen is not None:
-                row = session.get(PeerCounter, info.key.hex())
-                if row is None:
-                    row = PeerCounter(key=info.key.hex(), sent=0, recv_high=0, recv_bitmap="0")
-                    session.add(row)
-                held = ReplayWindow(row.recv_high, int(row.recv_bitmap, 16))
+                counts = session.get(PeerCounter, info.key.hex())
+                if counts is None:
+                    counts = PeerCounter(key=info.key.hex(), sent=0, recv_high=0, recv_bitmap="0")
+                    session.add(counts)
+                held = ReplayWindow(counts.recv_high, int(counts.recv_bitmap, 16))
                 union = _union(held, seen)
-                row.recv_high, row.recv_bitmap = union.high, format(union.bitmap, "x")
+                counts.recv_high, counts.recv_bitmap = union.high, format(union.bitmap, "x")
             row = session.get(Sibling, info.key.hex())
             if row is None:
                 session.add(
