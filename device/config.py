@@ -42,6 +42,9 @@ def load(path: Path) -> dict[str, Any]:
     except RecursionError:
         # tomllib parses nested arrays and inline tables recursively.
         raise BadInput(f"{path} is not valid TOML (nested too deeply)") from None
+    except ValueError:
+        # What int() refuses: a number of more than 4300 digits.
+        raise BadInput(f"{path} is not valid TOML (a number too long to read)") from None
     _check_shapes(path, data)
     return data
 

@@ -54,6 +54,8 @@ def resolve_data_dir(flag: str | None) -> Path:
         # Bytes that are not UTF-8 reach Python as lone surrogates, which
         # pixie could neither print nor record.
         raise BadInput(f"the data dir path {str(path)!r:.80} is not valid UTF-8")
+    if "\x00" in str(path):
+        raise BadInput("the data dir path contains a NUL character")
     return path
 
 
@@ -80,6 +82,17 @@ class DataDir:
 
         The identity's private half goes to the key store, never to the data dir.
         """
+        try:
+            return cls._init(path, name=name, role=role, key_store=key_store)
+        except OSError as exc:  # a name too long, a parent we may not write to
+            raise DataDirError(
+                f"cannot create a data dir at {path}: {exc.strerror or exc}"
+            ) from None
+
+    @classmethod
+    def _init(
+        cls, path: Path, *, name: str | None, role: str, key_store: KeyStore | None
+    ) -> DataDir:
         if role not in ROLES:
             raise BadInput(f"unknown role {role!r} (device or homebase)")
         if path.exists() and not path.is_dir():
@@ -127,6 +140,13 @@ class DataDir:
 
     @classmethod
     def open(cls, path: Path) -> DataDir:
+        try:
+            return cls._open(path)
+        except OSError as exc:  # a name too long, a directory we may not enter
+            raise DataDirError(f"cannot open {path}: {exc.strerror or exc}") from None
+
+    @classmethod
+    def _open(cls, path: Path) -> DataDir:
         if not path.exists():
             raise DataDirError(f"no Pixie data dir at {path} (run `pixie init` first)")
         if not path.is_dir():

@@ -101,12 +101,13 @@ def export_markdown(view: ClearNotebook, target: Path, contact_names: dict[str, 
     own directory, and clearing it out would delete their files), and a
     failure removes only what this export created.
     """
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise BadInput(f"{target} exists and is not an empty directory")
-    created = _missing_parents(target)
     notes = view.clear_notes()
     staging: Path | None = None
+    created: list[Path] = []
     try:
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise BadInput(f"{target} exists and is not an empty directory")
+        created = _missing_parents(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.partial-"))
         for note in notes:

@@ -30,6 +30,7 @@ from .notebook import Distilled, NotebookStore
 from .notes import MAX_BODY_CHARS, NoteKind, SealedKind, Zone, clean_text
 
 MAX_HUDDLE_ITEMS = 50
+MAX_HUDDLE_BYTES = 1_048_576
 QUIET_AFTER_DAYS = 30
 MIN_MESSAGES_FOR_QUIET = 5
 FRESH_HUDDLE_DAYS = 14
@@ -47,10 +48,12 @@ class HuddleRecord:
 
 def read_huddle_file(path: Path) -> HuddleRecord:
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as stream:
+            # Bounded: the path may name a device or a pipe that never ends.
+            raw = stream.read(MAX_HUDDLE_BYTES + 1)
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    if len(raw) > 1_048_576:
+    if len(raw) > MAX_HUDDLE_BYTES:
         raise BadInput(f"{path} is larger than 1 MiB")
     try:
         obj = loads_strict(raw.decode("utf-8"))

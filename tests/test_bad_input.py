@@ -344,3 +344,49 @@ def test_a_database_error_anywhere_is_reported_as_damage(
     broken = sqlite3.DatabaseError("database disk image is malformed")
     monkeypatch.setattr(device_cli, "cmd_nudges", _raising(broken))
     refused(cli(full_dir, "nudges"), "damaged or not a Pixie database (DatabaseError: database")
+
+
+# -- paths no file could have ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["huddle", "record", "h\x00.json"],
+        ["log", "import", "e\x00.jsonl"],
+        ["notebook", "export", "out\x00dir"],
+    ],
+)
+def test_a_path_with_a_nul_is_refused(full_dir: Path, argv: list[str]) -> None:
+    before = files_state(full_dir)
+    refused(cli(full_dir, *argv), "NUL")
+    assert files_state(full_dir) == before
+
+
+@pytest.mark.parametrize("command", [["init"], ["status"]])
+def test_a_data_dir_path_with_a_nul_is_refused(tmp_path: Path, command: list[str]) -> None:
+    refused(run_cli("--data", str(tmp_path / "d\x00x"), *command), "NUL")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["init"], ["status"], ["log", "show"]])
+def test_a_data_dir_name_too_long_for_the_file_system_is_refused(
+    tmp_path: Path, command: list[str]
+) -> None:
+    refused(run_cli("--data", str(tmp_path / ("x" * 300)), *command), "too long")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_name_too_long_for_the_file_system_is_refused(
+    full_dir: Path, tmp_path: Path
+) -> None:
+    before = sorted(p.name for p in tmp_path.iterdir())
+    refused(cli(full_dir, "notebook", "export", str(tmp_path / ("x" * 300))), "too long")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_huddle_file_that_never_ends_is_refused(full_dir: Path) -> None:
+    before = files_state(full_dir)
+    refused(cli(full_dir, "huddle", "record", "/dev/zero"), "larger than 1 MiB")
+    assert files_state(full_dir) == before

@@ -61,3 +61,26 @@ def test_daemon_logs_are_text_or_json_lines(
         assert record["msg"] == "sync with ab12: synced" and record["ts"].endswith("Z")
     else:
         assert line.endswith("info pixie.sync: sync with ab12: synced")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[relay]\naddress = 1979-05-27T07:32:00Z\n", "[relay] address must be a string"),
+        ("[relay]\naddress = 7700\n", "[relay] address must be a string"),
+        ("[llm]\nmodel = [1, 2]\n", "[llm] model must be a string or a number"),
+        ("[llm]\nurl = { a = 1 }\n", "[llm] url must be a string or a number"),
+        ("relay = 3\n", "[relay] must be a table"),
+        ("x = 1" + "1" * 5000 + "\n", "a number too long"),
+        ("x = " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+    ],
+)
+@pytest.mark.parametrize("command", [["config", "show"], ["config", "show", "--json"]])
+def test_a_config_setting_of_a_shape_no_one_could_mean_is_one_error_line(
+    data_dir: Path, text: str, needle: str, command: list[str]
+) -> None:
+    (data_dir / "config.toml").write_text(text)
+    res = run_cli("--data", str(data_dir), *command)
+    assert res.code == 2, res.out
+    assert res.err.startswith("pixie: error: ") and res.err.count("\n") == 1, res.err
+    assert needle in res.err

@@ -222,6 +222,7 @@ def config_files(draw: st.DrawFn) -> bytes:
 @example(raw=b"[relay]\naddress = 1979-05-27T07:32:00Z\n")
 @example(raw=b"[llm]\nmodel = [1]\n")
 @example(raw=b"relay = 3\n")
+@example(raw=b"x = 1%s\n" % EXTRA)
 @example(raw=b"a = " + b"[" * 2000 + b"]" * 2000 + b"\n")
 @fuzz_settings(short=60)
 def test_config_files_are_read_or_refused_in_one_line(fuzz_dir: Path, raw: bytes) -> None:
