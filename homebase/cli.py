@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pixie",
         description="Pixie Memory: local-first memory for a personal agent.",
+        epilog="Refused input is one line on stderr and exit status 2. "
+        "PIXIE_DEBUG=1 adds the traceback to an unexpected error.",
         parents=[common],
     )
     sub = parser.add_subparsers(
