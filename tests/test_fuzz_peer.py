@@ -48,8 +48,11 @@ from .test_wire_e2e import make_node, pair_up
 PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
 LAST_PING = (1 << 63) - 1  # above any counter the flood may have used
 STRANGER, ROGUE = new_identity(), new_identity()
-# The attack as it was reported: an envelope version a thousand arrays deep.
-DEEP_VERSION = b"\x94" + b"\x91" * 1000 + b"\x01" + b"\xc4\x20" + bytes(32) + b"\xc4\x40"
+# The attack as it was reported: an envelope whose version is a thousand arrays
+# deep (then a sender key, a signature and a body, none of which it reached).
+DEEP_VERSION = b"".join(
+    [b"\x94", b"\x91" * 1000, b"\x01", b"\xc4\x20", bytes(32), b"\xc4\x40", bytes(64), b"\xc4\x01x"]
+)
 
 
 def hand_sealed(recipient: bytes, plaintext: bytes) -> bytes:
@@ -88,9 +91,9 @@ def hostile(data: st.DataObject, mac: bytes, counters: Iterator[int]) -> tuple[s
     kind = draw(st.sampled_from(["junk", "stranger", "stranger-raw", "rogue", "rogue-sync"]))
     if kind == "junk":
         return "stranger", draw(st.binary(min_size=MIN_ENVELOPE_BYTES, max_size=1500))
-    if kind == "stranger-raw":  # the envelope's own fields: the deep version, or cut short
-        start = draw(st.sampled_from([DEEP_VERSION, b"\x94\x02", b"\x94\xc3"]))
-        return "stranger", hand_sealed(mac, framed(start + draw(st.binary(max_size=200))))
+    if kind == "stranger-raw":  # the envelope's own fields: the deep version, or any
+        inner = draw(st.just(DEEP_VERSION) | st.binary(max_size=200).map(b"\x94".__add__))
+        return "stranger", hand_sealed(mac, framed(inner))
     if kind == "rogue-sync":
         payload = mutated(data, draw(st.sampled_from(SYNC_SEEDS)))[: MAX_BODY_BYTES - 64]
         body = encode_body(SyncData(payload), next(counters))
