@@ -25,7 +25,7 @@ from pixie.protocol.ids import new_ids
 from . import statedigest
 from .contacts import ContactBook
 from .db import Base, Database
-from .errors import BadInput
+from .errors import BadInput, DataDirError
 
 MAX_TEXT_CHARS = 65_536
 MAX_REF_CHARS = 200
@@ -421,11 +421,15 @@ def as_row(n: int, r: EventRecord) -> Row:
 
 
 def to_record(row: MemoryEvent) -> EventRecord:
+    kind = _KINDS.get(row.kind)
+    if kind is None:
+        # Every write path checks the kind, so only damage puts another here.
+        raise DataDirError(f"event {row.id!r:.40} has no known kind: the database is damaged")
     return EventRecord(
         id=row.id,
         origin=row.origin,
         seq=row.seq,
-        kind=EventKind(row.kind),
+        kind=kind,
         at=row.at,
         contact_id=row.contact_id,
         thread=row.thread,

@@ -390,3 +390,16 @@ def test_a_huddle_file_that_never_ends_is_refused(full_dir: Path) -> None:
     before = files_state(full_dir)
     refused(cli(full_dir, "huddle", "record", "/dev/zero"), "larger than 1 MiB")
     assert files_state(full_dir) == before
+
+
+def test_an_event_of_no_known_kind_is_reported_as_damage(full_dir: Path) -> None:
+    con = sqlite3.connect(full_dir / "pixie.db")
+    # The log is append-only by trigger; damage does not ask the triggers.
+    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        con.execute(f'DROP TRIGGER "{name}"')
+    con.execute("UPDATE memory_event SET kind = 'mussage' WHERE n = 1")
+    con.commit()
+    con.close()
+    before = files_state(full_dir)
+    refused(cli(full_dir, "log", "show"), "the database is damaged")
+    assert files_state(full_dir) == before
