@@ -22,6 +22,7 @@ connection instead (see `control.py`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -181,10 +182,13 @@ async def await_joiner(
             if not hmac.compare_digest(request.proof, expected):
                 answered = wrong.get(joiner, 0)
                 fresh = joiner in wrong or len(wrong) < MAX_ANSWERED_JOINERS
-                log.info("wrong invite code from %s", fingerprint(joiner))
-                if answered < MAX_BAD_ATTEMPTS and fresh:
+                if answered < MAX_BAD_ATTEMPTS and fresh:  # logged as often as answered
+                    log.info("wrong invite code from %s", fingerprint(joiner))
                     wrong[joiner] = answered + 1
-                    await line.send(joiner, PairReject("wrong invite code"))
+                    # The answer is a courtesy: one that cannot be sealed to
+                    # that key changes nothing here.
+                    with contextlib.suppress(CryptoError, ProtocolError):
+                        await line.send(joiner, PairReject("wrong invite code"))
                 continue
             info = SiblingInfo(joiner, request.name, request.role, str(code.relay), _now_us())
             await trio.to_thread.run_sync(node.siblings.add, info, _seen(line, incoming))

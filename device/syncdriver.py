@@ -47,7 +47,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -428,11 +428,12 @@ class SyncEndpoint:
                     self._registered = trio.Event()
                     await self._registered.wait()
             if not others:
-                report.outcome = SyncOutcome.FAILED
-                report.error = (
+                reason = (
                     "the sibling refused our session for one of its own, which did not come "
                     f"within {self.idle_timeout:g} s"
                 )
+                report = replace(report, outcome=SyncOutcome.FAILED, error=reason)
+                self._finish(report)
                 break
             for other in others:
                 await other.done.wait()
