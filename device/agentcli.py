@@ -125,11 +125,12 @@ def _turn_gap(value: float) -> float:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    gap = _turn_gap(args.turn_gap)  # before the imports: the MCP SDK takes most of a second
+
     import anyio
 
     from .mcpserver import MemoryMCPSession, serve_stdio
 
-    gap = _turn_gap(args.turn_gap)
     configure_logging(level=logging.DEBUG if args.verbose else logging.WARNING)
     with open_node(args) as node:
         session = MemoryMCPSession(memory_tools(node), guards=args.guards, turn_gap=gap)

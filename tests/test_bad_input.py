@@ -272,12 +272,12 @@ def _set_meta(data: Path, key: str, value: str | None) -> None:
 )
 @pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["log", "show"]])
 def test_damaged_meta_is_refused(
-    full_dir: Path, key: str, value: str | None, command: list[str]
+    data_dir: Path, key: str, value: str | None, command: list[str]
 ) -> None:
-    _set_meta(full_dir, key, value)
-    before = files_state(full_dir)
-    refused(cli(full_dir, *command), "pixie.db")
-    assert files_state(full_dir) == before
+    _set_meta(data_dir, key, value)
+    before = files_state(data_dir)
+    refused(cli(data_dir, *command), "pixie.db")
+    assert files_state(data_dir) == before
 
 
 def test_a_damaged_schema_is_reported_on_one_line(full_dir: Path) -> None:
