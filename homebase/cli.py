@@ -130,14 +130,23 @@ def _known(exc: BaseException) -> BaseException | None:
     return exc if isinstance(exc, _KNOWN) else None
 
 
-def _unexpected(exc: Exception) -> str:
+def _unexpected(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
     orig = getattr(exc, "orig", None)  # SQLAlchemy wraps the driver's error
     inner = orig if isinstance(orig, Exception) else exc
     lines = str(inner).strip().splitlines()
     detail = f"{type(inner).__name__}: {lines[0][:200]}" if lines else type(inner).__name__
     if isinstance(inner, sqlite3.DatabaseError):
-        return f"the database is damaged or not a Pixie database ({detail})"
+        message = str(inner)
+        if type(inner) is sqlite3.DatabaseError or any(w in message for w in _DAMAGE_WORDS):
+            return f"the database is damaged or not a Pixie database ({detail})"
+        return f"database error ({detail})"
     return f"unexpected {detail} (set {DEBUG_ENV}=1 to see where)"
+
+
+# What SQLite says of a file it cannot read as a database.
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt")
 
 
 if __name__ == "__main__":

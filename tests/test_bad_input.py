@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pixie.device import cli as device_cli
+from pixie.device.errors import BadInput
 from tests.conftest import CliResult, run_cli
 
 
@@ -403,3 +404,31 @@ def test_an_event_of_no_known_kind_is_reported_as_damage(full_dir: Path) -> None
     before = files_state(full_dir)
     refused(cli(full_dir, "log", "show"), "the database is damaged")
     assert files_state(full_dir) == before
+
+
+def test_a_database_error_that_is_not_damage_is_not_called_damage(
+    full_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busy = sqlite3.OperationalError("database is locked")
+    monkeypatch.setattr(device_cli, "cmd_nudges", _raising(busy))
+    res = cli(full_dir, "nudges")
+    refused(res, "database error (OperationalError: database is locked)")
+    assert "damaged" not in res.err
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (ExceptionGroup("g", [BadInput("no such thing")]), "pixie: error: no such thing\n"),
+        (
+            ExceptionGroup("g", [ExceptionGroup("h", [RuntimeError("boom")])]),
+            "pixie: error: unexpected RuntimeError: boom (set PIXIE_DEBUG=1 to see where)\n",
+        ),
+    ],
+)
+def test_an_error_inside_a_task_group_is_reported_as_itself(
+    full_dir: Path, monkeypatch: pytest.MonkeyPatch, exc: Exception, expected: str
+) -> None:
+    monkeypatch.setattr(device_cli, "cmd_nudges", _raising(exc))
+    res = cli(full_dir, "nudges")
+    assert (res.code, res.err) == (2, expected)
