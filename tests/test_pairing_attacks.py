@@ -7,15 +7,23 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
 from pixie.device.node import Node
-from pixie.device.pairing import InviteCode, _proof, invite, pair
-from pixie.device.peers import PeerLink
+from pixie.device.pairing import InviteCode, _proof, await_joiner, invite, pair
+from pixie.device.peers import Incoming, PeerLink
 from pixie.device.relayclient import RelayAddress, RelayClient
 from pixie.protocol.envelope import open_envelope, seal
 from pixie.protocol.identity import new_identity
-from pixie.protocol.peerwire import PairAccept, PairRequest, decode_body, encode_body
+from pixie.protocol.peerwire import (
+    Body,
+    PairAccept,
+    PairReject,
+    PairRequest,
+    decode_body,
+    encode_body,
+)
 from pixie.relay.server import RelayConfig, serve_relay
 
 from .test_peers import FakeRelay, drain
@@ -128,3 +136,50 @@ async def test_a_stranger_replay_is_refused_while_the_invite_runs(node: Node) ->
         pass
     assert got == [1]
     assert link.rejected == {"replay": 1}
+
+
+class Drained(Exception):
+    pass
+
+
+class FakeLine:
+    """A pairing line fed from a list: records what the inviter sends."""
+
+    def __init__(self, incoming: list[Incoming]) -> None:
+        self.incoming = list(incoming)
+        self.sent: list[tuple[bytes, object]] = []
+
+    async def send(self, recipient: bytes, message: object) -> int:
+        self.sent.append((recipient, message))
+        return 0
+
+    async def receive(self) -> Incoming:
+        if not self.incoming:
+            raise Drained  # the invite was still waiting after all of them
+        return self.incoming.pop(0)
+
+    def seen_from(self, key: bytes) -> None:
+        return None
+
+
+def _wrong(key: bytes, counter: int) -> Incoming:
+    return Incoming(key, Body(bytes(16), counter, PairRequest("m", "device", bytes(32))))
+
+
+async def test_wrong_codes_get_a_bounded_number_of_answers(node: Node) -> None:
+    from pixie.device.pairing import MAX_ANSWERED_JOINERS, MAX_BAD_ATTEMPTS
+
+    persistent = bytes(new_identity().verify_key)
+    many = [bytes(new_identity().verify_key) for _ in range(MAX_ANSWERED_JOINERS + 6)]
+    line = FakeLine(
+        [_wrong(persistent, c) for c in range(1, 3 * MAX_BAD_ATTEMPTS)]
+        + [_wrong(key, 1) for key in many]
+    )
+    code = InviteCode(node.public_key(), RelayAddress("127.0.0.1", 1), b"k" * 16, 0)
+    with pytest.raises(Drained):  # every request was read: the invite stayed open throughout
+        await await_joiner(node, code, line, timeout=60)
+    assert [r for r, _ in line.sent].count(persistent) == MAX_BAD_ATTEMPTS
+    answered = {r for r, _ in line.sent}
+    assert len(answered) == MAX_ANSWERED_JOINERS
+    assert all(isinstance(m, PairReject) for _, m in line.sent)
+    assert node.siblings.all() == []
