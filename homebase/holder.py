@@ -21,7 +21,8 @@ purpose, for tests of the device's gates and of systems built on them.
 A request that makes the holder raise anything but a connection or database
 error (those are the driver's to report) is dropped, counted in `dropped` and
 logged (in summary under a flood), and the holder goes on with the next: no
-sibling's request, however odd, stops the Homebase.
+sibling's request, however odd, stops the Homebase. Refusals are logged in
+summary too.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class Holder:
         self.refused: dict[str, int] = {}
         self.dropped: Counter[str] = Counter()
         self.drops = Summarised(log, "requests dropped", level=logging.ERROR)
+        self.refusals = Summarised(log, "requests refused")
 
     def wants(self, message: PeerMessage) -> bool:
         return isinstance(message, OffloadRequest | FetchRequest | Release)
@@ -142,7 +144,9 @@ class Holder:
 
     def _refuse(self, sender: bytes, what: str, note_id: str, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
-        log.warning("refused %s of %s from %s: %s", what, note_id, fingerprint(sender), reason)
+        self.refusals.log(
+            reason, "refused %s of %s from %s: %s", what, note_id, fingerprint(sender), reason
+        )
 
     # -- offload -------------------------------------------------------------------------
 

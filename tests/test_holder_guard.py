@@ -90,3 +90,24 @@ async def test_connection_errors_still_reach_the_driver(tmp_path: Path) -> None:
     finally:
         phone.close()
         mac.close()
+
+
+async def test_a_flood_of_refused_requests_is_logged_in_summary(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    phone, mac = open_pair(tmp_path)
+
+    async def reply(to: bytes, message: PeerMessage) -> int:
+        return 0
+
+    try:
+        holder = Holder(mac)
+        with caplog.at_level("WARNING", logger="pixie.holder"):
+            for counter in range(1, 201):
+                await holder.handle(fetch(b"never held", counter), reply, call)
+        assert holder.refused == {"no holding for that note and hash": 200}
+        lines = [r.getMessage() for r in caplog.records if r.name == "pixie.holder"]
+        assert len(lines) == 5, lines  # the rest wait for the minute's summary
+    finally:
+        phone.close()
+        mac.close()
