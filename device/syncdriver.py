@@ -83,6 +83,7 @@ SEND_TIMEOUT = 30.0
 INBOX_MESSAGES = 64
 LAST_SYNC_KEY = "last_sync"
 PAIRING_QUEUE = 64
+DESK_GRACE = 5.0  # seconds an invite or pairing waits for one that is ending
 MOVED_ON = "the sibling opened a newer session"
 
 
@@ -242,6 +243,7 @@ class SyncEndpoint:
         # opens (see the module's docstring), with its size.
         self._held: dict[bytes, tuple[syncwire.Hello, int]] = {}
         self._desk: PairingDesk | None = None
+        self._desk_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.reports: list[SyncReport] = []
 
@@ -303,7 +305,12 @@ class SyncEndpoint:
     async def pairing(self) -> AsyncIterator[PairingDesk]:
         """Admit unpaired senders' pairing messages while the block runs (one
         invite or pairing at a time)."""
-        if self._desk is not None:
+        # A command just interrupted may still be closing its desk: a moment's grace.
+        acquired = False
+        with trio.move_on_after(DESK_GRACE):
+            await self._desk_lock.acquire()
+            acquired = True
+        if not acquired:
             raise BadInput("an invite or a pairing is already running on this peer")
         desk = self._desk = PairingDesk(self)
         self.link.admit_strangers = True
@@ -313,6 +320,7 @@ class SyncEndpoint:
             self._desk = None
             self.link.admit_strangers = False
             desk.close()
+            self._desk_lock.release()
 
     async def _serve_request(self, service: PeerService, incoming: Incoming) -> None:
         try:

@@ -5,6 +5,7 @@ knocks the daemon off the relay (the relay keeps one connection per key)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -41,6 +42,12 @@ async def test_invite_and_pair_run_beside_the_daemons(setup: Setup) -> None:  # 
     try:
         await _serving(homebase, setup.mac)
         await _serving(device, setup.phone)
+
+        # An invite interrupted with Ctrl-C is withdrawn: the next one may run.
+        interrupted, first = _invite(setup.mac)
+        assert first.startswith("pixie-invite-"), interrupted.stderr
+        interrupted.send_signal(signal.SIGINT)
+        await trio.to_thread.run_sync(lambda: interrupted.communicate(timeout=30))
 
         # The Homebase invites a second phone while its daemon runs.
         tablet = tmp / "tablet"
