@@ -12,9 +12,9 @@ The protocol is one JSON line each way: ``{"op": ..., "args": {...}}`` and
 answer, an operation may send ``{"note": {...}}`` lines (`pixie invite` prints
 the code the daemon made that way). Requests are bounded (64 KiB) and every
 wait has a deadline. Pairing (`invite`, `pair`) goes through the daemon too,
-over its connection; it ends when the command hangs up (Ctrl-C). A socket file that nothing
-answers on (a daemon killed with -9) is stale: the next daemon replaces it and
-commands ignore it.
+over its connection, and ends when the command hangs up (Ctrl-C). A socket
+file that nothing answers on (a daemon killed with -9) is stale: the next
+daemon replaces it and commands ignore it.
 """
 
 from __future__ import annotations
