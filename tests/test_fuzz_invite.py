@@ -5,6 +5,7 @@ exit 2); nothing else may escape `InviteCode.parse`."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,6 +17,7 @@ from pixie.device.relayclient import RelayAddress
 from pixie.protocol.envelope import seal
 from pixie.protocol.identity import new_identity
 
+from .conftest import run_cli
 from .fuzzing import fuzz_settings
 
 SENDER = new_identity()
@@ -73,3 +75,13 @@ def test_a_key_that_is_no_curve_point_is_refused_as_damaged() -> None:
     damaged = InviteCode(bytes(range(32)), real.relay, real.secret, real.expires_at).encode()
     with pytest.raises(BadInput, match="damaged"):
         InviteCode.parse(damaged)
+
+
+def test_pair_with_a_damaged_key_is_one_line_and_exit_2(data_dir: Path) -> None:
+    real = InviteCode.parse(REAL)
+    damaged = InviteCode(bytes(range(32)), real.relay, real.secret, real.expires_at).encode()
+    result = run_cli("--data", str(data_dir), "pair", damaged)
+    assert result.code == 2
+    assert result.err.splitlines() == [
+        "pixie: error: that invite code is damaged (check it was copied whole)"
+    ]
