@@ -47,6 +47,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pixie.device.clearview import query_terms
 from pixie.device.datadir import DataDir
+from pixie.device.db import sqlite_uri
 from pixie.device.keystore import FileKeyStore
 from pixie.device.memlog import EventKind, NewEvent
 from pixie.device.node import Node
@@ -276,7 +277,7 @@ def query_mix() -> dict[str, list[dict[str, Any]]]:
 
 def raw_baseline(db_path: Path, node: Node, now: int) -> Callable[[Mapping[str, Any]], list[str]]:
     """One raw sqlite3 statement per query: the same filters and prefix terms."""
-    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+    con = sqlite3.connect(sqlite_uri(Path(db_path), "ro"), uri=True, check_same_thread=False)
     resolved: dict[str, str] = {}
 
     def run(args: Mapping[str, Any]) -> list[str]:
@@ -321,7 +322,7 @@ def term_matches(db_path: Path, args: Mapping[str, Any]) -> int | None:
     terms = query_terms(str(args.get("query", "")))
     if not terms:
         return None
-    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    con = sqlite3.connect(sqlite_uri(Path(db_path), "ro"), uri=True)
     try:
         match = " OR ".join(f'"{t}"*' for t in terms)
         (count,) = con.execute("SELECT count(*) FROM note_fts WHERE note_fts MATCH ?", (match,))

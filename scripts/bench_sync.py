@@ -60,6 +60,7 @@ from typing import Any
 from nacl.signing import SigningKey
 
 from pixie.device.datadir import DataDir
+from pixie.device.db import sqlite_uri
 from pixie.device.eventfile import event_from_object
 from pixie.device.memlog import NewEvent
 from pixie.device.node import Node
@@ -246,7 +247,7 @@ def append_all(node: Node, events: Iterable[NewEvent]) -> int:
 def seed_by_apply(a: Node, b: Node) -> None:
     """Give B everything A holds through ``NodeReplica.apply``, A's rows read raw."""
     target = replica(b)
-    con = sqlite3.connect(f"file:{a.db.path}?mode=ro", uri=True)
+    con = sqlite3.connect(sqlite_uri(Path(a.db.path), "ro"), uri=True)
     try:
         aliases: dict[str, list[str]] = {}
         for cid, alias in con.execute(

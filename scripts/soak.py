@@ -240,7 +240,7 @@ class Soak:
 
 
 def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    con = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=30)
     try:
         return con.execute(sql).fetchall()
     finally:
