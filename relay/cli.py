@@ -198,7 +198,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         type=_positive_int,
         default=_DEFAULT.max_connections,
         metavar="N",
-        help=f"connections at once; more are refused as busy (default {_DEFAULT.max_connections})",
+        help=(
+            "connections at once; a newcomer then evicts the longest-open connection "
+            "that has carried no envelope, or is refused as busy "
+            f"(default {_DEFAULT.max_connections})"
+        ),
     )
     p.add_argument(
         "--idle-timeout",

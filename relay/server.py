@@ -49,12 +49,18 @@ from nacl.signing import VerifyKey
 from pixie.protocol import relaywire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.faults import RELAY_FAULTS, FaultSpecError, parse_faults
-from pixie.protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from pixie.protocol.framing import (
+    HEADER_BYTES,
+    MAX_FRAME_BYTES,
+    MIN_ENVELOPE_BYTES,
+    FrameDecoder,
+    encode_frame,
+)
 from pixie.protocol.keyprint import fingerprint as key_fingerprint
 
 from .errors import RelayError
 from .faults import REORDER_HOLD_SECONDS, EnvelopeFaults
-from .logs import event
+from .logs import Throttle, event
 from .mailbox import Mailboxes, MailboxLimits
 from .ratelimit import SendLimit
 
@@ -67,6 +73,10 @@ WRITE_BATCH_BYTES = 1 << 18
 # Hello and Prove are under 120 bytes. Before a client has proved its key the
 # relay buffers no more than this for it, not a whole 1 MiB frame.
 HANDSHAKE_BUFFER_BYTES = 1024
+# What queueing one frame in an outbox costs beyond its bytes (the bytes object's
+# header and its place in the list: measured at about 42 bytes; rounded up). It is
+# charged against the outbox bounds, so tiny frames cannot hold more than they say.
+FRAME_OVERHEAD = 64
 
 
 def fingerprint(key: bytes) -> str:
@@ -85,9 +95,14 @@ class RelayConfig:
     frame_timeout: float = 30.0  # a frame once begun must be complete within this
     close_grace: float = 1.0  # time to say Refuse to a client before hanging up
     outbox_frames: int = 256  # per connection, waiting to be written
-    outbox_bytes: int = 8 << 20
+    outbox_bytes: int = 8 << 20  # per connection, FRAME_OVERHEAD per frame included
+    # A write the client does not take within this long closes its connection: a
+    # reader that stops reading loses its own connection, its mail goes to its mailbox.
+    write_timeout: float = 30.0
     # Relay-wide bounds, so that many connections cannot add up to unbounded memory:
     outbox_total_bytes: int = 512 << 20  # queued in all outboxes together
+    # Sends whose envelope is shorter than the smallest sealed envelope are dropped.
+    min_envelope_bytes: int = MIN_ENVELOPE_BYTES
     receive_total_bytes: int = 256 << 20  # frames half-received on all connections
     envelopes_per_second: float = 500.0  # per client
     envelope_burst: float = 2_000.0
@@ -112,6 +127,7 @@ class RelayConfig:
             "close_grace",
             "outbox_frames",
             "outbox_bytes",
+            "write_timeout",
             "outbox_total_bytes",
             "receive_total_bytes",
             "envelopes_per_second",
@@ -125,6 +141,13 @@ class RelayConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not value > 0 or not math.isfinite(value):
                 raise RelayError(f"{name} must be a positive number, not {value!r}")
+        if isinstance(self.min_envelope_bytes, bool) or not (
+            0 <= self.min_envelope_bytes <= relaywire.MAX_ENVELOPE_BYTES
+        ):
+            raise RelayError(
+                f"min_envelope_bytes must be from 0 to {relaywire.MAX_ENVELOPE_BYTES}, "
+                f"not {self.min_envelope_bytes!r}"
+            )
         if not 0 <= self.port <= 65535:
             raise RelayError(f"port must be from 0 to 65535, not {self.port}")
         if self.envelope_burst < 1 or self.byte_burst < relaywire.MAX_ENVELOPE_BYTES:
@@ -156,6 +179,10 @@ FAILED = Hangup("error", "internal error")
 TRUNCATED = Hangup("truncated", "connection ended inside a frame")
 # Every connection's half-received frames together are over the relay's budget.
 OVERLOADED = Hangup("overloaded", "relay overloaded; try again later")
+# The relay was at its connection cap and this connection had never carried an envelope.
+EVICTED = Hangup("evicted", "relay full: an idle connection made room for a newer one")
+# The client took none of a write for `write_timeout`: it is not reading.
+STALLED = Hangup("stalled")
 
 
 def _frame(message: relaywire.RelayMessage) -> bytes:
@@ -195,10 +222,13 @@ class _Decoder(FrameDecoder):
     header is a Send to that recipient whose envelope is its tail, and its
     Deliver is the known head and that tail: two comparisons and a slice instead
     of a parse and an encode, and nothing accepted that relaywire would not
-    accept alike. Anything else goes to relaywire as before."""
+    accept alike. Anything else goes to relaywire as before. Sends with an
+    envelope under ``min_envelope`` bytes teach nothing, so every Send on the
+    fast path is long enough; the short ones reach `Relay._route` as frames."""
 
-    def __init__(self, limit: int, shapes: dict[int, _Shape]) -> None:
+    def __init__(self, limit: int, shapes: dict[int, _Shape], min_envelope: int) -> None:
         super().__init__(limit)
+        self.min_envelope = min_envelope
         self.fast = False
         self._shapes = shapes
         self._to = b""  # the first bytes of the last Send learned, up to its recipient's end
@@ -269,6 +299,9 @@ class _Decoder(FrameDecoder):
             items.append(frame)
             return
         recipient, envelope = send
+        if len(envelope) < self.min_envelope:
+            items.append(frame)  # refused (and counted) by the router
+            return
         deliver = relaywire.deliver_frame(envelope)
         tail = len(frame) - len(envelope)
         head = deliver[: len(deliver) - len(envelope)]
@@ -314,13 +347,15 @@ _ENVELOPE_AT = _envelope_offsets()
 
 
 class ByteBudget:
-    """Bytes held for one purpose across every connection, against one limit."""
+    """Bytes held for one purpose across every connection, against one limit, and
+    how many connections hold any (for `Outbox`'s fair share)."""
 
-    __slots__ = ("limit", "used")
+    __slots__ = ("holders", "limit", "used")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        self.holders = 0
 
 
 class Outbox:
@@ -330,7 +365,13 @@ class Outbox:
     A full outbox refuses the frame and says which bound refused it (the caller
     counts the drop): slow readers must never make the relay hold more, nor
     stall a sender. Frames a writer has taken are in flight, outside both
-    bounds, but a writer takes at most one batch at a time.
+    bounds, but a writer takes at most one batch at a time. Each frame is
+    charged its bytes plus `FRAME_OVERHEAD`.
+
+    The shared budget is first come, first served up to half its limit; past
+    that, an outbox may grow only while it holds less than an equal share of
+    the other half among the outboxes holding anything ("outbox_share"), so a
+    few slow readers cannot take the whole budget from everyone else.
 
     Frames are kept in a plain list, so a writer usually takes them all at once;
     the few that carry no envelope (Welcome, Ping, Pong) are remembered by their
@@ -360,36 +401,53 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._frames)
 
-    def put(self, frame: bytes, envelope: bool) -> str | None:
-        """Queue ``frame``; None if queued, else the drop reason."""
-        size = len(frame)
-        if len(self._frames) >= self.max_frames or self.bytes + size > self.max_bytes:
+    def _refusal(self, count: int, charge: int) -> str | None:
+        """Why ``count`` more frames charging ``charge`` bytes cannot be queued, if so."""
+        if len(self._frames) + count > self.max_frames or self.bytes + charge > self.max_bytes:
             return "outbox_full"
         budget = self.budget
-        if budget.used + size > budget.limit:
+        used = budget.used + charge
+        if used > budget.limit:
             return "outboxes_full"
+        if 2 * used > budget.limit:
+            holders = budget.holders + (not self.bytes)
+            if 2 * holders * (self.bytes + charge) > budget.limit:
+                return "outbox_share"
+        return None
+
+    def _add(self, charge: int) -> None:
+        if not self.bytes:
+            self.budget.holders += 1
+        self.bytes += charge
+        self.budget.used += charge
+        self._ready.set()
+
+    def _sub(self, charge: int) -> None:
+        self.bytes -= charge
+        self.budget.used -= charge
+        if not self.bytes:
+            self.budget.holders -= 1
+
+    def put(self, frame: bytes, envelope: bool) -> str | None:
+        """Queue ``frame``; None if queued, else the drop reason."""
+        charge = len(frame) + FRAME_OVERHEAD
+        refused = self._refusal(1, charge)
+        if refused is not None:
+            return refused
         if not envelope:
             self._controls.append(self._head + len(self._frames))
         self._frames.append(frame)
-        self.bytes += size
-        budget.used += size
-        self._ready.set()
+        self._add(charge)
         return None
 
     def put_all(self, frames: list[bytes], size: int) -> bool:
         """Queue every one of ``frames`` (envelopes, ``size`` bytes in all) if all fit;
         if not, queue none and return False (the caller then puts them one by one)."""
-        budget = self.budget
-        if (
-            len(self._frames) + len(frames) > self.max_frames
-            or self.bytes + size > self.max_bytes
-            or budget.used + size > budget.limit
-        ):
+        charge = size + len(frames) * FRAME_OVERHEAD
+        if self._refusal(len(frames), charge) is not None:
             return False
         self._frames += frames
-        self.bytes += size
-        budget.used += size
-        self._ready.set()
+        self._add(charge)
         return True
 
     async def take(self, max_bytes: int) -> tuple[list[bytes], int]:
@@ -404,10 +462,11 @@ class Outbox:
         else:
             count = total = 0
             for frame in frames:
-                if count and total + len(frame) > max_bytes:
+                charge = len(frame) + FRAME_OVERHEAD
+                if count and total + charge > max_bytes:
                     break
                 count += 1
-                total += len(frame)
+                total += charge
             self._frames = frames[count:]
             del frames[count:]
         self._head = end = self._head + len(frames)
@@ -416,8 +475,7 @@ class Outbox:
         while controls and controls[0] < end:
             controls.popleft()
             envelopes -= 1
-        self.bytes -= total
-        self.budget.used -= total
+        self._sub(total)
         return frames, envelopes
 
     def clear(self) -> int:
@@ -426,8 +484,8 @@ class Outbox:
         self._head += len(self._frames)
         self._frames = []
         self._controls.clear()
-        self.budget.used -= self.bytes
-        self.bytes = 0
+        if self.bytes:
+            self._sub(self.bytes)
         return envelopes
 
 
@@ -448,6 +506,7 @@ class _Connection:
         "outbox",
         "pending",
         "pinged",
+        "quiet",
         "received",
         "scope",
         "sent",
@@ -466,7 +525,7 @@ class _Connection:
         now = trio.current_time()
         self.number = number
         self.stream = stream
-        self.decoder = _Decoder(MAX_FRAME_BYTES, shapes)
+        self.decoder = _Decoder(MAX_FRAME_BYTES, shapes, config.min_envelope_bytes)
         self.pending: list[Item] = []  # frames that arrived with the Prove
         self.key = b""
         self.fp = "-"
@@ -481,6 +540,8 @@ class _Connection:
         self.unsent = 0  # envelopes handed to a write that has not finished
         self.opened_at = self.last_frame_at = self.frame_started_at = now
         self.pinged = False
+        # True until an envelope goes either way: only such connections are evicted.
+        self.quiet = True
         self.limit = SendLimit(
             config.envelopes_per_second,
             config.envelope_burst,
@@ -507,6 +568,14 @@ class Relay:
         self._shapes: dict[int, _Shape] = {}  # what Sends of each frame size share
         self._clients: dict[bytes, _Connection] = {}
         self._open: set[_Connection] = set()
+        # Connections that have carried no envelope yet, oldest first: the ones that
+        # make room at the connection cap (see `_evict`). Those still in the handshake
+        # are ordered by when they opened, the rest by when they proved their key.
+        self._unproven: dict[_Connection, None] = {}
+        self._quiet: dict[_Connection, None] = {}
+        # Per-connection events (rejections above all) are summarised past a few a
+        # minute of each kind, so a flood grows the log by a bounded amount.
+        self._log = Throttle(trio.current_time)
         self._numbers = itertools.count(1)
         self._ping_tokens = itertools.count(1)
         self._scope: trio.CancelScope | None = None
@@ -515,6 +584,7 @@ class Relay:
             (
                 "connections_total",
                 "refused_busy",
+                "evicted",
                 "auth_ok",
                 "auth_failures",
                 "envelopes_in",
@@ -527,7 +597,16 @@ class Relay:
             0,
         )
         self._drops = dict.fromkeys(
-            ("rate_limited", "outbox_full", "outboxes_full", "closed", "pong"), 0
+            (
+                "rate_limited",
+                "too_short",
+                "outbox_full",
+                "outbox_share",
+                "outboxes_full",
+                "closed",
+                "pong",
+            ),
+            0,
         )
         self._closes: dict[str, int] = {}
         # With a fault plan in force, envelopes go one by one through `_faults`
@@ -571,6 +650,7 @@ class Relay:
         return {"faults": self._faults.counts(), "fault_held": self._faults.held()}
 
     def log_stats(self, *, final: bool = False) -> None:
+        self._log.flush()
         event(INFO, "stats", final=final, **self.stats())
 
     # -- the accept loop ------------------------------------------------------
@@ -643,14 +723,24 @@ class Relay:
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one client to the end. Nothing it does escapes this call: every
         failure is a counted, logged hangup of this connection alone."""
+        try:
+            await self._handle(stream)
+        except Exception as exc:  # a failure while setting up or tearing down
+            self.counters["errors"] += 1
+            self._log.event(ERROR, "connection_error", type(exc).__name__, error=type(exc).__name__)
+            with suppress(Exception):
+                await trio.aclose_forcefully(stream)
+
+    async def _handle(self, stream: trio.abc.Stream) -> None:
         self.counters["connections_total"] += 1
         conn = _Connection(next(self._numbers), stream, self.config, self._outboxes, self._shapes)
-        if len(self._open) >= self.config.max_connections:
+        if len(self._open) >= self.config.max_connections and not self._evict():
             self.counters["refused_busy"] += 1
             self._closes["busy"] = self._closes.get("busy", 0) + 1
             await self._hang_up(conn, BUSY)
             return
         self._open.add(conn)
+        self._unproven[conn] = None
         try:
             with conn.scope:
                 await self._serve(conn)
@@ -658,6 +748,8 @@ class Relay:
             self._failed(conn, exc)
         finally:
             self._open.discard(conn)
+            self._unproven.pop(conn, None)
+            self._quiet.pop(conn, None)
             if self._clients.get(conn.key) is conn:
                 del self._clients[conn.key]
             if self._faults is not None:
@@ -667,9 +759,10 @@ class Relay:
             hangup = conn.hangup or (SHUTDOWN if self._closing else LOST)
             self._closes[hangup.reason] = self._closes.get(hangup.reason, 0) + 1
             await self._hang_up(conn, hangup)
-            event(
+            self._log.event(
                 INFO,
                 "closed",
+                hangup.reason,
                 conn=conn.number,
                 key=conn.fp,
                 reason=hangup.reason,
@@ -677,6 +770,34 @@ class Relay:
                 received=conn.received,
                 sent=conn.sent,
             )
+
+    def _evict(self) -> bool:
+        """At the connection cap, close the longest-open connection that has carried no
+        envelope either way (still in the handshake, or proven but quiet) to make room
+        for a newcomer; False if every connection has carried one (the newcomer is
+        then refused busy). Minted keys cost nothing, so connections that have done
+        nothing give way first; a peer evicted before its first envelope reconnects."""
+        for candidates in self._oldest_first():
+            while candidates:
+                conn = next(iter(candidates))
+                del candidates[conn]
+                if conn.hangup is None:
+                    self.counters["evicted"] += 1
+                    conn.close(EVICTED)
+                    return True
+        return False
+
+    def _oldest_first(self) -> list[dict[_Connection, None]]:
+        unproven, quiet = self._unproven, self._quiet
+        if unproven and quiet:
+            first = next(iter(unproven)).opened_at <= next(iter(quiet)).opened_at
+            return [unproven, quiet] if first else [quiet, unproven]
+        return [unproven, quiet]
+
+    def _carried(self, conn: _Connection) -> None:
+        """``conn`` has carried an envelope: it is no longer quiet, nor evicted."""
+        conn.quiet = False
+        self._quiet.pop(conn, None)
 
     async def _serve(self, conn: _Connection) -> None:
         with trio.move_on_after(self.config.handshake_timeout) as deadline:
@@ -690,16 +811,26 @@ class Relay:
             self.counters["auth_failures"] += 1
             conn.hangup = proven
             # The key here is only claimed (or "-" if no Hello came): it was never proven.
-            event(INFO, "auth_failed", conn=conn.number, key=conn.fp, reason=proven.reason)
+            self._log.event(
+                INFO,
+                "auth_failed",
+                proven.reason,
+                conn=conn.number,
+                key=conn.fp,
+                reason=proven.reason,
+            )
             return
         self.counters["auth_ok"] += 1
         conn.key, conn.fp = proven, fingerprint(proven)
+        self._unproven.pop(conn, None)
+        if conn.hangup is None:  # not already evicted
+            self._quiet[conn] = None
         queued = self._mailboxes.count(proven, trio.current_time())
         replaced = self._clients.get(proven)
         self._clients[proven] = conn
         if replaced is not None:
             replaced.close(REPLACED)
-        event(INFO, "authenticated", conn=conn.number, key=conn.fp, queued=queued)
+        self._log.event(INFO, "authenticated", "ok", conn=conn.number, key=conn.fp, queued=queued)
         async with trio.open_nursery() as nursery:
             if self._faults is not None:
                 # Before the writer can make conn live: it holds conn's delayed envelopes.
@@ -722,9 +853,10 @@ class Relay:
         self.counters["errors"] += 1
         # Type and place only: an exception's text could quote what a client sent.
         where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        event(
+        self._log.event(
             ERROR,
             "connection_error",
+            type(exc).__name__,
             conn=conn.number,
             key=conn.fp,
             error=type(exc).__name__,
@@ -925,6 +1057,11 @@ class Relay:
 
     def _route(self, conn: _Connection, recipient: bytes, envelope: bytes, now: float) -> None:
         self.counters["envelopes_in"] += 1
+        if len(envelope) < self.config.min_envelope_bytes:
+            self._drops["too_short"] += 1  # no sealed envelope is this short
+            return
+        if conn.quiet:
+            self._carried(conn)
         if not conn.limit.allow(len(envelope), now):
             self._drops["rate_limited"] += 1
             return
@@ -935,7 +1072,7 @@ class Relay:
                 self._drops[refused] += 1
         else:
             # Offline, or still draining its mailbox: queue behind what waits there.
-            self._mailboxes.put(recipient, envelope, now)
+            self._mailboxes.put(recipient, envelope, now, conn.key)
 
     def _route_run(self, conn: _Connection, run: Run, now: float) -> None:
         """Route Sends to one recipient, as Delivers (``size`` envelope bytes in all),
@@ -943,6 +1080,8 @@ class Relay:
         admit them all, at once."""
         recipient, frames, size = run
         self.counters["envelopes_in"] += len(frames)
+        if conn.quiet:  # (runs carry only envelopes of at least the minimum size)
+            self._carried(conn)
         allowed = conn.limit.allow_all(len(frames), size, now)
         target = self._clients.get(recipient)
         # Offline, or still draining its mailbox: queue behind what waits there.
@@ -958,7 +1097,7 @@ class Relay:
                 if refused is not None:
                     drops[refused] += 1
             else:
-                self._mailboxes.put(recipient, _envelope_of(frame), now)
+                self._mailboxes.put(recipient, _envelope_of(frame), now, conn.key)
 
     # -- routing with a fault plan ----------------------------------------------
 
@@ -981,6 +1120,11 @@ class Relay:
         faults = self._faults
         assert faults is not None
         self.counters["envelopes_in"] += 1
+        if size < self.config.min_envelope_bytes:
+            self._drops["too_short"] += 1
+            return
+        if conn.quiet:
+            self._carried(conn)
         if not conn.limit.allow(size, now):
             self._drops["rate_limited"] += 1
             return
@@ -989,7 +1133,7 @@ class Relay:
             faults.forward(conn, target, frame, size)
         else:
             # Offline, or still draining its mailbox: queued unfaulted behind what waits there.
-            self._mailboxes.put(recipient, _envelope_of(frame), now)
+            self._mailboxes.put(recipient, _envelope_of(frame), now, conn.key)
 
     def _put(self, target: _Connection, frame: bytes) -> None:
         refused = target.outbox.put(frame, True)
@@ -1019,7 +1163,15 @@ class Relay:
         data = frames[0] if len(frames) == 1 else b"".join(frames)
         conn.unsent = envelopes
         conn.clean = False
-        await conn.stream.send_all(data)
+        if envelopes and conn.quiet:
+            self._carried(conn)
+        with trio.move_on_after(self.config.write_timeout) as stall:
+            await conn.stream.send_all(data)
+        if stall.cancelled_caught:
+            # The client reads nothing: it loses its connection (and what it was
+            # sent, counted as closed); later mail for it waits in its mailbox.
+            conn.close(STALLED)
+            await trio.lowlevel.checkpoint()  # raises Cancelled: conn.scope is cancelled
         conn.clean = True
         conn.unsent = 0
         conn.sent += len(data)

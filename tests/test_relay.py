@@ -35,13 +35,19 @@ from nacl.signing import SigningKey
 
 from pixie.homebase.cli import build_parser
 from pixie.protocol import relaywire as rw
-from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from pixie.protocol.framing import (
+    MAX_FRAME_BYTES,
+    MIN_ENVELOPE_BYTES,
+    FrameDecoder,
+    encode_frame,
+)
 from pixie.protocol.relaywire import deliver_frame, parse_send
 from pixie.relay import cli as relay_cli
 from pixie.relay.errors import RelayError
 from pixie.relay.logs import LOGGER_NAME, JsonFormatter, TextFormatter
-from pixie.relay.mailbox import DROP_REASONS, Mailboxes
+from pixie.relay.mailbox import DROP_REASONS, ENVELOPE_OVERHEAD, Mailboxes
 from pixie.relay.server import (
+    FRAME_OVERHEAD,
     ByteBudget,
     MailboxLimits,
     Outbox,
@@ -51,6 +57,10 @@ from pixie.relay.server import (
     serve_relay,
 )
 from tests.conftest import run_cli
+
+# These tests tell envelopes apart by short tags, so their relays take envelopes of
+# any size; the smallest sealed size is enforced by default (see test_relay_abuse).
+TAGGED = RelayConfig(min_envelope_bytes=0)
 
 # -- a small client ---------------------------------------------------------------
 
@@ -142,7 +152,7 @@ def memory_client(relay: Relay, nursery: trio.Nursery, key: SigningKey | None = 
 
 @asynccontextmanager
 async def tcp_relay(config: RelayConfig | None = None) -> AsyncIterator[tuple[Relay, int]]:
-    relay = Relay(config or RelayConfig())
+    relay = Relay(config or TAGGED)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(relay.serve)
         yield relay, port
@@ -198,7 +208,7 @@ async def test_serve_relay_reports_its_port_and_serves(nursery: trio.Nursery) ->
 
 
 async def test_claiming_another_key_is_refused_and_gets_nothing(nursery: trio.Nursery) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     victim_key = SigningKey.generate()
     sender = memory_client(relay, nursery)
     await sender.login()
@@ -218,7 +228,7 @@ async def test_claiming_another_key_is_refused_and_gets_nothing(nursery: trio.Nu
 
 
 async def test_wrong_version_is_refused(nursery: trio.Nursery) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     client = memory_client(relay, nursery)
     answer = await client.handshake(version=rw.RELAY_VERSION + 1)
     assert isinstance(answer, rw.Refuse)
@@ -239,7 +249,7 @@ async def test_wrong_version_is_refused(nursery: trio.Nursery) -> None:
     ],
 )
 async def test_garbage_instead_of_hello_is_refused(nursery: trio.Nursery, garbage: bytes) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     client = memory_client(relay, nursery)
     await client.send_raw(garbage)
     refused(await client.drain())
@@ -250,7 +260,7 @@ async def test_garbage_instead_of_hello_is_refused(nursery: trio.Nursery, garbag
 
 
 async def test_unauthenticated_send_delivers_nothing(nursery: trio.Nursery) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     recipient = memory_client(relay, nursery)
     await recipient.login()
     # A Send instead of a Hello, and a Send instead of a Prove.
@@ -274,7 +284,7 @@ async def test_unauthenticated_send_delivers_nothing(nursery: trio.Nursery) -> N
 
 
 async def test_frames_pipelined_after_the_proof_are_served(nursery: trio.Nursery) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     b = memory_client(relay, nursery)
     await b.login()
     a = memory_client(relay, nursery)
@@ -398,7 +408,7 @@ async def test_a_second_connection_for_a_key_replaces_the_first() -> None:
 
 
 async def test_mailbox_count_bound_drops_the_oldest(nursery: trio.Nursery) -> None:
-    relay = Relay(RelayConfig(mailbox=MailboxLimits(max_envelopes=3)))
+    relay = Relay(RelayConfig(min_envelope_bytes=0, mailbox=MailboxLimits(max_envelopes=3)))
     a = memory_client(relay, nursery)
     await a.login()
     b_key = SigningKey.generate()
@@ -415,13 +425,14 @@ async def test_mailbox_count_bound_drops_the_oldest(nursery: trio.Nursery) -> No
 
 
 async def test_mailbox_byte_bound_drops_the_oldest(nursery: trio.Nursery) -> None:
-    relay = Relay(RelayConfig(mailbox=MailboxLimits(max_bytes=3000)))
+    each = 1000 + ENVELOPE_OVERHEAD  # what an envelope of 1000 bytes is charged
+    relay = Relay(RelayConfig(min_envelope_bytes=0, mailbox=MailboxLimits(max_bytes=3 * each)))
     a = memory_client(relay, nursery)
     await a.login()
     b_key = SigningKey.generate()
     await a.send(*(rw.Send(bytes(b_key.verify_key), bytes([i]) * 1000) for i in range(4)))
     await a.sync()
-    assert relay.stats()["mailbox_bytes"] == 3000
+    assert relay.stats()["mailbox_bytes"] == 3 * each
     b = memory_client(relay, nursery, b_key)
     assert await b.login() == 3
     assert [e[0] for e in await b.envelopes(3)] == [1, 2, 3]
@@ -432,7 +443,7 @@ async def test_mailbox_byte_bound_drops_the_oldest(nursery: trio.Nursery) -> Non
 
 
 async def test_mailbox_age_expiry(nursery: trio.Nursery, autojump_clock: trio.abc.Clock) -> None:
-    relay = Relay(RelayConfig(idle_timeout=1000))  # mailbox max_age is 300 s
+    relay = Relay(RelayConfig(min_envelope_bytes=0, idle_timeout=1000))  # mailbox max_age is 300 s
     a = memory_client(relay, nursery)
     await a.login()
     b_key = SigningKey.generate()
@@ -453,13 +464,14 @@ async def test_mailbox_age_expiry(nursery: trio.Nursery, autojump_clock: trio.ab
 
 
 def test_mailboxes_total_bytes_and_recipient_bounds() -> None:
-    boxes = Mailboxes(MailboxLimits(total_bytes=2500, max_recipients=3))
+    overhead = ENVELOPE_OVERHEAD  # charged per envelope, on top of its bytes
+    boxes = Mailboxes(MailboxLimits(total_bytes=2500 + 3 * overhead, max_recipients=3))
     keys = [bytes([i]) * 32 for i in range(5)]
     boxes.put(keys[0], b"a" * 1000, now=0)
     boxes.put(keys[1], b"b" * 1000, now=1)
-    boxes.put(keys[2], b"c" * 1000, now=2)  # over 2500: the globally oldest (key 0's) goes
+    boxes.put(keys[2], b"c" * 1000, now=2)  # over the total: the globally oldest (key 0's) goes
     assert boxes.drops["relay_full"] == 1
-    assert (boxes.count(keys[0], 3), boxes.bytes, boxes.recipients) == (0, 2000, 2)
+    assert (boxes.count(keys[0], 3), boxes.bytes, boxes.recipients) == (0, 2000 + 2 * overhead, 2)
     boxes.put(keys[2], b"c", now=3)
     boxes.put(keys[3], b"d", now=4)  # a third recipient fits
     boxes.put(keys[4], b"e", now=5)  # a fourth does not: the stalest mailbox (key 1) goes
@@ -523,7 +535,7 @@ def test_mailboxes_stay_in_bounds_and_account_for_everything(
 async def test_rate_limit_drops_and_counts_but_keeps_the_connection(
     nursery: trio.Nursery, autojump_clock: trio.abc.Clock
 ) -> None:
-    relay = Relay(RelayConfig(envelopes_per_second=1, envelope_burst=5))
+    relay = Relay(RelayConfig(min_envelope_bytes=0, envelopes_per_second=1, envelope_burst=5))
     a, b = memory_client(relay, nursery), memory_client(relay, nursery)
     await a.login()
     await b.login()
@@ -542,7 +554,9 @@ async def test_rate_limit_drops_and_counts_but_keeps_the_connection(
 
 
 async def test_byte_rate_limit(nursery: trio.Nursery, autojump_clock: trio.abc.Clock) -> None:
-    relay = Relay(RelayConfig(bytes_per_second=1000, byte_burst=rw.MAX_ENVELOPE_BYTES))
+    relay = Relay(
+        RelayConfig(min_envelope_bytes=0, bytes_per_second=1000, byte_burst=rw.MAX_ENVELOPE_BYTES)
+    )
     a, b = memory_client(relay, nursery), memory_client(relay, nursery)
     await a.login()
     await b.login()
@@ -554,7 +568,7 @@ async def test_byte_rate_limit(nursery: trio.Nursery, autojump_clock: trio.abc.C
 
 
 async def test_a_full_outbox_drops_instead_of_growing(nursery: trio.Nursery) -> None:
-    relay = Relay(RelayConfig(outbox_frames=3))
+    relay = Relay(RelayConfig(min_envelope_bytes=0, outbox_frames=3))
     a = memory_client(relay, nursery)
     await a.login()
     ours, theirs = trio.testing.lockstep_stream_pair()  # the relay's writes wait for our reads
@@ -577,22 +591,23 @@ async def test_a_full_outbox_drops_instead_of_growing(nursery: trio.Nursery) -> 
 
 
 async def test_all_outboxes_together_share_one_byte_budget() -> None:
-    budget = ByteBudget(2500)
-    first, second = Outbox(10, 2000, budget), Outbox(10, 2000, budget)
+    unit = 1000 + FRAME_OVERHEAD  # what a frame of 1000 bytes is charged
+    budget = ByteBudget(4 * unit)
+    first, second = Outbox(10, 2 * unit, budget), Outbox(10, 4 * unit, budget)
     assert first.put(b"a" * 1000, True) is None
     assert first.put(b"a" * 1000, True) is None
-    assert first.put(b"a" * 1000, True) == "outbox_full"  # its own 2000-byte bound
-    assert second.put(b"b" * 1000, True) == "outboxes_full"  # everyone's 2500 bytes
-    assert second.put(b"b" * 500, True) is None
-    assert budget.used == 2500
-    frames, envelopes = await first.take(max_bytes=1000)
-    assert (frames, envelopes, budget.used) == ([b"a" * 1000], 1, 1500)
+    assert first.put(b"a" * 1000, True) == "outbox_full"  # its own bound
     assert second.put(b"b" * 1000, True) is None
-    assert (first.clear(), second.clear(), budget.used) == (1, 2, 0)
+    assert second.put(b"b" * 2000, True) == "outboxes_full"  # everyone's budget
+    assert second.put(b"b" * 1000, True) == "outbox_share"  # past half, over an equal share
+    assert budget.used == 3 * unit
+    frames, envelopes = await first.take(max_bytes=unit)
+    assert (frames, envelopes, budget.used) == ([b"a" * 1000], 1, 2 * unit)
+    assert (first.clear(), second.clear(), budget.used, budget.holders) == (1, 1, 0, 0)
 
 
 async def test_half_received_frames_share_one_byte_budget(nursery: trio.Nursery) -> None:
-    relay = Relay(RelayConfig(receive_total_bytes=MAX_FRAME_BYTES))
+    relay = Relay(RelayConfig(min_envelope_bytes=0, receive_total_bytes=MAX_FRAME_BYTES))
     a, b, c = (memory_client(relay, nursery) for _ in range(3))
     for client in (a, b, c):
         await client.login()
@@ -609,10 +624,12 @@ async def test_half_received_frames_share_one_byte_budget(nursery: trio.Nursery)
 
 
 async def test_too_many_connections_are_refused_busy(nursery: trio.Nursery) -> None:
-    relay = Relay(RelayConfig(max_connections=2))
+    relay = Relay(RelayConfig(min_envelope_bytes=0, max_connections=2))
     first, second = memory_client(relay, nursery), memory_client(relay, nursery)
     await first.login()
     await second.login()
+    await first.send(send(second, b"carried"))  # both have carried an envelope: not evicted
+    assert await second.envelope() == b"carried"
     third = memory_client(relay, nursery)
     assert await third.drain() == [rw.Refuse("busy")]
     await first.close()
@@ -662,7 +679,7 @@ def test_garbage_never_hurts_the_relay_or_its_other_clients(
     junk: bytes, login_first: bool, then_eof: bool
 ) -> None:
     async def scenario() -> None:
-        relay = Relay()
+        relay = Relay(TAGGED)
         async with trio.open_nursery() as nursery:
             mallory = memory_client(relay, nursery, _KEYS[0])
             if login_first:
@@ -710,7 +727,7 @@ async def test_garbage_over_tcp_leaves_the_server_serving() -> None:
 
 @pytest.mark.parametrize("login_first", [False, True])
 async def test_truncated_frame_then_eof(nursery: trio.Nursery, login_first: bool) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     client = memory_client(relay, nursery)
     if login_first:
         await client.login()
@@ -724,7 +741,7 @@ async def test_truncated_frame_then_eof(nursery: trio.Nursery, login_first: bool
 async def test_oversize_length_prefix_closes_at_once(
     nursery: trio.Nursery, autojump_clock: trio.abc.Clock, login_first: bool
 ) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     client = memory_client(relay, nursery)
     if login_first:
         await client.login()
@@ -752,7 +769,7 @@ async def test_an_oversize_prefix_over_tcp_is_refused_before_the_body() -> None:
 async def test_slow_loris_handshake_is_cut_at_the_deadline(
     nursery: trio.Nursery, autojump_clock: trio.abc.Clock
 ) -> None:
-    relay = Relay()  # handshake_timeout 5 s
+    relay = Relay(TAGGED)  # handshake_timeout 5 s
     silent = memory_client(relay, nursery)
     trickler = memory_client(relay, nursery)
     start = trio.current_time()
@@ -774,7 +791,7 @@ async def test_slow_loris_handshake_is_cut_at_the_deadline(
 async def test_a_frame_begun_must_finish_in_time(
     nursery: trio.Nursery, autojump_clock: trio.abc.Clock
 ) -> None:
-    relay = Relay()  # frame_timeout 30 s
+    relay = Relay(TAGGED)  # frame_timeout 30 s
     client = memory_client(relay, nursery)
     await client.login()
     start = trio.current_time()
@@ -796,7 +813,7 @@ async def test_a_frame_begun_must_finish_in_time(
 async def test_idle_clients_are_pinged_then_closed(
     nursery: trio.Nursery, autojump_clock: trio.abc.Clock
 ) -> None:
-    relay = Relay()  # idle_timeout 120 s: a Ping at 60 s of silence, closed at 120 s
+    relay = Relay(TAGGED)  # idle_timeout 120 s: a Ping at 60 s of silence, closed at 120 s
     quiet, answering = memory_client(relay, nursery), memory_client(relay, nursery)
     await quiet.login()
     await answering.login()
@@ -820,12 +837,12 @@ async def test_idle_clients_are_pinged_then_closed(
 async def test_an_exception_in_one_connection_stays_there(
     nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     a = memory_client(relay, nursery)
     await a.login()
     secret = b"secret-payload-bytes"
 
-    def explode(recipient: bytes, envelope: bytes, now: float) -> None:
+    def explode(recipient: bytes, envelope: bytes, now: float, sender: bytes) -> None:
         raise RuntimeError(f"boom {envelope!r} {recipient.hex()}")
 
     with captured_log(TextFormatter()) as log:
@@ -955,7 +972,7 @@ def captured_log(formatter: logging.Formatter) -> Iterator[io.StringIO]:
 async def test_logs_show_fingerprints_and_sizes_never_keys_or_payloads(
     nursery: trio.Nursery, formatter: logging.Formatter
 ) -> None:
-    relay = Relay()
+    relay = Relay(TAGGED)
     secret = b"the-sealed-envelope-nobody-logs"
     with captured_log(formatter) as log:
         a, b = memory_client(relay, nursery), memory_client(relay, nursery)
@@ -1035,7 +1052,7 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
 
 async def test_tls_relay(tmp_path: Path) -> None:
     cert, key = self_signed(tmp_path)
-    config = RelayConfig(ssl_context=relay_cli.tls_context(cert, key))
+    config = RelayConfig(min_envelope_bytes=0, ssl_context=relay_cli.tls_context(cert, key))
     trust = ssl.create_default_context(cafile=str(cert))
 
     async def tls_client(port: int) -> Client:
@@ -1141,8 +1158,9 @@ async def test_cli_relay_process_serves_and_stops_cleanly_on_a_signal(
             a, b = await tcp_client(port), await tcp_client(port)
             await a.login()
             await b.login()
-            await a.send(send(b, b"through the real binary"))
-            assert await b.envelope() == b"through the real binary"
+            envelope = b"through the real binary".ljust(MIN_ENVELOPE_BYTES, b".")
+            await a.send(send(b, envelope))
+            assert await b.envelope() == envelope
             process.send_signal(signum)
             with trio.fail_after(15):
                 assert await process.wait() == 0

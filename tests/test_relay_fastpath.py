@@ -134,7 +134,7 @@ def test_fast_decoder_yields_what_the_general_path_yields(
     frames: list[bytes], cuts: list[int], fast: bool, trailer: bytes
 ) -> None:
     stream = b"".join(frames) + trailer
-    new, old = _Decoder(MAX_FRAME_BYTES, {}), ReferenceDecoder()
+    new, old = _Decoder(MAX_FRAME_BYTES, {}, 0), ReferenceDecoder()
     new.fast = fast
     got: list[tuple[Any, ...]] = []
     want: list[tuple[Any, ...]] = []
@@ -162,7 +162,7 @@ def test_fast_decoder_refuses_an_oversized_prefix_however_it_is_cut() -> None:
     for before in [b"", encode_frame(b"abc")]:
         data = before + (MAX_FRAME_BYTES + 1).to_bytes(4, "big") + b"x"
         for cut in range(1, 5):
-            decoder = _Decoder(MAX_FRAME_BYTES, {})
+            decoder = _Decoder(MAX_FRAME_BYTES, {}, 0)
             decoder.fast = True
             try:
                 decoder.items(data[: len(before) + cut])

@@ -23,6 +23,7 @@ from nacl.signing import SigningKey
 from pixie.device.relayclient import RelayAddress, RelayClient
 from pixie.homebase.cli import build_parser
 from pixie.protocol import relaywire as rw
+from pixie.protocol.framing import MIN_ENVELOPE_BYTES
 from pixie.relay import cli as relay_cli
 from pixie.relay.errors import RelayError
 from pixie.relay.logs import JsonFormatter
@@ -32,7 +33,7 @@ from tests.test_relay import Client, captured_log, memory_client, send, tcp_clie
 
 
 def faulty(spec: str, seed: int | None = 0, **settings: Any) -> Relay:
-    return Relay(RelayConfig(faults=spec, fault_seed=seed, **settings))
+    return Relay(RelayConfig(min_envelope_bytes=0, faults=spec, fault_seed=seed, **settings))
 
 
 async def pair(relay: Relay, nursery: trio.Nursery) -> tuple[Client, Client]:
@@ -273,7 +274,8 @@ async def test_probability_zero_never_strikes(nursery: trio.Nursery) -> None:
 
 
 async def test_without_a_plan_the_relay_has_no_fault_state(nursery: trio.Nursery) -> None:
-    for relay in (Relay(), Relay(RelayConfig(faults=" , "))):
+    tagged = RelayConfig(min_envelope_bytes=0)
+    for relay in (Relay(tagged), Relay(RelayConfig(min_envelope_bytes=0, faults=" , "))):
         assert relay._faults is None
         a, b = await pair(relay, nursery)
         await send_all(a, b, numbered(3))
@@ -380,9 +382,11 @@ async def test_cli_faults_reach_a_relay_that_a_device_client_talks_to() -> None:
         await receiver.login()
         assert await receiver.sync() == []
         sender = await RelayClient.connect(RelayAddress("127.0.0.1", port), SigningKey.generate())
-        await sender.send(receiver.public, b"once")
-        await sender.send(receiver.public, b"twice")
-        assert await receiver.envelopes(3) == [b"once", b"once", b"twice"]
+        # Envelopes of the smallest sealed size: the relay runs with its defaults.
+        once, twice = (word.ljust(MIN_ENVELOPE_BYTES, b".") for word in (b"once", b"twice"))
+        await sender.send(receiver.public, once)
+        await sender.send(receiver.public, twice)
+        assert await receiver.envelopes(3) == [once, once, twice]
         await sender.aclose()
         await receiver.close()
         nursery.cancel_scope.cancel()

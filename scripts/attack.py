@@ -1,0 +1,366 @@
+"""Floods against a real relay on loopback, while an honest device/Homebase pair syncs.
+
+Three kinds of OS process, as in real use: the relay (``pixie relay``), the
+Homebase (``pixie run``) and this process, which plays the device (one
+``sync_once`` after another, each with a few new events) and the attacker. For
+each flood in turn (and a quiet run first, the baseline) it reports the honest
+pair's sync success rate, the relay's resident memory before and after, what the
+relay says it holds (mailboxes, outboxes, half-received frames) and how much its
+log grew. Every flood is bounded in time and in connections, and talks to
+127.0.0.1 only.
+
+Floods:
+  outbox_fill   keys that never read, and senders filling their outboxes with 256 KiB envelopes
+  mailbox_junk  minted senders sending junk (300 at a time) to the device's mailbox and the Homebase
+  minted_keys   as many proven connections as the descriptor limit allows (9,999 at most)
+  tiny_flood    senders streaming Sends of 16-byte envelopes (and of the smallest valid size)
+
+    python scripts/attack.py [--seconds 8] [--connections 9999] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pixie.device.daemon import sync_once
+from pixie.device.datadir import DataDir
+from pixie.device.eventfile import read_events
+from pixie.device.node import Node
+from pixie.device.relayclient import RelayAddress
+from pixie.device.siblings import SiblingInfo
+from pixie.device.syncdriver import SyncOutcome
+from pixie.protocol import relaywire as rw
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.framing import MIN_ENVELOPE_BYTES, encode_frame
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import write_life  # sibling scripts
+from bench_relay import _relay_login
+from bench_sync_relay import PIXIE
+
+SYNC_TIMEOUT = 30.0  # one honest sync, at most
+EVENTS_PER_SYNC = 20
+FLOODS = ("none", "outbox_fill", "mailbox_junk", "minted_keys", "tiny_flood")
+
+
+def rss_bytes(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def last_stats(log: Path) -> dict[str, Any]:
+    """The relay's latest stats line (it logs JSON Lines, one stats line a second)."""
+    found: dict[str, Any] = {}
+    with log.open("rb") as lines:
+        for line in lines:
+            if b'"event":"stats"' in line:
+                with suppress(ValueError):
+                    found = json.loads(line)
+    return found
+
+
+class Streams:
+    """Every attacker connection, closed together when a flood ends."""
+
+    def __init__(self) -> None:
+        self.open: list[trio.abc.Stream] = []
+
+    async def login(self) -> tuple[trio.abc.Stream, bytes]:
+        stream, public = await _relay_login(self.port)
+        self.open.append(stream)
+        return stream, public
+
+    async def close(self) -> None:
+        for stream in self.open:
+            await trio.aclose_forcefully(stream)
+        self.open.clear()
+
+    port = 0
+
+
+# -- the floods (each runs until cancelled) ------------------------------------------
+
+
+async def outbox_fill(streams: Streams, targets: list[bytes]) -> None:
+    sleepers = [(await streams.login())[1] for _ in range(32)]  # log in, then never read
+    senders = [(await streams.login())[0] for _ in range(8)]
+    envelope = os.urandom(256 << 10)
+    frames = [encode_frame(rw.encode(rw.Send(key, envelope))) for key in sleepers]
+
+    async def blast(sender: trio.abc.Stream, first: int) -> None:
+        while True:
+            for i in range(len(frames)):
+                await sender.send_all(frames[(first + i) % len(frames)])
+
+    async with trio.open_nursery() as nursery:
+        for n, sender in enumerate(senders):
+            nursery.start_soon(blast, sender, 4 * n)
+
+
+async def mailbox_junk(streams: Streams, targets: list[bytes]) -> None:
+    senders = [(await streams.login())[0] for _ in range(4)]
+    while True:
+        for sender in senders:
+            junk = b"".join(
+                encode_frame(rw.encode(rw.Send(key, os.urandom(MIN_ENVELOPE_BYTES + 64))))
+                for key in targets
+                for _ in range(300)
+            )
+            await sender.send_all(junk)
+        await trio.sleep(0.5)
+
+
+async def minted_keys(streams: Streams, targets: list[bytes], count: int) -> None:
+    limiter = trio.CapacityLimiter(64)
+
+    async def one() -> None:
+        async with limiter:
+            with suppress(OSError, trio.BrokenResourceError, AssertionError, ProtocolError):
+                await streams.login()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(one)
+    await trio.sleep_forever()
+
+
+async def tiny_flood(streams: Streams, targets: list[bytes]) -> None:
+    senders = [(await streams.login())[0] for _ in range(8)]
+    tiny = [encode_frame(rw.encode(rw.Send(key, os.urandom(16)))) for key in targets]
+    small = [
+        encode_frame(rw.encode(rw.Send(key, os.urandom(MIN_ENVELOPE_BYTES)))) for key in targets
+    ]
+    batch = b"".join(tiny) * 2000 + b"".join(small) * 50
+
+    async def blast(sender: trio.abc.Stream) -> None:
+        while True:
+            await sender.send_all(batch)
+
+    async with trio.open_nursery() as nursery:
+        for sender in senders:
+            nursery.start_soon(blast, sender)
+
+
+# -- the honest pair ---------------------------------------------------------------------
+
+
+async def honest_syncs(
+    failures: dict[str, int], device: Node, address: RelayAddress, events: list[Any], seconds: float
+) -> tuple[int, int]:
+    """Sync with the Homebase again and again for ``seconds``: (succeeded, attempted);
+    ``failures`` counts why the others failed."""
+    ok = tried = 0
+    deadline = trio.current_time() + seconds
+    while trio.current_time() < deadline or tried == 0:
+        chunk, events[:] = events[:EVENTS_PER_SYNC], events[EVENTS_PER_SYNC:]
+        if chunk:
+            device.log.append(chunk, now=0)
+        tried += 1
+        with trio.move_on_after(SYNC_TIMEOUT):
+            try:
+                reports = await sync_once(device, address, device.siblings.all(), idle_timeout=20)
+            except Exception as exc:  # a refused or broken connection: a failed attempt
+                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+                continue
+            if reports and all(
+                r.outcome in (SyncOutcome.SYNCED, SyncOutcome.IN_SYNC) for r in reports
+            ):
+                ok += 1
+    return ok, tried
+
+
+async def run(tmp: Path, seconds: float, connections: int) -> list[dict[str, Any]]:
+    env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
+    os.environ.update(env)
+    life = tmp / "life.jsonl"
+    write_life(life, 20_000, seed=7)
+    with life.open("rb") as stream:
+        events = list(read_events(stream))
+    DataDir.init(tmp / "device", name="phone", role="device")
+    DataDir.init(tmp / "homebase", name="mac", role="homebase")
+    relay_log = tmp / "relay.log"
+    results: list[dict[str, Any]] = []
+    with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:
+        port_file = tmp / "relay.port"
+        relay = await trio.lowlevel.open_process(
+            [
+                *PIXIE,
+                "relay",
+                "--listen",
+                "127.0.0.1:0",
+                "--port-file",
+                str(port_file),
+                "--json-logs",
+                "--stats-interval",
+                "1",
+            ],
+            env=env,
+            stderr=relay_log.open("wb"),
+        )
+        homebase: trio.Process | None = None
+        try:
+            with trio.fail_after(30):
+                while not port_file.exists():
+                    await trio.sleep(0.02)
+            port = int(port_file.read_text())
+            address = RelayAddress("127.0.0.1", port)
+            device.siblings.add(SiblingInfo(mac.public_key(), "mac", "homebase", str(address), 0))
+            mac.siblings.add(SiblingInfo(device.public_key(), "phone", "device", str(address), 0))
+            homebase = await trio.lowlevel.open_process(
+                [*PIXIE, "--data", str(tmp / "homebase"), "run", "--interval", "3600"],
+                env=env,
+                stderr=subprocess.DEVNULL,
+            )
+            (ready,) = await sync_once(device, address, device.siblings.all(), idle_timeout=60)
+            if ready.outcome not in (SyncOutcome.SYNCED, SyncOutcome.IN_SYNC):
+                raise RuntimeError(f"the Homebase did not answer: {ready.error}")
+            targets = [device.public_key(), mac.public_key()]
+            floods: dict[str, Callable[[Streams, list[bytes]], Awaitable[None]]] = {
+                "outbox_fill": outbox_fill,
+                "mailbox_junk": mailbox_junk,
+                "minted_keys": lambda s, t: minted_keys(s, t, connections),
+                "tiny_flood": tiny_flood,
+            }
+            for name in FLOODS:
+                results.append(
+                    await one_flood(
+                        name,
+                        floods.get(name),
+                        Scene(port, relay.pid, relay_log, device, address, events, targets),
+                        seconds,
+                        connections,
+                    )
+                )
+        finally:
+            for process in (homebase, relay):
+                if process is not None:
+                    process.send_signal(signal.SIGTERM)
+                    with trio.move_on_after(20):
+                        await process.wait()
+    return results
+
+
+@dataclass
+class Scene:
+    """The relay process (its port, pid and log) and the honest device syncing through it."""
+
+    port: int
+    pid: int
+    relay_log: Path
+    device: Node
+    address: RelayAddress
+    events: list[Any]  # not yet appended to the device's log
+    targets: list[bytes]  # the honest pair's keys
+
+
+async def one_flood(
+    name: str,
+    flood: Callable[[Streams, list[bytes]], Awaitable[None]] | None,
+    scene: Scene,
+    seconds: float,
+    connections: int,
+) -> dict[str, Any]:
+    streams = Streams()
+    streams.port = scene.port
+    pid, relay_log = scene.pid, scene.relay_log
+    rss_before = rss_bytes(pid)
+    log_before = relay_log.stat().st_size
+    t0 = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        if flood is not None:
+            nursery.start_soon(flood, streams, scene.targets)
+            # Give the flood its head start: connections up, outboxes and mailboxes filling.
+            await trio.sleep(min(seconds, 3.0) if name != "minted_keys" else 0)
+            if name == "minted_keys":
+                with trio.move_on_after(120):
+                    while len(streams.open) < 0.99 * connections:
+                        await trio.sleep(0.25)
+        failures: dict[str, int] = {}
+        ok, tried = await honest_syncs(failures, scene.device, scene.address, scene.events, seconds)
+        await trio.sleep(1.2)  # one more stats line from the relay, still under the flood
+        stats = last_stats(relay_log)
+        rss_after = rss_bytes(pid)
+        nursery.cancel_scope.cancel()
+    attackers = len(streams.open)
+    await streams.close()
+    drops = stats.get("drops", {})
+    return {
+        "flood": name,
+        "honest_syncs_ok": ok,
+        "honest_syncs": tried,
+        "honest_failures": failures,
+        "attacker_connections": attackers,
+        "rss_before": rss_before,
+        "rss_after": rss_after,
+        "mailbox_bytes": stats.get("mailbox_bytes"),
+        "outbox_bytes": stats.get("outbox_bytes"),
+        "receive_buffer_bytes": stats.get("receive_buffer_bytes"),
+        "log_growth": relay_log.stat().st_size - log_before,
+        "evicted": stats.get("evicted"),
+        "refused_busy": stats.get("refused_busy"),
+        "drops": {k: v for k, v in drops.items() if v},
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="honest syncing per flood")
+    parser.add_argument("--connections", type=int, default=9_999, help="minted-key connections")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not 0 < args.seconds <= 300 or not 0 < args.connections <= 9_999:
+        print(
+            "attack: error: --seconds must be in (0, 300], --connections in 1..9999",
+            file=sys.stderr,
+        )
+        return 2
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the relay inherits it
+    limit = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    room = min(args.connections, max(0, limit - 500))  # the rest for the honest pair
+    with tempfile.TemporaryDirectory(prefix="pixie-attack-") as name:
+        results = trio.run(run, Path(name), args.seconds, room)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    mib = 1 << 20
+    for r in results:
+        rss = (
+            "?"
+            if r["rss_before"] is None
+            else f"{r['rss_before'] / mib:.0f} -> {r['rss_after'] / mib:.0f} MiB"
+        )
+        print(
+            f"{r['flood']:>12}: honest syncs {r['honest_syncs_ok']}/{r['honest_syncs']}; "
+            f"{r['attacker_connections']} attacker connections; relay RSS {rss}; "
+            f"held: mailboxes {r['mailbox_bytes']}, outboxes {r['outbox_bytes']}, "
+            f"partial frames {r['receive_buffer_bytes']} B; log +{r['log_growth']} B; "
+            f"evicted {r['evicted']}, busy {r['refused_busy']}; drops {r['drops']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

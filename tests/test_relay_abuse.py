@@ -1,0 +1,390 @@
+"""The relay under abuse: one client, or keys minted by the thousand, must not deny
+the relay to an honest pair.
+
+Each case is what an attacker did against an earlier relay (fill a mailbox with
+junk, fill the shared outbox budget by not reading, fill the connection cap with
+minted keys, flood tiny envelopes, nest a frame type a thousand deep, flood
+rejections into the log), followed by the honest exchange that must still work.
+Clock-driven cases run `Relay.handle` over trio memory streams with the
+autojump clock; nothing waits by sleeping (a Ping answered by a Pong is the
+barrier, as in test_relay).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import trio
+import trio.testing
+from nacl.signing import SigningKey
+
+from pixie.protocol import relaywire as rw
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.framing import MAX_FRAME_BYTES, MIN_ENVELOPE_BYTES, encode_frame
+from pixie.relay.logs import LOGGER_NAME, TextFormatter, Throttle
+from pixie.relay.mailbox import ENVELOPE_OVERHEAD, Mailboxes, MailboxLimits
+from pixie.relay.server import FRAME_OVERHEAD, ByteBudget, Outbox, Relay, RelayConfig
+from tests.test_relay import Client, conserved, memory_client, refused, send
+
+
+def sealed(tag: int, size: int = MIN_ENVELOPE_BYTES) -> bytes:
+    """A stand-in for a sealed envelope: ``size`` bytes, told apart by ``tag``."""
+    return tag.to_bytes(4, "big") + os.urandom(size - 4)
+
+
+def tag(envelope: bytes) -> int:
+    return int.from_bytes(envelope[:4], "big")
+
+
+@contextmanager
+def captured_log() -> Iterator[io.StringIO]:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(TextFormatter())
+    logger = logging.getLogger(LOGGER_NAME)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield out
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+# -- mailbox shares -----------------------------------------------------------------
+
+
+async def test_a_junk_flood_does_not_push_an_honest_envelope_out_of_a_mailbox(
+    nursery: trio.Nursery,
+) -> None:
+    relay = Relay()
+    honest, mallory = memory_client(relay, nursery), memory_client(relay, nursery)
+    await honest.login()
+    await mallory.login()
+    b_key = SigningKey.generate()
+    b_public = bytes(b_key.verify_key)
+    await honest.send(rw.Send(b_public, sealed(1)))
+    await honest.sync()
+    limit = relay.config.mailbox.max_envelopes
+    for start in range(0, limit + 44, 50):
+        await mallory.send(*(rw.Send(b_public, sealed(1000 + i)) for i in range(start, start + 50)))
+    await mallory.sync()
+    b = memory_client(relay, nursery, b_key)
+    assert await b.login() == limit
+    got = [tag(e) for e in await b.envelopes(limit)]
+    assert 1 in got  # the honest sender's only envelope stayed
+    assert got[-1] == 1000 + limit + 43  # and the flood kept only its newest
+    assert await b.sync() == []
+    stats = relay.stats()
+    assert stats["drops"]["mailbox_full"] == limit + 44 - (limit - 1)
+    assert conserved(stats)
+
+
+def test_the_biggest_sender_loses_its_oldest_first() -> None:
+    boxes = Mailboxes(MailboxLimits(max_envelopes=4))
+    to, honest, mallory = b"r" * 32, b"h" * 32, b"m" * 32
+    boxes.put(to, b"h1", 0, honest)
+    boxes.put(to, b"h2", 1, honest)
+    boxes.put(to, b"m1", 2, mallory)
+    boxes.put(to, b"m2", 3, mallory)
+    boxes.put(to, b"m3", 4, mallory)  # with it mallory would hold the most: its oldest goes
+    assert boxes.senders(to) == {honest: 2, mallory: 2}
+    boxes.put(to, b"h3", 5, honest)  # and now honest would: its own oldest goes
+    assert boxes.senders(to) == {honest: 2, mallory: 2}
+    third = b"t" * 32
+    boxes.put(to, b"t1", 6, third)  # a newcomer: the first seen of the biggest gives way
+    assert boxes.senders(to) == {honest: 1, mallory: 2, third: 1}
+    assert boxes.take(to, 7, max_count=10, max_bytes=1 << 20) == [b"m2", b"m3", b"h3", b"t1"]
+    assert boxes.drops["mailbox_full"] == 3
+
+
+def test_minted_senders_cannot_push_out_anyones_only_envelope() -> None:
+    boxes = Mailboxes(MailboxLimits(max_envelopes=3))
+    to = b"r" * 32
+    senders = [bytes([i]) * 32 for i in range(10)]
+    for i, sender in enumerate(senders):
+        boxes.put(to, b"from %d" % i, i, sender)
+    # The first three stay; each newcomer with no envelope there yet is refused.
+    assert boxes.senders(to) == {s: 1 for s in senders[:3]}
+    assert boxes.drops["mailbox_shared"] == 7
+    boxes.put(to, b"newer from 0", 11, senders[0])  # a sender there replaces its own
+    assert boxes.take(to, 12, max_count=10, max_bytes=1 << 20) == [
+        b"from 1",
+        b"from 2",
+        b"newer from 0",
+    ]
+
+
+def test_the_byte_bound_also_takes_from_the_biggest_sender() -> None:
+    each = 1000 + ENVELOPE_OVERHEAD
+    boxes = Mailboxes(MailboxLimits(max_bytes=5 * each))
+    to, honest, mallory = b"r" * 32, b"h" * 32, b"m" * 32
+    boxes.put(to, b"H" * 1000, 0, honest)
+    for i in range(10):
+        boxes.put(to, bytes([i]) * 1000, 1 + i, mallory)
+    assert boxes.senders(to) == {honest: 1, mallory: 4}
+    assert boxes.bytes == 5 * each
+    assert boxes.drops["mailbox_bytes"] == 6
+
+
+# -- per-envelope overhead ------------------------------------------------------------
+
+
+def test_tiny_envelopes_are_charged_what_holding_them_costs() -> None:
+    count, size = 5000, 16
+    limits = MailboxLimits(max_envelopes=10 * count, max_bytes=1 << 30, total_bytes=1 << 30)
+    boxes = Mailboxes(limits)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(count):
+            boxes.put(bytes([i % 7]) * 32, os.urandom(size), 0, bytes([i % 5]) * 32)
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert boxes.bytes == count * (size + ENVELOPE_OVERHEAD)
+    assert used <= boxes.bytes  # the charge covers what is really held
+    # So a byte bound admits only as many tiny envelopes as it can really afford.
+    small = Mailboxes(MailboxLimits(max_envelopes=10_000, total_bytes=100 * (size + 192)))
+    for i in range(1000):
+        small.put(b"r" * 32, os.urandom(size), 0, bytes([i % 50]) * 32)
+    assert small.envelopes == 100
+
+
+async def test_outbox_frames_are_charged_what_holding_them_costs() -> None:
+    count = 5000
+    budget = ByteBudget(1 << 30)
+    outbox = Outbox(10 * count, 1 << 30, budget)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(count):
+            assert outbox.put(os.urandom(8), True) is None
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert outbox.bytes == budget.used == count * (8 + FRAME_OVERHEAD)
+    assert used <= outbox.bytes
+    frames, envelopes = await outbox.take(max_bytes=1 << 30)
+    assert (len(frames), envelopes, budget.used, budget.holders) == (count, count, 0, 0)
+
+
+# -- the smallest envelope ---------------------------------------------------------------
+
+
+async def test_envelopes_shorter_than_the_smallest_sealed_one_are_refused(
+    nursery: trio.Nursery,
+) -> None:
+    relay = Relay()
+    a, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    await a.login()
+    await b.login()
+    short, smallest = sealed(1, MIN_ENVELOPE_BYTES)[:-1], sealed(2)
+    # Runs of equal sizes take the relay's fast path; the short ones must not.
+    await a.send(*[send(b, smallest)] * 3, *[send(b, short)] * 3, send(b, b""))
+    await a.send(*[send(b, short)] * 3, *[send(b, smallest)] * 2)
+    await a.sync()
+    assert await b.envelopes(5) == [smallest] * 5
+    assert await b.sync() == []
+    stats = relay.stats()
+    assert stats["drops"]["too_short"] == 7
+    assert conserved(stats)
+    assert RelayConfig(min_envelope_bytes=0).min_envelope_bytes == 0
+
+
+# -- a reader that never reads --------------------------------------------------------------
+
+
+async def test_a_reader_that_never_reads_only_hurts_itself(
+    nursery: trio.Nursery, autojump_clock: trio.abc.Clock
+) -> None:
+    budget = 2 * MAX_FRAME_BYTES
+    relay = Relay(
+        RelayConfig(
+            outbox_frames=1000, outbox_bytes=budget, outbox_total_bytes=budget, idle_timeout=1e6
+        )
+    )
+    mallory = memory_client(relay, nursery)
+    await mallory.login()
+    ours, theirs = trio.testing.lockstep_stream_pair()  # the relay's writes wait for our reads
+    nursery.start_soon(relay.handle, theirs)
+    sleeper = Client(ours)
+    await sleeper.login()
+    await sleeper.sync()  # its writer now serves its outbox; from here on it reads nothing
+    big = 100_000
+    for i in range(40):  # 4 MB for the sleeper: twice the shared budget
+        await mallory.send(send(sleeper, sealed(i, big)))
+    await mallory.sync()
+    stats = relay.stats()
+    # Its own outbox filled to its share of the budget, no further.
+    assert stats["outbox_bytes"] <= budget // 2
+    assert stats["drops"]["outbox_share"] > 0
+    assert stats["drops"]["outboxes_full"] == 0
+    # An honest pair still exchanges envelopes of the same size at once.
+    a, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    await a.login()
+    await b.login()
+    envelopes = [sealed(100 + i, big) for i in range(5)]
+    await a.send(*(send(b, e) for e in envelopes))
+    assert await b.envelopes(5) == envelopes
+    # The sleeper's stalled write ends its connection; later mail waits in its mailbox.
+    await trio.sleep(relay.config.write_timeout)  # the autojump clock: no wall time
+    await trio.testing.wait_all_tasks_blocked()
+    assert relay.stats()["closes"].get("stalled") == 1
+    await a.send(send(sleeper, sealed(999)))
+    await a.sync()
+    assert relay.stats()["mailbox_envelopes"] == 1
+    assert conserved(relay.stats())
+
+
+def test_the_shared_outbox_budget_keeps_half_for_the_many() -> None:
+    budget = ByteBudget(10_000 + 4 * FRAME_OVERHEAD)
+    slow, other = Outbox(100, 10_000, budget), Outbox(100, 10_000, budget)
+    assert slow.put(b"s" * 5000, True) is None  # up to half: first come, first served
+    assert slow.put(b"s" * 2000, True) == "outbox_share"  # past half: its share is full
+    assert other.put(b"o" * 2000, True) is None  # another, holding little, still fits
+    assert budget.holders == 2
+
+
+# -- the connection cap ---------------------------------------------------------------------
+
+
+async def test_minted_keys_filling_the_connection_cap_do_not_lock_out_a_pair(
+    nursery: trio.Nursery,
+) -> None:
+    relay = Relay(RelayConfig(max_connections=20, idle_timeout=1e6))
+    junk = [memory_client(relay, nursery) for _ in range(20)]
+    for client in junk:
+        await client.login()
+    assert relay.stats()["connections_open"] == 20
+    a, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    await a.login()  # each newcomer evicts the longest-open quiet connection
+    await b.login()
+    envelope = sealed(7)
+    await a.send(send(b, envelope))
+    assert await b.envelope() == envelope
+    refused(await junk[0].drain(), "relay full")
+    refused(await junk[1].drain(), "relay full")
+    assert await junk[2].sync() == []  # the rest are untouched
+    stats = relay.stats()
+    assert stats["evicted"] == 2
+    assert stats["refused_busy"] == 0
+    assert stats["closes"] == {"evicted": 2}
+
+
+async def test_at_the_cap_connections_that_carried_envelopes_are_kept(
+    nursery: trio.Nursery,
+) -> None:
+    relay = Relay(RelayConfig(max_connections=2, idle_timeout=1e6))
+    a, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    await a.login()
+    await b.login()
+    await a.send(send(b, sealed(1)))
+    await b.envelope()  # both have now carried an envelope
+    newcomer = memory_client(relay, nursery)
+    assert await newcomer.drain() == [rw.Refuse("busy")]
+    assert await a.sync() == []
+    assert relay.stats()["evicted"] == 0
+
+
+# -- decoding and the per-connection driver ----------------------------------------------------
+
+
+def test_a_frame_type_nested_a_thousand_deep_is_a_protocol_error() -> None:
+    # [[[...[1]...]], key]: msgpack arrays of one, a thousand deep, then a second field.
+    frame = b"\x92" + b"\x91" * 1000 + b"\x01" + b"\xc4\x20" + bytes(32)
+    with pytest.raises(ProtocolError):
+        rw.decode(frame)
+    for code in (b"\xa3abc", b"\xc3", b"\xcb" + bytes(8), b"\xcf" + b"\xff" * 8):
+        with pytest.raises(ProtocolError):
+            rw.decode(b"\x92" + code + b"\x01")
+
+
+async def test_a_failure_setting_up_or_tearing_down_a_connection_never_escapes(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    relay = Relay()
+
+    async def explode(*args: object) -> None:
+        raise RecursionError("from a hostile frame")
+
+    monkeypatch.setattr(relay, "_hang_up", explode)
+    ours, theirs = trio.testing.memory_stream_pair()
+    await ours.aclose()
+    await relay.handle(theirs)  # ends at once (EOF) and its hang-up fails: nothing escapes
+    monkeypatch.undo()
+    assert relay.stats()["errors"] == 1
+    assert relay.stats()["connections_open"] == 0
+    a, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    await a.login()
+    await b.login()
+    await a.send(send(b, sealed(3)))
+    assert tag(await b.envelope()) == 3
+
+
+async def test_any_exception_from_decoding_one_connections_bytes_ends_it_alone(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    relay = Relay()
+    real_decode = rw.decode
+
+    def fragile(frame: bytes) -> rw.RelayMessage:
+        if b"poison" in frame:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real_decode(frame)
+
+    monkeypatch.setattr(rw, "decode", fragile)  # the relay calls it as relaywire.decode
+    mallory = memory_client(relay, nursery)
+    await mallory.login()
+    await mallory.send_raw(encode_frame(b"\x92\x07\xa6poison"))
+    refused(await mallory.drain(), "internal error")
+    a, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    await a.login()
+    await b.login()
+    await a.send(send(b, sealed(4)))
+    assert tag(await b.envelope()) == 4
+    assert relay.stats()["errors"] == 1
+
+
+# -- the log under a flood -------------------------------------------------------------------
+
+
+def test_ten_thousand_rejections_log_a_bounded_number_of_lines() -> None:
+    now = [0.0]
+    with captured_log() as log:
+        throttle = Throttle(lambda: now[0])
+        for i in range(10_000):
+            now[0] = i * 0.01  # 100 s in all
+            throttle.event(logging.INFO, "auth_failed", "malformed", conn=i, reason="malformed")
+            throttle.event(logging.INFO, "closed", "malformed", conn=i, reason="malformed")
+        throttle.flush()
+    lines = log.getvalue().splitlines()
+    # Two intervals of 60 s: per kind and interval, the first few and one summary.
+    assert len(lines) <= 2 * 2 * (Throttle.FIRST + 1)
+    summaries = [line for line in lines if " suppressed " in line]
+    counted = sum(int(line.split("count=")[1].split()[0]) for line in summaries)
+    assert counted + len(lines) - len(summaries) == 20_000
+
+
+async def test_a_flood_of_bad_handshakes_grows_the_relay_log_boundedly(
+    nursery: trio.Nursery,
+) -> None:
+    relay = Relay()
+    flood = 300
+    with captured_log() as log:
+        for _ in range(flood):
+            mallory = memory_client(relay, nursery)
+            await mallory.send_raw(encode_frame(b"\x92\x63\x01"))  # type 99
+            refused(await mallory.drain(), "malformed")
+        relay.log_stats()
+    lines = log.getvalue().splitlines()
+    assert relay.stats()["auth_failures"] == flood
+    assert len(lines) <= 2 * (Throttle.FIRST + 1) + 1  # auth_failed and closed, and stats
+    assert any("suppressed" in line and "count=295" in line for line in lines)
