@@ -46,6 +46,7 @@ import enum
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -70,6 +71,7 @@ from pixie.protocol.sync import Ending, Phase, SyncSession, SyncStats, refusal
 
 from .db import Meta
 from .errors import BadInput, DeviceError
+from .logs import Summarised
 from .node import Node
 from .peers import Incoming, PeerLink
 from .relayclient import RelayUnavailable
@@ -246,6 +248,10 @@ class SyncEndpoint:
         self._desk_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.reports: list[SyncReport] = []
+        # What a sibling's bytes make us refuse or drop is logged in summary, so
+        # a paired key that floods us grows the log by a bounded amount.
+        self.notices = Summarised(log, "sync messages dropped")
+        self.dropped: Counter[str] = Counter()
 
     def _replica(self) -> NodeReplica:
         return NodeReplica(self.node.db, self.node.log, self.node.origin)
@@ -329,17 +335,29 @@ class SyncEndpoint:
             log.warning("could not answer %s: %s", fingerprint(incoming.sender), exc or "timeout")
         except DeviceError as exc:
             log.warning("could not handle a request from %s: %s", fingerprint(incoming.sender), exc)
+        except Exception as exc:
+            # A service that raises on one sibling's request must not take the
+            # peer down: that request is dropped and counted, the rest go on.
+            kind = type(exc).__name__
+            self.dropped[kind] += 1
+            self.notices.log(
+                kind, "dropped a request from %s: %s", fingerprint(incoming.sender), kind
+            )
 
     async def _route(self, sender: bytes, payload: bytes) -> None:
         who = fingerprint(sender)
         try:
             message = await self._call(syncwire.decode, payload)
         except ProtocolError as exc:
-            log.warning("malformed sync message from %s: %s", who, exc)
+            self.dropped["malformed"] += 1
+            self.notices.log("malformed", "malformed sync message from %s: %s", who, exc)
             return
         running = self._sessions.get(message.session)
         if running is not None and running.peer != sender:
-            log.warning("sync message from %s for another sibling's session", who)
+            self.dropped["misaddressed"] += 1
+            self.notices.log(
+                "misaddressed", "sync message from %s for another sibling's session", who
+            )
             return
         if running is None:
             if not (isinstance(message, syncwire.Hello) and not message.reply):
