@@ -371,7 +371,13 @@ class Outbox:
     The shared budget is first come, first served up to half its limit; past
     that, an outbox may grow only while it holds less than an equal share of
     the other half among the outboxes holding anything ("outbox_share"), so a
-    few slow readers cannot take the whole budget from everyone else.
+    few slow readers cannot take the whole budget from everyone else. Within
+    one outbox the senders share alike: with k senders queued, none may hold
+    more than 1/(k+1) of its frames or bytes ("outbox_sender"), so room always
+    remains for one more, and junk for a busy recipient cannot crowd out an
+    honest sender's envelopes (a sender holding nothing may always add one
+    frame; the relay's own frames are not counted). Senders are tracked as runs
+    of frames in queue order, one entry per run, not per frame.
 
     Frames are kept in a plain list, so a writer usually takes them all at once;
     the few that carry no envelope (Welcome, Ping, Pong) are remembered by their
@@ -382,6 +388,8 @@ class Outbox:
         "_frames",
         "_head",
         "_ready",
+        "_runs",
+        "_shares",
         "budget",
         "bytes",
         "max_bytes",
@@ -397,14 +405,29 @@ class Outbox:
         self._controls: deque[int] = deque()  # sequence numbers of frames without an envelope
         self._ready = trio.Event()
         self.bytes = 0
+        # [sender, frames, bytes charged] per run of one sender's frames, in queue
+        # order, and [frames, bytes charged] per sender queued (the relay's own: b"").
+        self._runs: deque[list[Any]] = deque()
+        self._shares: dict[bytes, list[int]] = {}
 
     def __len__(self) -> int:
         return len(self._frames)
 
-    def _refusal(self, count: int, charge: int) -> str | None:
+    def _refusal(self, count: int, charge: int, sender: bytes) -> str | None:
         """Why ``count`` more frames charging ``charge`` bytes cannot be queued, if so."""
-        if len(self._frames) + count > self.max_frames or self.bytes + charge > self.max_bytes:
+        frames = len(self._frames) + count
+        if frames > self.max_frames or self.bytes + charge > self.max_bytes:
             return "outbox_full"
+        if sender:
+            share = self._shares.get(sender)
+            held, size = share if share is not None else (0, 0)
+            # One more than the senders queued (this one included) share the outbox, so
+            # room always remains for a newcomer; a sender holding nothing may add one.
+            room = len(self._shares) + (share is None) + 1 - (b"" in self._shares)
+            if (held or count > 1) and (
+                room * (held + count) > self.max_frames or room * (size + charge) > self.max_bytes
+            ):
+                return "outbox_sender"
         budget = self.budget
         used = budget.used + charge
         if used > budget.limit:
@@ -415,7 +438,19 @@ class Outbox:
                 return "outbox_share"
         return None
 
-    def _add(self, charge: int) -> None:
+    def _add(self, count: int, charge: int, sender: bytes) -> None:
+        runs = self._runs
+        if runs and runs[-1][0] == sender:
+            runs[-1][1] += count
+            runs[-1][2] += charge
+        else:
+            runs.append([sender, count, charge])
+        share = self._shares.get(sender)
+        if share is None:
+            self._shares[sender] = [count, charge]
+        else:
+            share[0] += count
+            share[1] += charge
         if not self.bytes:
             self.budget.holders += 1
         self.bytes += charge
@@ -428,27 +463,55 @@ class Outbox:
         if not self.bytes:
             self.budget.holders -= 1
 
-    def put(self, frame: bytes, envelope: bool) -> str | None:
-        """Queue ``frame``; None if queued, else the drop reason."""
+    def put(self, frame: bytes, envelope: bool, sender: bytes = b"") -> str | None:
+        """Queue ``frame`` from ``sender`` (a key; b"" for the relay's own frames);
+        None if queued, else the drop reason."""
         charge = len(frame) + FRAME_OVERHEAD
-        refused = self._refusal(1, charge)
+        refused = self._refusal(1, charge, sender)
         if refused is not None:
             return refused
         if not envelope:
             self._controls.append(self._head + len(self._frames))
         self._frames.append(frame)
-        self._add(charge)
+        self._add(1, charge, sender)
         return None
 
-    def put_all(self, frames: list[bytes], size: int) -> bool:
-        """Queue every one of ``frames`` (envelopes, ``size`` bytes in all) if all fit;
-        if not, queue none and return False (the caller then puts them one by one)."""
+    def put_all(self, frames: list[bytes], size: int, sender: bytes) -> bool:
+        """Queue every one of ``frames`` (envelopes from ``sender``, ``size`` bytes in
+        all) if all fit; if not, queue none and return False (the caller then puts
+        them one by one)."""
         charge = size + len(frames) * FRAME_OVERHEAD
-        if self._refusal(len(frames), charge) is not None:
+        if self._refusal(len(frames), charge, sender) is not None:
             return False
         self._frames += frames
-        self._add(charge)
+        self._add(len(frames), charge, sender)
         return True
+
+    def _taken(self, count: int, charges: list[int] | None) -> None:
+        """Forget the senders of the first ``count`` frames (all of them if
+        ``charges``, their charges in order, is None)."""
+        shares = self._shares
+        if charges is None:
+            self._runs.clear()
+            shares.clear()
+            return
+        runs = self._runs
+        at = 0
+        while at < count:
+            run = runs[0]
+            n = min(run[1], count - at)
+            charge = sum(charges[at : at + n])
+            at += n
+            share = shares[run[0]]
+            share[0] -= n
+            share[1] -= charge
+            if not share[0]:
+                del shares[run[0]]
+            if n == run[1]:
+                runs.popleft()
+            else:
+                run[1] -= n
+                run[2] -= charge
 
     async def take(self, max_bytes: int) -> tuple[list[bytes], int]:
         """Wait for frames; return some (at least one) and how many carry envelopes."""
@@ -459,16 +522,20 @@ class Outbox:
         if self.bytes <= max_bytes:
             self._frames = []
             total = self.bytes
+            self._taken(len(frames), None)
         else:
             count = total = 0
+            charges = []
             for frame in frames:
                 charge = len(frame) + FRAME_OVERHEAD
                 if count and total + charge > max_bytes:
                     break
                 count += 1
                 total += charge
+                charges.append(charge)
             self._frames = frames[count:]
             del frames[count:]
+            self._taken(count, charges)
         self._head = end = self._head + len(frames)
         envelopes = len(frames)
         controls = self._controls
@@ -484,6 +551,7 @@ class Outbox:
         self._head += len(self._frames)
         self._frames = []
         self._controls.clear()
+        self._taken(0, None)
         if self.bytes:
             self._sub(self.bytes)
         return envelopes
@@ -602,6 +670,7 @@ class Relay:
                 "too_short",
                 "outbox_full",
                 "outbox_share",
+                "outbox_sender",
                 "outboxes_full",
                 "closed",
                 "pong",
@@ -1067,7 +1136,7 @@ class Relay:
             return
         target = self._clients.get(recipient)
         if target is not None and target.live:
-            refused = target.outbox.put(relaywire.deliver_frame(envelope), True)
+            refused = target.outbox.put(relaywire.deliver_frame(envelope), True, conn.key)
             if refused is not None:
                 self._drops[refused] += 1
         else:
@@ -1086,14 +1155,18 @@ class Relay:
         target = self._clients.get(recipient)
         # Offline, or still draining its mailbox: queue behind what waits there.
         outbox = target.outbox if target is not None and target.live else None
-        if allowed and outbox is not None and outbox.put_all(frames, sum(map(len, frames))):
+        if (
+            allowed
+            and outbox is not None
+            and outbox.put_all(frames, sum(map(len, frames)), conn.key)
+        ):
             return
         drops = self._drops
         for frame in frames:
             if not allowed and not conn.limit.allow(len(_envelope_of(frame)), now):
                 drops["rate_limited"] += 1
             elif outbox is not None:
-                refused = outbox.put(frame, True)
+                refused = outbox.put(frame, True, conn.key)
                 if refused is not None:
                     drops[refused] += 1
             else:

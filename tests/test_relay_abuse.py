@@ -225,7 +225,7 @@ async def test_a_reader_that_never_reads_only_hurts_itself(
     stats = relay.stats()
     # Its own outbox filled to its share of the budget, no further.
     assert stats["outbox_bytes"] <= budget // 2
-    assert stats["drops"]["outbox_share"] > 0
+    assert stats["drops"]["outbox_sender"] + stats["drops"]["outbox_share"] > 0
     assert stats["drops"]["outboxes_full"] == 0
     # An honest pair still exchanges envelopes of the same size at once.
     a, b = memory_client(relay, nursery), memory_client(relay, nursery)
@@ -242,6 +242,49 @@ async def test_a_reader_that_never_reads_only_hurts_itself(
     await a.sync()
     assert relay.stats()["mailbox_envelopes"] == 1
     assert conserved(relay.stats())
+
+
+async def test_junk_for_a_busy_recipient_does_not_crowd_out_an_honest_sender(
+    nursery: trio.Nursery,
+) -> None:
+    relay = Relay(RelayConfig(outbox_frames=16, idle_timeout=1e6))
+    honest, mallory = memory_client(relay, nursery), memory_client(relay, nursery)
+    await honest.login()
+    await mallory.login()
+    ours, theirs = trio.testing.lockstep_stream_pair()  # the relay's writes wait for our reads
+    nursery.start_soon(relay.handle, theirs)
+    busy = Client(ours)
+    await busy.login()
+    await busy.sync()
+    for batch in range(2):  # the first goes into a write that waits; the second queues
+        await mallory.send(*(send(busy, sealed(1000 + 100 * batch + i)) for i in range(40)))
+        await mallory.sync()
+        await trio.testing.wait_all_tasks_blocked()
+    await honest.send(send(busy, sealed(1)))
+    await honest.sync()
+    stats = relay.stats()
+    dropped = sum(n for reason, n in stats["drops"].items() if reason != "pong")
+    waiting = stats["envelopes_in"] - stats["envelopes_delivered"] - dropped
+    got = [tag(e) for e in await busy.envelopes(waiting)]
+    assert 1 in got  # the honest envelope was queued, not dropped
+    assert stats["drops"]["outbox_sender"] > 0
+    assert await busy.sync() == []
+
+
+async def test_an_outbox_keeps_room_for_one_more_sender() -> None:
+    outbox = Outbox(12, 1 << 20, ByteBudget(1 << 30))
+    first, second, third = b"1" * 32, b"2" * 32, b"3" * 32
+    # Alone, a sender may fill 12 / 2 frames: room stays for one more sender.
+    assert [outbox.put(b"x", True, first) for _ in range(7)].count(None) == 6
+    # A second may hold 12 / 3 (the first, over that now, may add nothing).
+    assert [outbox.put(b"x", True, second) for _ in range(6)].count(None) == 4
+    assert outbox.put(b"x", True, first) == "outbox_sender"
+    assert outbox.put(b"x", True, third) is None  # a newcomer always gets one in
+    assert outbox.put(b"ping", False) is None  # the relay's own frames are not shared out
+    assert outbox.put(b"x", True, third) == "outbox_full"
+    frames, _ = await outbox.take(max_bytes=(1 + FRAME_OVERHEAD) * 8)
+    assert len(frames) == 8  # six of the first's, two of the second's: shares follow
+    assert outbox.put(b"x", True, first) is None
 
 
 def test_the_shared_outbox_budget_keeps_half_for_the_many() -> None:
