@@ -1,8 +1,14 @@
 """Envelopes to and from siblings, over one relay connection.
 
 Sending reserves the next per-sibling counter durably before the envelope
-leaves. Receiving opens the envelope, checks the sender is a sibling, decodes
-the body strictly and checks the counter against the persisted replay window.
+leaves. Receiving first looks at the sender the relay attests (the key its
+connection proved): unless strangers are admitted (an invite or a pairing is
+open), an envelope from a key that is not a sibling is dropped at the cost of a
+set lookup, before any cryptography, so junk from minted keys costs a receiver
+next to nothing. Then it opens the envelope, checks that the key that signed it
+is the one the relay attests (a sibling's envelope replayed by another key is
+refused), decodes the body strictly and checks the counter against the
+persisted replay window.
 Anything that fails is logged with its reason (fingerprints and sizes only),
 counted, and dropped without changing any state; whatever one envelope makes
 the decoders raise, the link goes on with the next. The log is summarised per
@@ -13,6 +19,8 @@ grows it by a bounded amount.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +52,10 @@ AT_ONCE_BYTES = 320 * 1024
 # Unpaired senders whose counters are remembered (in memory) while an invite or
 # a pairing runs; beyond this many, the one heard from least recently is forgotten.
 MAX_STRANGERS = 4096
+# A sender the relay attests that is not in the link's set of siblings makes the
+# link reread its siblings at most this often (a sibling paired by another
+# process is heard within this long), or at once after strangers were admitted.
+SIBLING_REFRESH_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +83,23 @@ class PeerLink:
         self.lane = lane
         self.rejected: Counter[str] = Counter()
         self.rejections = Summarised(log, "envelopes rejected")
+        # The siblings' keys, reread from the book now and then (see `_is_sibling`).
         self._siblings_seen: set[bytes] = set()
-        # While set, unpaired senders are admitted as with ``receive(strangers=True)``
-        # (a daemon whose own connection carries an invite or a pairing).
-        self.admit_strangers = False
+        self._siblings_read_at = -math.inf
+        self._siblings_stale = True  # reread at the next unknown sender, whenever it comes
+        self._admit_strangers = False
         self._strangers: dict[bytes, ReplayWindow] = {}
+
+    @property
+    def admit_strangers(self) -> bool:
+        """While set, unpaired senders are admitted as with ``receive(strangers=True)``
+        (a daemon whose own connection carries an invite or a pairing)."""
+        return self._admit_strangers
+
+    @admit_strangers.setter
+    def admit_strangers(self, value: bool) -> None:
+        self._admit_strangers = value
+        self._siblings_stale = True  # a pairing may have added a sibling meanwhile
 
     async def send(
         self, recipient: bytes, message: PeerMessage, *, still: Still | None = None
@@ -98,19 +122,47 @@ class PeerLink:
         """The next acceptable message. ``strangers`` admits unpaired senders
         (only while an invite is open); their replay state is kept in memory."""
         while True:
-            envelope = await self.client.receive()
+            delivered = await self.client.receive()
+            sender, envelope = delivered.sender, delivered.envelope
+            if strangers or self._admit_strangers:
+                self._siblings_stale = True
+            elif sender not in self._siblings_seen and not self._is_sibling(sender):
+                # Before any cryptography: a set lookup is all a stranger's junk costs.
+                self.rejected["unpaired"] += 1
+                self.rejections.log(
+                    "unpaired",
+                    "rejected envelope: from unpaired key %s (%d bytes)",
+                    _Fingerprint(sender),
+                    len(envelope),
+                )
+                continue
             if len(envelope) <= AT_ONCE_BYTES:
-                incoming = await at_once(self._admit, envelope, strangers, otherwise=self._in_lane)
+                incoming = await at_once(
+                    self._admit, sender, envelope, strangers, otherwise=self._in_lane
+                )
             else:
-                incoming = await self._in_lane(self._admit, envelope, strangers)
+                incoming = await self._in_lane(self._admit, sender, envelope, strangers)
             if incoming is not None:
                 self.rejections.flush()
                 return incoming
 
+    def _is_sibling(self, key: bytes) -> bool:
+        """Is ``key``, not in the set of siblings' keys, a sibling after all? The
+        set is reread from the book at most once a `SIBLING_REFRESH_SECONDS`
+        (sooner once strangers were admitted), however many strangers write."""
+        now = time.monotonic()
+        if not self._siblings_stale and now - self._siblings_read_at < SIBLING_REFRESH_SECONDS:
+            return False
+        self._siblings_stale = False
+        self._siblings_read_at = now
+        self._siblings_seen.update(info.key for info in self.siblings.all())
+        return key in self._siblings_seen
+
     async def _in_lane(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
 
-    def _admit(self, envelope: bytes, strangers: bool) -> Incoming | None:
+    def _admit(self, sender: bytes, envelope: bytes, strangers: bool) -> Incoming | None:
+        """Open ``envelope``, which the relay says ``sender`` sent, and check it."""
         try:
             opened = open_envelope(self.identity, envelope)
         except EnvelopeError as exc:
@@ -120,6 +172,11 @@ class PeerLink:
             self._reject("undecodable", f"{_bug(exc)} opening {len(envelope)} bytes")
             return None
         who = fingerprint(opened.sender)
+        if opened.sender != sender:  # signed by one key, sent by another: a replay or a forgery
+            self._reject(
+                "misattributed", f"envelope signed by {who} came from {fingerprint(sender)}"
+            )
+            return None
         known = self._known(opened.sender)
         if not known and not (strangers or self.admit_strangers):
             self._reject("unpaired", f"envelope from unpaired key {who}")
@@ -165,6 +222,18 @@ class PeerLink:
     def _reject(self, reason: str, detail: str) -> None:
         self.rejected[reason] += 1
         self.rejections.log(reason, "rejected envelope: %s", detail)
+
+
+class _Fingerprint:
+    """A key's fingerprint, worked out only if a log line is written."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+
+    def __str__(self) -> str:
+        return fingerprint(self.key)
 
 
 def _bug(exc: Exception) -> str:

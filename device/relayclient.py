@@ -2,7 +2,7 @@
 
 Every wait has a deadline chosen by the caller; the handshake has its own.
 The client answers the relay's pings itself and hands the caller only
-envelopes addressed to it.
+envelopes addressed to it, each with the key its sender proved to the relay.
 """
 
 from __future__ import annotations
@@ -62,6 +62,18 @@ class RelayAddress:
         return f"{'tls://' if self.tls else ''}{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """An envelope from the relay, and the key its sender's connection proved.
+
+    The relay vouches for ``sender`` only as far as the relay is trusted: a
+    receiver uses it to drop mail from unknown keys before any cryptography,
+    and checks it against the signature inside the envelope."""
+
+    sender: bytes
+    envelope: bytes
+
+
 class RelayClient:
     def __init__(self, stream: trio.abc.Stream, identity: SigningKey) -> None:
         self._stream = stream
@@ -113,12 +125,13 @@ class RelayClient:
     async def send(self, recipient: bytes, envelope: bytes) -> None:
         await self._send(relaywire.Send(recipient, envelope))
 
-    async def receive(self) -> bytes:
-        """The next envelope addressed to us (pings are answered on the way)."""
+    async def receive(self) -> Delivered:
+        """The next envelope addressed to us, with its sender (pings are answered
+        on the way)."""
         while True:
             message = await self._next()
             if isinstance(message, relaywire.Deliver):
-                return message.envelope
+                return Delivered(message.sender, message.envelope)
             if isinstance(message, relaywire.Ping):
                 await self._send(relaywire.Pong(message.token))
             elif isinstance(message, relaywire.Refuse):

@@ -5,7 +5,13 @@ A client proves it holds the private key of the identity it claims before it can
 send or receive anything (the relay signs nothing and holds no key: the client
 signs the relay's random challenge with its Ed25519 identity key, as DERP has a
 client prove its key). After that the relay only ever sees a recipient key and
-an opaque envelope.
+an opaque envelope, and it tells each recipient which key sent each envelope:
+the key that sender's connection proved (as DERP's RecvPacket carries the
+source key), so a recipient can drop mail from keys it does not know before it
+spends any cryptography on it.
+
+Version 2 added that sender to Deliver. A relay refuses a Hello of any other
+version, so a relay and the peers of one release go together.
 
 The decoder is strict: bounded lengths, exact arity, every field type-checked,
 frozen dataclasses out, `ProtocolError` for anything else. It checks a value's
@@ -25,7 +31,7 @@ from .errors import ProtocolError
 from .framing import MAX_FRAME_BYTES, encode_frame
 from .packing import unpack
 
-RELAY_VERSION = 1
+RELAY_VERSION = 2  # 2: Deliver carries the sender's proven key
 KEY_BYTES = 32
 NONCE_BYTES = 32
 SIGNATURE_BYTES = 64
@@ -74,8 +80,10 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Deliver:
-    """relay -> client: an envelope addressed to it."""
+    """relay -> client: an envelope addressed to it, from the key ``sender``'s
+    connection proved (the envelope's own signature must name the same key)."""
 
+    sender: bytes
     envelope: bytes
 
 
@@ -128,8 +136,8 @@ def encode(message: RelayMessage) -> bytes:
             fields = [queued]
         case Send(recipient, envelope):
             fields = [recipient, envelope]
-        case Deliver(envelope):
-            fields = [envelope]
+        case Deliver(sender, envelope):
+            fields = [sender, envelope]
         case Ping(token) | Pong(token):
             fields = [token]
         case Refuse(reason):
@@ -154,7 +162,7 @@ def _uint(value: Any, what: str, limit: int = (1 << 63) - 1) -> int:
     return value
 
 
-_ARITY = {1: 2, 2: 1, 3: 1, 4: 1, 5: 2, 6: 1, 7: 1, 8: 1, 9: 1}  # fields after the type
+_ARITY = {1: 2, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2, 7: 1, 8: 1, 9: 1}  # fields after the type
 
 
 def decode(frame: bytes) -> RelayMessage:
@@ -185,7 +193,10 @@ def decode(frame: bytes) -> RelayMessage:
             _bytes(fields[1], "envelope", limit=MAX_ENVELOPE_BYTES),
         )
     if code == 6:
-        return Deliver(_bytes(fields[0], "envelope", limit=MAX_ENVELOPE_BYTES))
+        return Deliver(
+            _bytes(fields[0], "sender", KEY_BYTES),
+            _bytes(fields[1], "envelope", limit=MAX_ENVELOPE_BYTES),
+        )
     if code in (7, 8):
         token = _uint(fields[0], "token")
         return Ping(token) if code == 7 else Pong(token)
@@ -207,6 +218,8 @@ _SEND_CODE = _TYPES[Send]
 _DELIVER_CODE = _TYPES[Deliver]
 # fixarray(3), positive fixint type code, bin8 header of a 32-byte key
 _SEND_PREFIX = bytes([0x93, _SEND_CODE, 0xC4, KEY_BYTES])
+# ... and of a Deliver: the same but for the type code; the sender's key follows.
+DELIVER_PREFIX = bytes([0x93, _DELIVER_CODE, 0xC4, KEY_BYTES])
 _RECIPIENT_END = len(_SEND_PREFIX) + KEY_BYTES
 _BIN8, _BIN16, _BIN32 = 0xC4, 0xC5, 0xC6
 _pack = msgpack.Packer(use_bin_type=True).pack
@@ -237,6 +250,10 @@ def parse_send(frame: bytes) -> tuple[bytes, bytes] | None:
     return frame[len(_SEND_PREFIX) : _RECIPIENT_END], frame[start:]
 
 
-def deliver_frame(envelope: bytes) -> bytes:
-    """``encode_frame(encode(Deliver(envelope)))``, without the general encoder."""
-    return encode_frame(_pack([_DELIVER_CODE, envelope]))
+def deliver_frame(sender: bytes, envelope: bytes) -> bytes:
+    """``encode_frame(encode(Deliver(sender, envelope)))``, without the general encoder.
+
+    A Deliver is laid out as a Send is (a 32-byte key, then the envelope), so the
+    Deliver of a Send from ``sender`` has the Send's length, its type code
+    replaced and its recipient replaced by ``sender``."""
+    return encode_frame(_pack([_DELIVER_CODE, sender, envelope]))

@@ -194,19 +194,22 @@ class Mailboxes:
         self._remove(box.senders[victim][0], reason)
         return True
 
-    def take(self, recipient: bytes, now: float, max_count: int, max_bytes: int) -> list[bytes]:
-        """Remove and return the oldest envelopes for ``recipient``, at least one if any
-        are held, then up to ``max_count`` and ``max_bytes`` (envelope bytes) in all."""
+    def take(
+        self, recipient: bytes, now: float, max_count: int, max_bytes: int
+    ) -> list[tuple[bytes, bytes]]:
+        """Remove and return the oldest envelopes for ``recipient``, each with its
+        sender, at least one if any are held, then up to ``max_count`` and
+        ``max_bytes`` (envelope bytes) in all."""
         self.expire(now)
         box = self._boxes.get(recipient)
-        out: list[bytes] = []
+        out: list[tuple[bytes, bytes]] = []
         total = 0
         while box is not None and box.count and len(out) < max_count:
             first = box.first()
             size = len(first.envelope)
             if out and total + size > max_bytes:
                 break
-            out.append(first.envelope)
+            out.append((first.sender, first.envelope))
             self._remove(first, None)
             total += size
         self.taken += len(out)

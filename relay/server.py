@@ -200,39 +200,61 @@ Item = bytes | Run
 # before anything relies on them.
 _KEY_AT = 4
 _SEND_TO = _KEY_AT + relaywire.KEY_BYTES
-# What Sends of one frame size share: (the envelope's length header in the Send,
-# the Deliver's bytes before the envelope, where the envelope starts in the Send,
-# the envelope's size).
-_Shape = tuple[bytes, bytes, int, int]
+# What Sends of one frame size share, relay-wide: (the envelope's length header,
+# the envelope's size). A Deliver has the same layout and length as the Send it
+# forwards, the type code and the key aside (see `relaywire.deliver_frame`).
+_Shape = tuple[bytes, int]
+# What one connection's Sends of one frame size become: (the envelope's length
+# header, the Deliver's bytes up to the end of the sender's key, the envelope's size).
+_Known = tuple[bytes, bytes, int]
 _SHAPES = 1024  # frame sizes remembered, relay-wide (real envelopes come in size buckets)
+_KNOWN = 32  # ... and by each connection, for its own key
 _header = struct.Struct(">I").unpack_from
+_length_prefix = struct.Struct(">I").pack
 
 
 class _Decoder(FrameDecoder):
     """Splits a client's byte stream into frames as `FrameDecoder` does (the same
     bound, refused as soon as a length prefix announces more), and once the client
-    is authenticated (``fast``) turns its Sends into Delivers in the same pass.
+    is authenticated (``fast``, with its proven key as ``sender``) turns its Sends
+    into Delivers in the same pass.
 
     A Send that `relaywire.parse_send` accepts, written the way relaywire writes
     it, teaches two things: its first bytes (type and recipient) and, for its
-    frame size, its envelope's length header and the Deliver's bytes before the
-    envelope (``shapes``, shared by the relay's connections). parse_send reads
-    nothing but those bytes and the frame's size, so a later frame of a known
-    size that starts with the same type and recipient and has the same length
-    header is a Send to that recipient whose envelope is its tail, and its
-    Deliver is the known head and that tail: two comparisons and a slice instead
-    of a parse and an encode, and nothing accepted that relaywire would not
-    accept alike. Anything else goes to relaywire as before. Sends with an
-    envelope under ``min_envelope`` bytes teach nothing, so every Send on the
-    fast path is long enough; the short ones reach `Relay._route` as frames."""
+    frame size, its envelope's length header (``shapes``, shared by the relay's
+    connections). parse_send reads nothing but those bytes and the frame's size,
+    so a later frame of a known size that starts with the same type and
+    recipient and has the same length header is a Send to that recipient whose
+    envelope is its tail. Its Deliver is as long as the Send and laid out alike:
+    a known head (length prefix, Deliver type, this connection's key) and the
+    Send from its length header on. Two comparisons and a slice instead of a
+    parse and an encode, and nothing accepted that relaywire would not accept
+    alike. Anything else goes to relaywire as before. Sends with an envelope
+    under ``min_envelope`` bytes teach nothing, so every Send on the fast path
+    is long enough; the short ones reach `Relay._route` as frames."""
 
     def __init__(self, limit: int, shapes: dict[int, _Shape], min_envelope: int) -> None:
         super().__init__(limit)
         self.min_envelope = min_envelope
         self.fast = False
+        self.sender = bytes(relaywire.KEY_BYTES)  # the key this connection proved
         self._shapes = shapes
+        self._known: dict[int, _Known] = {}  # the shapes this connection used, with its key
         self._to = b""  # the first bytes of the last Send learned, up to its recipient's end
         self._recipient = b""  # and that recipient
+
+    def _adopt(self, size: int) -> _Known | None:
+        """What a Send of frame size ``size`` from this connection becomes, if that
+        size is known relay-wide."""
+        shape = self._shapes.get(size)
+        if shape is None:
+            return None
+        known = self._known
+        if len(known) >= _KNOWN:
+            known.clear()
+        head = _length_prefix(size) + relaywire.DELIVER_PREFIX + self.sender
+        known[size] = entry = (shape[0], head, shape[1])
+        return entry
 
     def items(self, data: bytes) -> list[Item]:
         """Every frame ``data`` completes, in order (see `Item`)."""
@@ -246,7 +268,7 @@ class _Decoder(FrameDecoder):
         end = len(data)
         limit = self.limit
         to = self._to
-        shape = self._shapes.get if to else _NO_SHAPES.get  # nothing learned: no fast path
+        mine = self._known.get
         after_to = _SEND_TO
         run: list[bytes] = []
         run_bytes = 0
@@ -258,11 +280,13 @@ class _Decoder(FrameDecoder):
             if start + size > end:
                 break
             pos = start + size
-            known = shape(size)
+            known = mine(size)
+            if known is None and to:  # nothing learned on this connection: no fast path
+                known = self._adopt(size)
             if known is not None:
-                length, head, tail, envelope = known
+                length, head, envelope = known
                 if data.startswith(to, start) and data.startswith(length, start + after_to):
-                    run.append(head + data[start + tail : pos])
+                    run.append(head + data[start + after_to : pos])
                     run_bytes += envelope
                     continue
             if run:
@@ -270,9 +294,7 @@ class _Decoder(FrameDecoder):
                 run = []
                 run_bytes = 0
             self._frame(data[start:pos], items)
-            if self._to is not to:
-                to = self._to
-                shape = self._shapes.get
+            to = self._to
         if run:
             items.append((self._recipient, run, run_bytes))
         self._keep(data, pos)
@@ -283,7 +305,7 @@ class _Decoder(FrameDecoder):
         recipient), or a Send relaywire parses (and what it teaches learned), or
         else the frame itself."""
         to = self._to
-        known = self._shapes.get(len(frame)) if to else None
+        known = (self._known.get(len(frame)) or self._adopt(len(frame))) if to else None
         if (
             known is not None
             and frame.startswith(known[0], _SEND_TO)
@@ -292,7 +314,7 @@ class _Decoder(FrameDecoder):
             if not frame.startswith(to):
                 self._to = frame[:_SEND_TO]
                 self._recipient = frame[_KEY_AT:_SEND_TO]
-            items.append((self._recipient, [known[1] + frame[known[2] :]], known[3]))
+            items.append((self._recipient, [known[1] + frame[_SEND_TO:]], known[2]))
             return
         send = relaywire.parse_send(frame) if self.fast else None
         if send is None:
@@ -302,14 +324,14 @@ class _Decoder(FrameDecoder):
         if len(envelope) < self.min_envelope:
             items.append(frame)  # refused (and counted) by the router
             return
-        deliver = relaywire.deliver_frame(envelope)
+        deliver = relaywire.deliver_frame(self.sender, envelope)
         tail = len(frame) - len(envelope)
-        head = deliver[: len(deliver) - len(envelope)]
         length = frame[_SEND_TO:tail]
+        head = _length_prefix(len(frame)) + relaywire.DELIVER_PREFIX + self.sender
         if (
             frame[_KEY_AT:_SEND_TO] == recipient
             and frame[tail:] == envelope
-            and head.endswith(length)  # the length header relaywire writes, not another
+            and deliver == head + length + envelope  # the layout relaywire writes, not another
         ):
             if frame[:_SEND_TO] != self._to:
                 self._to = frame[:_SEND_TO]
@@ -319,11 +341,8 @@ class _Decoder(FrameDecoder):
             if len(frame) not in shapes:
                 if len(shapes) >= _SHAPES:
                     shapes.clear()
-                shapes[len(frame)] = (length, head, tail, len(envelope))
+                shapes[len(frame)] = (length, len(envelope))
         items.append((recipient, [deliver], len(envelope)))
-
-
-_NO_SHAPES: dict[int, _Shape] = {}
 
 
 def _envelope_of(deliver: bytes) -> bytes:
@@ -337,12 +356,13 @@ def _envelope_offsets() -> dict[int, int]:
     # (bin8, bin16, bin32): taken from relaywire's own frames, one of each kind.
     offsets = {}
     for size in (0, 1 << 8, 1 << 16):
-        frame = relaywire.deliver_frame(bytes(size))
+        frame = relaywire.deliver_frame(bytes(relaywire.KEY_BYTES), bytes(size))
         offsets[frame[_MARKER_AT]] = len(frame) - size
     return offsets
 
 
-_MARKER_AT = HEADER_BYTES + 2  # after the length prefix, the array header and type code
+# After the length prefix, the array header, the type code and the sender's key.
+_MARKER_AT = HEADER_BYTES + _SEND_TO
 _ENVELOPE_AT = _envelope_offsets()
 
 
@@ -1079,6 +1099,7 @@ class Relay:
         if self._faults is not None:  # envelope by envelope, through the fault plan
             route, route_run = self._faulty_route, self._faulty_route_run
         items, conn.pending = conn.pending, []
+        conn.decoder.sender = conn.key
         conn.decoder.fast = True
         while True:
             with trio.CancelScope() as timer:
@@ -1136,7 +1157,7 @@ class Relay:
             return
         target = self._clients.get(recipient)
         if target is not None and target.live:
-            refused = target.outbox.put(relaywire.deliver_frame(envelope), True, conn.key)
+            refused = target.outbox.put(relaywire.deliver_frame(conn.key, envelope), True, conn.key)
             if refused is not None:
                 self._drops[refused] += 1
         else:
@@ -1177,7 +1198,8 @@ class Relay:
     def _faulty_route(
         self, conn: _Connection, recipient: bytes, envelope: bytes, now: float
     ) -> None:
-        self._route_faulted(conn, recipient, relaywire.deliver_frame(envelope), len(envelope), now)
+        frame = relaywire.deliver_frame(conn.key, envelope)
+        self._route_faulted(conn, recipient, frame, len(envelope), now)
 
     def _faulty_route_run(self, conn: _Connection, run: Run, now: float) -> None:
         recipient, frames, _ = run
@@ -1226,7 +1248,8 @@ class Relay:
             )
             if not mail:
                 break
-            await self._write(conn, [relaywire.deliver_frame(e) for e in mail], len(mail))
+            frames = [relaywire.deliver_frame(sender, e) for sender, e in mail]
+            await self._write(conn, frames, len(mail))
         conn.live = True
         while True:
             frames, envelopes = await conn.outbox.take(WRITE_BATCH_BYTES)

@@ -156,7 +156,7 @@ async def connect_pairs(kind: str, port: int, count: int, size: int) -> list[Pai
         if kind == "relay":
             receiver, public = await _relay_login(port)
             sender, _ = await _relay_login(port)
-            out_bytes = len(encode_frame(rw.encode(rw.Deliver(envelope))))
+            out_bytes = len(encode_frame(rw.encode(rw.Deliver(public, envelope))))
         else:
             pair_id = b"%d" % n
             receiver = await trio.open_tcp_stream("127.0.0.1", port)

@@ -120,7 +120,7 @@ async def _drain(client: RelayClient, identity: SigningKey, answered: trio.Event
     """Take whatever the Homebase answers, so nothing backs up; set ``answered``
     at the Pong to the last ping."""
     while True:
-        envelope = await client.receive()
+        envelope = (await client.receive()).envelope
         with contextlib.suppress(ProtocolError):
             message = decode_body(open_envelope(identity, envelope).body).message
             if message == Pong(LAST_PING):

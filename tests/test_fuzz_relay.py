@@ -54,7 +54,7 @@ _valid = st.sampled_from(
         rw.encode(rw.Ping(7)),
         rw.encode(rw.Pong(2**63 - 1)),
         rw.encode(rw.Refuse("go away")),
-        rw.encode(rw.Deliver(bytes(40))),
+        rw.encode(rw.Deliver(bytes(32), bytes(40))),
     ]
 )
 

@@ -13,7 +13,7 @@ import trio
 from pixie.device.node import Node
 from pixie.device.pairing import InviteCode, _proof, await_joiner, invite, pair
 from pixie.device.peers import Incoming, PeerLink
-from pixie.device.relayclient import RelayAddress, RelayClient
+from pixie.device.relayclient import Delivered, RelayAddress, RelayClient
 from pixie.protocol.envelope import open_envelope, seal
 from pixie.protocol.identity import new_identity
 from pixie.protocol.peerwire import (
@@ -82,11 +82,11 @@ async def test_a_captured_pair_request_is_refused_after_pairing(
             )
             client = await RelayClient.connect(relay, joiner)
             await client.send(code.inviter, captured)
-            accept = decode_body(open_envelope(joiner, await client.receive()).body)
+            accept = decode_body(open_envelope(joiner, (await client.receive()).envelope).body)
             assert isinstance(accept.message, PairAccept)
             await client.aclose()
     assert [s.key for s in phone.siblings.all()] == [me]
-    link = PeerLink(phone.identity(), phone.siblings, FakeRelay([captured]))  # type: ignore[arg-type]
+    link = PeerLink(phone.identity(), phone.siblings, FakeRelay([Delivered(me, captured)]))  # type: ignore[arg-type]
     assert await drain(link) == []
     assert link.rejected == {"replay": 1}
 
@@ -103,7 +103,7 @@ async def test_a_captured_pair_accept_is_refused_after_pairing(
     captured: list[bytes] = []
 
     async def answer() -> None:
-        opened = open_envelope(inviter, await client.receive())
+        opened = open_envelope(inviter, (await client.receive()).envelope)
         assert isinstance(decode_body(opened.body).message, PairRequest)
         proof = _proof(code.secret, b"accept", key, opened.sender)
         captured.append(
@@ -117,7 +117,8 @@ async def test_a_captured_pair_accept_is_refused_after_pairing(
             await pair(mac, code.encode(), timeout=15)
     await client.aclose()
     assert [s.key for s in mac.siblings.all()] == [key]
-    link = PeerLink(mac.identity(), mac.siblings, FakeRelay(captured))  # type: ignore[arg-type]
+    relay_says = [Delivered(key, envelope) for envelope in captured]
+    link = PeerLink(mac.identity(), mac.siblings, FakeRelay(relay_says))  # type: ignore[arg-type]
     assert await drain(link) == []
     assert link.rejected == {"replay": 1}
 
@@ -127,7 +128,8 @@ async def test_a_stranger_replay_is_refused_while_the_invite_runs(node: Node) ->
     envelope = seal(
         stranger, node.public_key(), encode_body(PairRequest("s", "device", bytes(32)), 1)
     )
-    link = PeerLink(node.identity(), node.siblings, FakeRelay([envelope, envelope]))  # type: ignore[arg-type]
+    delivered = Delivered(bytes(stranger.verify_key), envelope)
+    link = PeerLink(node.identity(), node.siblings, FakeRelay([delivered, delivered]))  # type: ignore[arg-type]
     got = []
     try:
         while True:

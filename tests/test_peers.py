@@ -12,6 +12,7 @@ import pytest
 
 from pixie.device.node import Node
 from pixie.device.peers import PeerLink
+from pixie.device.relayclient import Delivered
 from pixie.device.siblings import SiblingInfo
 from pixie.protocol.envelope import seal
 from pixie.protocol.identity import new_identity
@@ -20,16 +21,19 @@ from pixie.protocol.replay import WINDOW
 
 
 class FakeRelay:
-    """Stands in for RelayClient: hands over queued envelopes, records sends."""
+    """Stands in for RelayClient: hands over queued envelopes, records sends. A bare
+    envelope comes as the sibling's, as a relay would attest it; a `Delivered`
+    says who sent it."""
 
-    def __init__(self, inbox: list[bytes]) -> None:
+    def __init__(self, inbox: list[bytes | Delivered]) -> None:
         self.inbox = list(inbox)
         self.sent: list[tuple[bytes, bytes]] = []
 
-    async def receive(self) -> bytes:
+    async def receive(self) -> Delivered:
         if not self.inbox:
             raise EOFError
-        return self.inbox.pop(0)
+        item = self.inbox.pop(0)
+        return item if isinstance(item, Delivered) else Delivered(bytes(SIBLING.verify_key), item)
 
     async def send(self, recipient: bytes, envelope: bytes) -> None:
         self.sent.append((recipient, envelope))
@@ -104,7 +108,7 @@ async def test_bad_envelopes_change_nothing(node: Node, case: str) -> None:
         env[len(env) // 2] ^= 0x10
         bad = bytes(env)
     elif case == "unpaired":
-        bad = ping(node, 2, sender=STRANGER)
+        bad = Delivered(bytes(STRANGER.verify_key), ping(node, 2, sender=STRANGER))
     elif case == "foreign":
         bad = seal(SIBLING, bytes(STRANGER.verify_key), encode_body(Ping(2), 2))
     elif case == "garbage_body":
@@ -170,7 +174,7 @@ async def test_an_envelope_that_breaks_a_decoder_is_dropped_and_the_link_goes_on
     monkeypatch.setattr(peers, "decode_body", fragile)
     bad = seal(SIBLING, node.public_key(), msgpack.packb([1, 4, bytes(16), 2, "boom"]))
     deep = b"\x94" + b"\x91" * 1000 + b"\x01"  # the unpaired attacker's envelope
-    hostile = seal(STRANGER, node.public_key(), deep)
+    hostile = Delivered(bytes(STRANGER.verify_key), seal(STRANGER, node.public_key(), deep))
     link = PeerLink(node.identity(), node.siblings, FakeRelay([bad, hostile, ping(node, 1)]))  # type: ignore[arg-type]
     assert await drain(link) == [1]
     assert sum(link.rejected.values()) == 2
@@ -180,11 +184,11 @@ async def test_an_envelope_that_breaks_a_decoder_is_dropped_and_the_link_goes_on
 class TickingRelay(FakeRelay):
     """A FakeRelay whose clock moves 10 ms with each envelope it hands over."""
 
-    def __init__(self, inbox: list[bytes]) -> None:
+    def __init__(self, inbox: list[bytes | Delivered]) -> None:
         super().__init__(inbox)
         self.now = 0.0
 
-    async def receive(self) -> bytes:
+    async def receive(self) -> Delivered:
         self.now += 0.01
         return await super().receive()
 
@@ -234,3 +238,64 @@ def test_summaries_start_afresh_after_a_quiet_interval(caplog: pytest.LogCapture
         "odd thing",
         "other thing",
     ]
+
+
+async def test_envelopes_from_unpaired_keys_are_dropped_before_any_crypto(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pixie.device.peers as peers
+
+    paired(node)
+    opened: list[int] = []
+    real = peers.open_envelope
+
+    def counting(identity, envelope):  # type: ignore[no-untyped-def]
+        opened.append(len(envelope))
+        return real(identity, envelope)
+
+    monkeypatch.setattr(peers, "open_envelope", counting)
+    stranger = bytes(STRANGER.verify_key)
+    junk = [Delivered(stranger, bytes(400)) for _ in range(1_000)]
+    link = PeerLink(node.identity(), node.siblings, FakeRelay([*junk, ping(node, 1)]))  # type: ignore[arg-type]
+    assert await drain(link) == [1]
+    assert link.rejected == {"unpaired": 1_000}
+    assert len(opened) == 1  # the sibling's envelope alone was opened
+
+
+async def test_an_envelope_whose_signer_is_not_its_attested_sender_is_refused(
+    node: Node,
+) -> None:
+    paired(node)
+    other = new_identity()
+    node.siblings.add(SiblingInfo(bytes(other.verify_key), "pad", "device", "127.0.0.1:1", 0))
+    before = counters(node)
+    # The sibling's own envelope, replayed to the relay by another sibling's key...
+    replayed = Delivered(bytes(other.verify_key), ping(node, 1))
+    # ... and by a stranger's, while strangers are admitted.
+    link = PeerLink(node.identity(), node.siblings, FakeRelay([replayed]))  # type: ignore[arg-type]
+    assert await drain(link) == []
+    link = PeerLink(
+        node.identity(),
+        node.siblings,
+        FakeRelay([Delivered(bytes(STRANGER.verify_key), ping(node, 1))]),  # type: ignore[arg-type]
+    )
+    link.admit_strangers = True
+    assert await drain(link) == []
+    assert link.rejected == {"misattributed": 1}
+    assert counters(node) == before
+    # The envelope itself, from its own sender, is still taken.
+    link = PeerLink(node.identity(), node.siblings, FakeRelay([ping(node, 1)]))  # type: ignore[arg-type]
+    assert await drain(link) == [1]
+
+
+async def test_a_sibling_paired_after_the_link_started_is_heard(node: Node) -> None:
+    relay = FakeRelay([])
+    link = PeerLink(node.identity(), node.siblings, relay)  # type: ignore[arg-type]
+    relay.inbox = [ping(node, 1)]
+    assert await drain(link) == []  # not a sibling yet
+    assert link.rejected == {"unpaired": 1}
+    paired(node)
+    link.admit_strangers = True  # as a daemon does around a pairing...
+    link.admit_strangers = False  # ... and after it
+    relay.inbox = [ping(node, 2)]
+    assert await drain(link) == [2]

@@ -53,7 +53,7 @@ relay_messages = st.one_of(
     st.builds(relaywire.Prove, st.binary(min_size=64, max_size=64)),
     st.builds(relaywire.Welcome, st.integers(0, 1000)),
     st.builds(relaywire.Send, st.just(KEY), st.binary(max_size=2000)),
-    st.builds(relaywire.Deliver, st.binary(max_size=2000)),
+    st.builds(relaywire.Deliver, st.binary(min_size=32, max_size=32), st.binary(max_size=2000)),
     st.builds(relaywire.Ping, st.integers(0, 2**62)),
     st.builds(relaywire.Pong, st.integers(0, 2**62)),
     st.builds(relaywire.Refuse, st.text(max_size=100)),

@@ -118,6 +118,12 @@ class Client:
         assert isinstance(message, rw.Deliver), message
         return message.envelope
 
+    async def delivered(self) -> tuple[bytes, bytes]:
+        """The next envelope and the sender the relay attests for it."""
+        message = await self.recv()
+        assert isinstance(message, rw.Deliver), message
+        return message.sender, message.envelope
+
     async def envelopes(self, n: int) -> list[bytes]:
         return [await self.envelope() for _ in range(n)]
 
@@ -283,6 +289,45 @@ async def test_unauthenticated_send_delivers_nothing(nursery: trio.Nursery) -> N
     assert stats["mailbox_envelopes"] == 0
 
 
+@pytest.mark.parametrize("faults", ["", "duplicate=#1"])
+async def test_each_delivery_names_the_key_its_sender_proved(
+    nursery: trio.Nursery, faults: str
+) -> None:
+    relay = Relay(RelayConfig(min_envelope_bytes=0, faults=faults, fault_seed=1))
+    a, b, c = (memory_client(relay, nursery) for _ in range(3))
+    for client in (a, b):
+        await client.login()
+    # To c's mailbox while it is away, then straight to its connection; runs of
+    # one size (the decoder's fast path) from two senders, interleaved.
+    got: list[rw.RelayMessage] = []
+    for round in (1, 2):
+        await a.send(*(rw.Send(c.public, b"a%d-%d" % (round, i)) for i in range(3)))
+        await b.send(*(rw.Send(c.public, b"b%d-%d" % (round, i)) for i in range(3)))
+        await a.send(rw.Send(c.public, b"a%d-long" % round))
+        assert await a.sync() == [] and await b.sync() == []
+        if round == 1:
+            await c.login()
+        got += await c.sync()  # its mailbox, then what came live
+    assert all(isinstance(m, rw.Deliver) for m in got)
+    assert {m.envelope[:2] for m in got if isinstance(m, rw.Deliver)} == {
+        b"a1",
+        b"b1",
+        b"a2",
+        b"b2",
+    }
+    for message in got:
+        assert isinstance(message, rw.Deliver)
+        want = {b"a": a.public, b"b": b.public}[message.envelope[:1]]
+        assert message.sender == want, message.envelope
+
+
+async def test_a_client_of_the_previous_relay_version_is_refused(nursery: trio.Nursery) -> None:
+    relay = Relay(TAGGED)
+    old = memory_client(relay, nursery)
+    reply = await old.handshake(version=rw.RELAY_VERSION - 1)
+    assert isinstance(reply, rw.Refuse) and "version" in reply.reason
+
+
 async def test_frames_pipelined_after_the_proof_are_served(nursery: trio.Nursery) -> None:
     relay = Relay(TAGGED)
     b = memory_client(relay, nursery)
@@ -302,9 +347,15 @@ _SIZE_CLASSES = [0, 1, 255, 256, 65_535, 65_536, rw.MAX_ENVELOPE_BYTES]
 _envelopes = st.binary(max_size=600) | st.sampled_from(_SIZE_CLASSES).map(lambda n: b"\xa5" * n)
 
 
-@given(_envelopes)
-def test_fast_deliver_frames_are_exactly_relaywires(envelope: bytes) -> None:
-    assert deliver_frame(envelope) == encode_frame(rw.encode(rw.Deliver(envelope)))
+@given(st.binary(min_size=32, max_size=32), _envelopes)
+def test_fast_deliver_frames_are_exactly_relaywires(sender: bytes, envelope: bytes) -> None:
+    frame = deliver_frame(sender, envelope)
+    assert frame == encode_frame(rw.encode(rw.Deliver(sender, envelope)))
+    # laid out as the Send it forwards: the same length, the key where the recipient was
+    send = encode_frame(rw.encode(rw.Send(b"\x07" * 32, envelope)))
+    assert len(frame) == len(send)
+    assert frame[:4] + frame[8 + 32 :] == send[:4] + send[8 + 32 :]
+    assert frame[4:8] == rw.DELIVER_PREFIX and frame[8:40] == sender
 
 
 @given(
@@ -478,7 +529,10 @@ def test_mailboxes_total_bytes_and_recipient_bounds() -> None:
     assert boxes.drops["recipients_full"] == 1
     assert boxes.count(keys[1], 6) == 0
     assert boxes.recipients == 3
-    assert boxes.take(keys[2], 6, max_count=10, max_bytes=1 << 20) == [b"c" * 1000, b"c"]
+    assert boxes.take(keys[2], 6, max_count=10, max_bytes=1 << 20) == [
+        (b"", b"c" * 1000),
+        (b"", b"c"),
+    ]
     boxes.put(keys[4], b"x" * 3000, now=7)  # can never fit
     assert boxes.drops["too_large"] == 1
 
@@ -513,7 +567,7 @@ def test_mailboxes_stay_in_bounds_and_account_for_everything(
         elif op == "take":
             got = boxes.take(key, now, max_count=2, max_bytes=1000)
             taken += len(got)
-            serials = [int.from_bytes(e[:4], "big") for e in got]
+            serials = [int.from_bytes(e[:4], "big") for _, e in got]
             assert serials == sorted(serials)  # oldest first
             assert all(s > last_taken.get(who, 0) for s in serials)  # never out of order
             if serials:

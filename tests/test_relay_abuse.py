@@ -101,7 +101,12 @@ def test_the_biggest_sender_loses_its_oldest_first() -> None:
     third = b"t" * 32
     boxes.put(to, b"t1", 6, third)  # a newcomer: the first seen of the biggest gives way
     assert boxes.senders(to) == {honest: 1, mallory: 2, third: 1}
-    assert boxes.take(to, 7, max_count=10, max_bytes=1 << 20) == [b"m2", b"m3", b"h3", b"t1"]
+    assert boxes.take(to, 7, max_count=10, max_bytes=1 << 20) == [
+        (mallory, b"m2"),
+        (mallory, b"m3"),
+        (honest, b"h3"),
+        (third, b"t1"),
+    ]
     assert boxes.drops["mailbox_full"] == 3
 
 
@@ -116,9 +121,9 @@ def test_minted_senders_cannot_push_out_anyones_only_envelope() -> None:
     assert boxes.drops["mailbox_shared"] == 7
     boxes.put(to, b"newer from 0", 11, senders[0])  # a sender there replaces its own
     assert boxes.take(to, 12, max_count=10, max_bytes=1 << 20) == [
-        b"from 1",
-        b"from 2",
-        b"newer from 0",
+        (senders[1], b"from 1"),
+        (senders[2], b"from 2"),
+        (senders[0], b"newer from 0"),
     ]
 
 

@@ -11,6 +11,7 @@ against a straightforward reference.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Any
 
@@ -59,6 +60,7 @@ class ReferenceDecoder:
 
 
 KEYS = [bytes([i]) * 32 for i in range(3)]
+SENDER = b"\xee" * 32  # the key the decoder's connection proved
 SIZES = st.sampled_from([0, 1, 5, 255, 256, 1000, 65535, 65536, 70000])
 
 
@@ -102,7 +104,7 @@ FRAMES = st.one_of(
 def _expected(frame: bytes) -> tuple[Any, ...]:
     send = rw.parse_send(frame)
     if send is not None:
-        return ("send", send[0], rw.deliver_frame(send[1]), len(send[1]))
+        return ("send", send[0], rw.deliver_frame(SENDER, send[1]), len(send[1]))
     return ("raw", frame)
 
 
@@ -129,13 +131,20 @@ def _cuts(stream: bytes, cuts: list[int]) -> list[tuple[int, int]]:
     st.lists(st.integers(0, 400_000), max_size=12),
     st.booleans(),
     st.binary(max_size=6),
+    st.booleans(),
 )
 def test_fast_decoder_yields_what_the_general_path_yields(
-    frames: list[bytes], cuts: list[int], fast: bool, trailer: bytes
+    frames: list[bytes], cuts: list[int], fast: bool, trailer: bytes, shared: bool
 ) -> None:
     stream = b"".join(frames) + trailer
-    new, old = _Decoder(MAX_FRAME_BYTES, {}, 0), ReferenceDecoder()
-    new.fast = fast
+    shapes: dict[Any, Any] = {}
+    if shared:  # another connection, with another key, taught the relay these shapes first
+        other = _Decoder(MAX_FRAME_BYTES, shapes, 0)
+        other.fast, other.sender = True, b"\x01" * 32
+        with contextlib.suppress(ProtocolError):
+            other.items(stream)
+    new, old = _Decoder(MAX_FRAME_BYTES, shapes, 0), ReferenceDecoder()
+    new.fast, new.sender = fast, SENDER
     got: list[tuple[Any, ...]] = []
     want: list[tuple[Any, ...]] = []
     for a, b in _cuts(stream, cuts):

@@ -106,7 +106,7 @@ class SimRelay:
         out: list[Packet] = []
         for peer in PEERS:
             if self.up[f"relay>{peer}"]:
-                for data in self.mailboxes.take(peer.encode(), float(tick), 1 << 30, 1 << 40):
+                for _, data in self.mailboxes.take(peer.encode(), float(tick), 1 << 30, 1 << 40):
                     self._numbers += 1
                     out.append(Packet(self._numbers, "relay", peer, data, tick))
         ready = [p for p in self.in_flight if p.due <= tick]
