@@ -108,6 +108,12 @@ class RelayConfig:
     envelope_burst: float = 2_000.0
     bytes_per_second: float = 16 << 20
     byte_burst: float = 64 << 20
+    # A client whose Sends are dropped for rate or size more than `abuse_factor`
+    # times its allowance (its envelope burst, or its rate over the window if more)
+    # within `abuse_window` seconds is disconnected ("abusive"): flooding costs it a
+    # fresh handshake, not the relay the parsing of everything it cares to send.
+    abuse_window: float = 1.0
+    abuse_factor: float = 4.0
     mailbox: MailboxLimits = field(default_factory=MailboxLimits)
     stats_interval: float = 60.0  # seconds between stats log lines
     sweep_interval: float = 10.0  # seconds between sweeps for expired mail
@@ -134,6 +140,8 @@ class RelayConfig:
             "envelope_burst",
             "bytes_per_second",
             "byte_burst",
+            "abuse_window",
+            "abuse_factor",
             "stats_interval",
             "sweep_interval",
             "reorder_hold",
@@ -183,6 +191,8 @@ OVERLOADED = Hangup("overloaded", "relay overloaded; try again later")
 EVICTED = Hangup("evicted", "relay full: an idle connection made room for a newer one")
 # The client took none of a write for `write_timeout`: it is not reading.
 STALLED = Hangup("stalled")
+# The client's Sends were dropped for rate or size far beyond its allowance.
+ABUSIVE = Hangup("abusive", "too many envelopes over the rate limit or too short")
 
 
 def _frame(message: relaywire.RelayMessage) -> bytes:
@@ -579,6 +589,8 @@ class Outbox:
 
 class _Connection:
     __slots__ = (
+        "abuse_since",
+        "abused",
         "clean",
         "decoder",
         "fp",
@@ -628,6 +640,9 @@ class _Connection:
         self.unsent = 0  # envelopes handed to a write that has not finished
         self.opened_at = self.last_frame_at = self.frame_started_at = now
         self.pinged = False
+        # Sends dropped for rate or size since ``abuse_since`` (see `Relay._refuse`).
+        self.abuse_since = now
+        self.abused = 0
         # True until an envelope goes either way: only such connections are evicted.
         self.quiet = True
         self.limit = SendLimit(
@@ -680,9 +695,14 @@ class Relay:
                 "bytes_in",
                 "bytes_out",
                 "malformed_frames",
+                "abusive",
                 "errors",
             ),
             0,
+        )
+        config = self.config
+        self._abuse_limit = config.abuse_factor * max(
+            config.envelope_burst, config.envelopes_per_second * config.abuse_window
         )
         self._drops = dict.fromkeys(
             (
@@ -1125,6 +1145,9 @@ class Relay:
                         if hangup is not None:
                             conn.close(hangup)
                             return
+                    # One chunk's frames at a time, then the other connections' turn:
+                    # a burst of tiny frames cannot hold the event loop.
+                    await trio.lowlevel.checkpoint()
                     got = await self._receive(conn, timer)
                     if isinstance(got, Hangup):
                         conn.close(got)
@@ -1145,15 +1168,30 @@ class Relay:
             return None
         return self._unexpected(message, "Send or Ping")
 
+    def _refuse(self, conn: _Connection, reason: str, now: float, count: int = 1) -> None:
+        """Count ``count`` of ``conn``'s Sends dropped for ``reason`` (rate or size),
+        and disconnect it once such drops in one `abuse_window` pass its allowance
+        many times over."""
+        self._drops[reason] += count
+        if now - conn.abuse_since >= self.config.abuse_window:
+            conn.abuse_since = now
+            conn.abused = 0
+        conn.abused += count
+        if conn.abused > self._abuse_limit and conn.hangup is None:
+            self.counters["abusive"] += 1
+            conn.close(ABUSIVE)
+
     def _route(self, conn: _Connection, recipient: bytes, envelope: bytes, now: float) -> None:
         self.counters["envelopes_in"] += 1
+        # Every Send is charged to the rate limit, short ones too (they cost parsing).
+        allowed = conn.limit.allow(len(envelope), now)
         if len(envelope) < self.config.min_envelope_bytes:
-            self._drops["too_short"] += 1  # no sealed envelope is this short
+            self._refuse(conn, "too_short", now)  # no sealed envelope is this short
             return
         if conn.quiet:
             self._carried(conn)
-        if not conn.limit.allow(len(envelope), now):
-            self._drops["rate_limited"] += 1
+        if not allowed:
+            self._refuse(conn, "rate_limited", now)
             return
         target = self._clients.get(recipient)
         if target is not None and target.live:
@@ -1183,15 +1221,18 @@ class Relay:
         ):
             return
         drops = self._drops
+        limited = 0
         for frame in frames:
             if not allowed and not conn.limit.allow(len(_envelope_of(frame)), now):
-                drops["rate_limited"] += 1
+                limited += 1
             elif outbox is not None:
                 refused = outbox.put(frame, True, conn.key)
                 if refused is not None:
                     drops[refused] += 1
             else:
                 self._mailboxes.put(recipient, _envelope_of(frame), now, conn.key)
+        if limited:
+            self._refuse(conn, "rate_limited", now, limited)
 
     # -- routing with a fault plan ----------------------------------------------
 
@@ -1215,13 +1256,14 @@ class Relay:
         faults = self._faults
         assert faults is not None
         self.counters["envelopes_in"] += 1
+        allowed = conn.limit.allow(size, now)
         if size < self.config.min_envelope_bytes:
-            self._drops["too_short"] += 1
+            self._refuse(conn, "too_short", now)
             return
         if conn.quiet:
             self._carried(conn)
-        if not conn.limit.allow(size, now):
-            self._drops["rate_limited"] += 1
+        if not allowed:
+            self._refuse(conn, "rate_limited", now)
             return
         target = self._clients.get(recipient)
         if target is not None and target.live:

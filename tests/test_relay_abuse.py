@@ -436,3 +436,107 @@ async def test_a_flood_of_bad_handshakes_grows_the_relay_log_boundedly(
     assert relay.stats()["auth_failures"] == flood
     assert len(lines) <= 2 * (Throttle.FIRST + 1) + 1  # auth_failed and closed, and stats
     assert any("suppressed" in line and "count=295" in line for line in lines)
+
+
+# -- a flooder costs itself ---------------------------------------------------------------
+
+
+async def test_short_sends_count_against_the_rate_limit(
+    nursery: trio.Nursery, autojump_clock: trio.abc.Clock
+) -> None:
+    relay = Relay(RelayConfig(envelopes_per_second=1, envelope_burst=5, abuse_factor=100))
+    a, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    await a.login()
+    await b.login()
+    short = sealed(1)[:-1]
+    await a.send(*[send(b, short)] * 5, send(b, sealed(2)))
+    assert await a.sync() == []  # still connected
+    assert await b.sync() == []  # the short ones spent its tokens: nothing came
+    drops = relay.stats()["drops"]
+    assert (drops["too_short"], drops["rate_limited"]) == (5, 1)
+
+
+@pytest.mark.parametrize("junk", ["too_short", "rate_limited"])
+async def test_a_client_dropped_far_past_its_allowance_is_disconnected(
+    nursery: trio.Nursery, autojump_clock: trio.abc.Clock, junk: str
+) -> None:
+    # An allowance of 5 (the burst) and a multiple of 4: 20 drops within a second.
+    config = RelayConfig(envelopes_per_second=1, envelope_burst=5, abuse_factor=4)
+    relay = Relay(config)
+    flooder_key = SigningKey.generate()
+    flooder = memory_client(relay, nursery, flooder_key)
+    honest, b = memory_client(relay, nursery), memory_client(relay, nursery)
+    for client in (flooder, honest, b):
+        await client.login()
+    envelope = sealed(1)[:-1] if junk == "too_short" else sealed(1)
+    await flooder.send(*[send(b, envelope)] * 19)
+    assert await flooder.sync() == []  # 19 drops at most (and 5 delivered): still there
+    await flooder.send(*[send(b, envelope)] * 10)
+    refused(await flooder.drain(), "too many")
+    stats = relay.stats()
+    assert stats["abusive"] == 1 and stats["closes"]["abusive"] == 1
+    # The honest sender is served, and the flooder may come back only by proving its key.
+    await honest.send(send(b, sealed(7)))
+    assert await honest.sync() == []
+    got = [m for m in await b.sync() if isinstance(m, rw.Deliver)]
+    assert [tag(m.envelope) for m in got][-1] == 7
+    again = memory_client(relay, nursery, flooder_key)
+    await again.send(send(b, sealed(8)))  # before the handshake: refused, not routed
+    refused(await again.drain(), "expected Hello")
+    again = memory_client(relay, nursery, flooder_key)
+    assert await again.login() == 0
+
+
+class _Hasty(trio.abc.Stream):
+    """A stream whose reads of queued ``burst`` chunks return at once, without a
+    checkpoint (as a socket with data waiting may); otherwise it is ``inner``."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.burst: list[bytes] = []
+        self.taken = 0
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self.burst:
+            self.taken += 1
+            return self.burst.pop(0)
+        return bytes(await self.inner.receive_some(max_bytes))
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_one_connections_burst_of_tiny_frames_yields_to_the_others(
+    nursery: trio.Nursery,
+) -> None:
+    relay = Relay(RelayConfig(abuse_factor=1e9))  # this flood is not cut off
+    ours, theirs = trio.testing.memory_stream_pair()
+    hasty = _Hasty(theirs)
+    nursery.start_soon(relay.handle, hasty)
+    flooder = Client(ours)
+    await flooder.login()
+    tiny = encode_frame(rw.encode(rw.Send(bytes(32), b"x" * 16)))
+    chunks = 20
+    ping = encode_frame(rw.encode(rw.Ping(99)))
+    hasty.burst = [tiny * (65_536 // len(tiny))] * chunks + [ping]
+    seen: list[int] = []
+    done = False
+
+    async def witness() -> None:  # another task that wants the event loop meanwhile
+        while not done:
+            seen.append(hasty.taken)
+            await trio.lowlevel.checkpoint()
+
+    nursery.start_soon(witness)
+    await flooder.send(rw.Pong(1))  # wakes the relay's reader, which then takes the burst
+    assert await flooder.recv() == rw.Pong(99)  # the Ping at the burst's end: all read
+    done = True
+    assert relay.stats()["drops"]["too_short"] == chunks * (65_536 // len(tiny))
+    # The witness ran between the chunks, not only before and after them all.
+    assert any(0 < n < chunks for n in seen), seen
