@@ -34,7 +34,6 @@ import secrets
 import ssl
 import struct
 import traceback
-from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -406,19 +405,20 @@ class Outbox:
     more than 1/(k+1) of its frames or bytes ("outbox_sender"), so room always
     remains for one more, and junk for a busy recipient cannot crowd out an
     honest sender's envelopes (a sender holding nothing may always add one
-    frame; the relay's own frames are not counted). Senders are tracked as runs
-    of frames in queue order, one entry per run, not per frame.
+    frame; the relay's own frames are not counted).
 
-    Frames are kept in a plain list, so a writer usually takes them all at once;
-    the few that carry no envelope (Welcome, Ping, Pong) are remembered by their
-    place in the sequence of frames ever queued, so taking needs no per-frame test."""
+    Each sender has its own queue, and a writer takes them in turn, one frame
+    of each sender in each round (the relay's own frames, which carry no
+    envelope, go first): an honest sender's envelope waits behind at most one
+    frame of each other sender, never behind hundreds of one flooder's. Within
+    a sender the order is kept. When one sender alone has frames queued, as
+    usual, its whole queue is taken at once."""
 
     __slots__ = (
         "_controls",
-        "_frames",
-        "_head",
+        "_count",
+        "_queues",
         "_ready",
-        "_runs",
         "_shares",
         "budget",
         "bytes",
@@ -430,23 +430,21 @@ class Outbox:
         self.max_frames = max_frames
         self.max_bytes = max_bytes
         self.budget = budget
-        self._frames: list[bytes] = []
-        self._head = 0  # sequence number of _frames[0]
-        self._controls: deque[int] = deque()  # sequence numbers of frames without an envelope
+        self._controls: list[bytes] = []  # the relay's own frames (Welcome, Ping, Pong)
+        # Each sender's frames in order (the relay's own envelopes: b""), in the
+        # order the senders are served, and [frames, bytes charged] per sender.
+        self._queues: dict[bytes, list[bytes]] = {}
+        self._shares: dict[bytes, list[int]] = {}
+        self._count = 0
         self._ready = trio.Event()
         self.bytes = 0
-        # [sender, frames, bytes charged] per run of one sender's frames, in queue
-        # order, and [frames, bytes charged] per sender queued (the relay's own: b"").
-        self._runs: deque[list[Any]] = deque()
-        self._shares: dict[bytes, list[int]] = {}
 
     def __len__(self) -> int:
-        return len(self._frames)
+        return self._count
 
     def _refusal(self, count: int, charge: int, sender: bytes) -> str | None:
         """Why ``count`` more frames charging ``charge`` bytes cannot be queued, if so."""
-        frames = len(self._frames) + count
-        if frames > self.max_frames or self.bytes + charge > self.max_bytes:
+        if self._count + count > self.max_frames or self.bytes + charge > self.max_bytes:
             return "outbox_full"
         if sender:
             share = self._shares.get(sender)
@@ -468,24 +466,24 @@ class Outbox:
                 return "outbox_share"
         return None
 
-    def _add(self, count: int, charge: int, sender: bytes) -> None:
-        runs = self._runs
-        if runs and runs[-1][0] == sender:
-            runs[-1][1] += count
-            runs[-1][2] += charge
-        else:
-            runs.append([sender, count, charge])
-        share = self._shares.get(sender)
-        if share is None:
-            self._shares[sender] = [count, charge]
-        else:
-            share[0] += count
-            share[1] += charge
+    def _add(self, count: int, charge: int) -> None:
         if not self.bytes:
             self.budget.holders += 1
+        self._count += count
         self.bytes += charge
         self.budget.used += charge
         self._ready.set()
+
+    def _queue(self, sender: bytes, count: int, charge: int) -> list[bytes]:
+        share = self._shares.get(sender)
+        if share is None:
+            self._shares[sender] = [count, charge]
+            queue: list[bytes] = []
+            self._queues[sender] = queue
+            return queue
+        share[0] += count
+        share[1] += charge
+        return self._queues[sender]
 
     def _sub(self, charge: int) -> None:
         self.bytes -= charge
@@ -500,10 +498,11 @@ class Outbox:
         refused = self._refusal(1, charge, sender)
         if refused is not None:
             return refused
-        if not envelope:
-            self._controls.append(self._head + len(self._frames))
-        self._frames.append(frame)
-        self._add(1, charge, sender)
+        if envelope:
+            self._queue(sender, 1, charge).append(frame)
+        else:
+            self._controls.append(frame)
+        self._add(1, charge)
         return None
 
     def put_all(self, frames: list[bytes], size: int, sender: bytes) -> bool:
@@ -513,75 +512,84 @@ class Outbox:
         charge = size + len(frames) * FRAME_OVERHEAD
         if self._refusal(len(frames), charge, sender) is not None:
             return False
-        self._frames += frames
-        self._add(len(frames), charge, sender)
+        self._queue(sender, len(frames), charge).extend(frames)
+        self._add(len(frames), charge)
         return True
 
-    def _taken(self, count: int, charges: list[int] | None) -> None:
-        """Forget the senders of the first ``count`` frames (all of them if
-        ``charges``, their charges in order, is None)."""
-        shares = self._shares
-        if charges is None:
-            self._runs.clear()
-            shares.clear()
-            return
-        runs = self._runs
-        at = 0
-        while at < count:
-            run = runs[0]
-            n = min(run[1], count - at)
-            charge = sum(charges[at : at + n])
-            at += n
-            share = shares[run[0]]
-            share[0] -= n
-            share[1] -= charge
-            if not share[0]:
-                del shares[run[0]]
-            if n == run[1]:
-                runs.popleft()
-            else:
-                run[1] -= n
-                run[2] -= charge
-
     async def take(self, max_bytes: int) -> tuple[list[bytes], int]:
-        """Wait for frames; return some (at least one) and how many carry envelopes."""
-        while not self._frames:
+        """Wait for frames; return some (at least one, and no more than ``max_bytes``
+        charged unless that one is bigger) and how many carry envelopes."""
+        while not self._count:
             self._ready = trio.Event()
             await self._ready.wait()
-        frames = self._frames
-        if self.bytes <= max_bytes:
-            self._frames = []
+        out = self._controls
+        self._controls = []
+        total = sum(len(frame) for frame in out) + len(out) * FRAME_OVERHEAD
+        controls = len(out)
+        queues = self._queues
+        if len(queues) == 1 and self.bytes <= max_bytes:  # one sender, all of it: as it is
+            ((sender, queue),) = queues.items()
+            out += queue
+            queues.clear()
+            del self._shares[sender]
             total = self.bytes
-            self._taken(len(frames), None)
-        else:
-            count = total = 0
-            charges = []
-            for frame in frames:
-                charge = len(frame) + FRAME_OVERHEAD
-                if count and total + charge > max_bytes:
-                    break
-                count += 1
-                total += charge
-                charges.append(charge)
-            self._frames = frames[count:]
-            del frames[count:]
-            self._taken(count, charges)
-        self._head = end = self._head + len(frames)
-        envelopes = len(frames)
-        controls = self._controls
-        while controls and controls[0] < end:
-            controls.popleft()
-            envelopes -= 1
+        elif queues:
+            total = self._take_in_turn(out, total, max_bytes)
+        self._count -= len(out)
         self._sub(total)
-        return frames, envelopes
+        return out, len(out) - controls
+
+    def _take_in_turn(self, out: list[bytes], total: int, max_bytes: int) -> int:
+        """Move frames into ``out`` one of each sender a round, while they fit in
+        ``max_bytes`` (with ``total`` charged already); return the total charged."""
+        queues, shares = self._queues, self._shares
+        senders = list(queues)
+        taken = dict.fromkeys(senders, 0)
+        charged = dict.fromkeys(senders, 0)
+        served: list[bytes] = []  # in the last, unfinished round
+        full = False
+        while senders and not full:
+            served = []
+            still = []
+            for sender in senders:
+                queue = queues[sender]
+                at = taken[sender]
+                charge = len(queue[at]) + FRAME_OVERHEAD
+                if out and total + charge > max_bytes:
+                    full = True
+                    break
+                out.append(queue[at])
+                total += charge
+                taken[sender] = at + 1
+                charged[sender] += charge
+                served.append(sender)
+                if at + 1 < len(queue):
+                    still.append(sender)
+            senders = still
+        for sender, count in taken.items():
+            if not count:
+                continue
+            share = shares[sender]
+            if count == share[0]:
+                del queues[sender], shares[sender]
+                continue
+            del queues[sender][:count]
+            share[0] -= count
+            share[1] -= charged[sender]
+        if full:  # who was served in the unfinished round waits for the others next time
+            for sender in served:
+                if sender in queues:
+                    queues[sender] = queues.pop(sender)
+                    shares[sender] = shares.pop(sender)
+        return total
 
     def clear(self) -> int:
         """Discard everything; return how many envelopes were discarded."""
-        envelopes = len(self._frames) - len(self._controls)
-        self._head += len(self._frames)
-        self._frames = []
-        self._controls.clear()
-        self._taken(0, None)
+        envelopes = self._count - len(self._controls)
+        self._controls = []
+        self._queues.clear()
+        self._shares.clear()
+        self._count = 0
         if self.bytes:
             self._sub(self.bytes)
         return envelopes

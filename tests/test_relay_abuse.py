@@ -22,6 +22,8 @@ from contextlib import contextmanager
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
 from pixie.protocol import relaywire as rw
@@ -280,16 +282,17 @@ async def test_an_outbox_keeps_room_for_one_more_sender() -> None:
     outbox = Outbox(12, 1 << 20, ByteBudget(1 << 30))
     first, second, third = b"1" * 32, b"2" * 32, b"3" * 32
     # Alone, a sender may fill 12 / 2 frames: room stays for one more sender.
-    assert [outbox.put(b"x", True, first) for _ in range(7)].count(None) == 6
+    assert [outbox.put(b"1", True, first) for _ in range(7)].count(None) == 6
     # A second may hold 12 / 3 (the first, over that now, may add nothing).
-    assert [outbox.put(b"x", True, second) for _ in range(6)].count(None) == 4
-    assert outbox.put(b"x", True, first) == "outbox_sender"
-    assert outbox.put(b"x", True, third) is None  # a newcomer always gets one in
+    assert [outbox.put(b"2", True, second) for _ in range(6)].count(None) == 4
+    assert outbox.put(b"1", True, first) == "outbox_sender"
+    assert outbox.put(b"3", True, third) is None  # a newcomer always gets one in
     assert outbox.put(b"ping", False) is None  # the relay's own frames are not shared out
-    assert outbox.put(b"x", True, third) == "outbox_full"
-    frames, _ = await outbox.take(max_bytes=(1 + FRAME_OVERHEAD) * 8)
-    assert len(frames) == 8  # six of the first's, two of the second's: shares follow
-    assert outbox.put(b"x", True, first) is None
+    assert outbox.put(b"3", True, third) == "outbox_full"
+    frames, envelopes = await outbox.take(max_bytes=(1 + FRAME_OVERHEAD) * 8)
+    # The relay's own first, then the senders in turn, as many as fit.
+    assert (frames, envelopes) == ([b"ping", b"1", b"2", b"3", b"1", b"2", b"1"], 6)
+    assert outbox.put(b"1", True, first) is None  # shares follow: 3 of 12 held now
 
 
 def test_the_shared_outbox_budget_keeps_half_for_the_many() -> None:
@@ -540,3 +543,95 @@ async def test_one_connections_burst_of_tiny_frames_yields_to_the_others(
     assert relay.stats()["drops"]["too_short"] == chunks * (65_536 // len(tiny))
     # The witness ran between the chunks, not only before and after them all.
     assert any(0 < n < chunks for n in seen), seen
+
+
+# -- fair delivery --------------------------------------------------------------------------
+
+
+async def test_an_honest_envelope_does_not_wait_behind_a_flooders() -> None:
+    outbox = Outbox(1000, 1 << 30, ByteBudget(1 << 30))
+    mallory, honest = b"m" * 32, b"h" * 32
+    assert outbox.put_all([b"junk"] * 400, 4 * 400, mallory)
+    assert outbox.put(b"mail", True, honest) is None
+    assert outbox.put(b"pong", False) is None
+    frames, envelopes = await outbox.take(max_bytes=4 * (4 + FRAME_OVERHEAD))
+    assert (frames, envelopes) == ([b"pong", b"junk", b"mail", b"junk"], 3)
+    # The rest is mallory's, all of it at once.
+    frames, envelopes = await outbox.take(max_bytes=1 << 20)
+    assert (frames, envelopes, len(outbox), outbox.bytes) == ([b"junk"] * 398, 398, 0, 0)
+
+
+async def test_a_sender_served_last_round_waits_for_the_others_next_time() -> None:
+    outbox = Outbox(1000, 1 << 30, ByteBudget(1 << 30))
+    keys = [bytes([k]) * 32 for k in b"abc"]
+    for key in keys:
+        assert outbox.put_all([key[:1] + b"%d" % i for i in range(3)], 6, key)
+    unit = 2 + FRAME_OVERHEAD
+    assert (await outbox.take(max_bytes=2 * unit))[0] == [b"a0", b"b0"]
+    assert (await outbox.take(max_bytes=2 * unit))[0] == [b"c0", b"a1"]
+    assert (await outbox.take(max_bytes=9 * unit))[0] == [b"b1", b"c1", b"a2", b"b2", b"c2"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["put", "put_all", "control", "take", "clear"]),
+            st.integers(0, 3),  # which sender (0: the relay's own envelopes), or batch bytes
+            st.integers(1, 6),  # how many
+        ),
+        max_size=60,
+    )
+)
+def test_outboxes_serve_senders_in_turn_and_account_for_everything(
+    ops: list[tuple[str, int, int]],
+) -> None:
+    trio.run(_outbox_ops, ops)
+
+
+async def _outbox_ops(ops: list[tuple[str, int, int]]) -> None:
+    budget = ByteBudget(1 << 30)
+    outbox = Outbox(40, 4000, budget)
+    model: dict[bytes, list[bytes]] = {}  # per sender, in order
+    controls: list[bytes] = []
+    serial = 0
+    for op, who, n in ops:
+        sender = bytes([who]) * 32 if who else b""
+        if op in ("put", "put_all", "control"):
+            frames = []
+            for _ in range(n if op == "put_all" else 1):
+                serial += 1
+                frames.append(b"%d:%d" % (who, serial) + b"." * (serial % 50))
+            if op == "control":
+                if outbox.put(frames[0], False) is None:
+                    controls.append(frames[0])
+            elif op == "put":
+                if outbox.put(frames[0], True, sender) is None:
+                    model.setdefault(sender, []).append(frames[0])
+            elif outbox.put_all(frames, sum(map(len, frames)), sender):
+                model.setdefault(sender, []).extend(frames)
+        elif op == "clear":
+            assert outbox.clear() == sum(map(len, model.values()))
+            model.clear()
+            controls.clear()
+        elif len(outbox):
+            queued = {s: len(q) for s, q in model.items() if q}
+            got, envelopes = await outbox.take(max_bytes=n * 30)
+            assert got[: len(controls)] == controls  # the relay's own first
+            rest = got[len(controls) :]
+            assert envelopes == len(rest)
+            controls.clear()
+            counts = dict.fromkeys(queued, 0)
+            for frame in rest:
+                number = int(frame.split(b":")[0])
+                key = bytes([number]) * 32 if number else b""
+                assert model[key].pop(0) == frame  # each sender's order is kept
+                counts[key] += 1
+            left = [c for s, c in counts.items() if c < queued[s]]
+            if rest and left:  # in turn: none served twice more than one left waiting
+                assert max(counts.values()) - min(left) <= 1
+        held = sum(map(len, model.values())) + len(controls)
+        assert len(outbox) == held
+        charged = sum(len(f) + FRAME_OVERHEAD for q in [*model.values(), controls] for f in q)
+        assert outbox.bytes == budget.used == charged
+        assert budget.holders == (1 if charged else 0)
