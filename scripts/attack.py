@@ -15,12 +15,16 @@ Floods:
   minted_keys   as many proven connections as the descriptor limit allows (9,999 at most)
   tiny_flood    senders streaming Sends of 16-byte envelopes (and of the smallest valid size)
 
+A flooder the relay disconnects (as abusive) logs in again with a fresh key and
+goes on, as a determined attacker would; how often it had to is reported.
+
     python scripts/attack.py [--seconds 8] [--connections 9999] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -90,12 +94,31 @@ class Streams:
         self.open.append(stream)
         return stream, public
 
+    async def send(self, stream: trio.abc.Stream, data: bytes) -> trio.abc.Stream:
+        """Send ``data``; if the relay has hung up, log in afresh (``data`` is lost).
+        Returns the stream to go on with."""
+        try:
+            await stream.send_all(data)
+            return stream
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.relogins += 1
+            with suppress(ValueError):
+                self.open.remove(stream)
+            await trio.aclose_forcefully(stream)
+            return (await self.login())[0]
+
+    async def keep_sending(self, stream: trio.abc.Stream, data: Callable[[], bytes]) -> None:
+        """Send ``data()`` over and over, logging in afresh whenever the relay hangs up."""
+        while True:
+            stream = await self.send(stream, data())
+
+    port = 0
+    relogins = 0
+
     async def close(self) -> None:
         for stream in self.open:
             await trio.aclose_forcefully(stream)
         self.open.clear()
-
-    port = 0
 
 
 # -- the floods (each runs until cancelled) ------------------------------------------
@@ -107,26 +130,26 @@ async def outbox_fill(streams: Streams, targets: list[bytes]) -> None:
     envelope = os.urandom(256 << 10)
     frames = [encode_frame(rw.encode(rw.Send(key, envelope))) for key in sleepers]
 
-    async def blast(sender: trio.abc.Stream, first: int) -> None:
-        while True:
-            for i in range(len(frames)):
-                await sender.send_all(frames[(first + i) % len(frames)])
+    def cycle(first: int) -> Callable[[], bytes]:
+        turn = itertools.count(first)
+        return lambda: frames[next(turn) % len(frames)]
 
     async with trio.open_nursery() as nursery:
         for n, sender in enumerate(senders):
-            nursery.start_soon(blast, sender, 4 * n)
+            nursery.start_soon(streams.keep_sending, sender, cycle(4 * n))
 
 
 async def mailbox_junk(streams: Streams, targets: list[bytes]) -> None:
     senders = [(await streams.login())[0] for _ in range(4)]
+
     while True:
-        for sender in senders:
+        for n, sender in enumerate(senders):
             junk = b"".join(
                 encode_frame(rw.encode(rw.Send(key, os.urandom(MIN_ENVELOPE_BYTES + 64))))
                 for key in targets
                 for _ in range(300)
             )
-            await sender.send_all(junk)
+            senders[n] = await streams.send(sender, junk)
         await trio.sleep(0.5)
 
 
@@ -152,13 +175,9 @@ async def tiny_flood(streams: Streams, targets: list[bytes]) -> None:
     ]
     batch = b"".join(tiny) * 2000 + b"".join(small) * 50
 
-    async def blast(sender: trio.abc.Stream) -> None:
-        while True:
-            await sender.send_all(batch)
-
     async with trio.open_nursery() as nursery:
         for sender in senders:
-            nursery.start_soon(blast, sender)
+            nursery.start_soon(streams.keep_sending, sender, lambda: batch)
 
 
 # -- the honest pair ---------------------------------------------------------------------
@@ -310,6 +329,8 @@ async def one_flood(
         "honest_syncs": tried,
         "honest_failures": failures,
         "attacker_connections": attackers,
+        "attacker_relogins": streams.relogins,
+        "abusive": stats.get("abusive"),
         "rss_before": rss_before,
         "rss_after": rss_after,
         "mailbox_bytes": stats.get("mailbox_bytes"),
@@ -354,7 +375,8 @@ def main() -> int:
         )
         print(
             f"{r['flood']:>12}: honest syncs {r['honest_syncs_ok']}/{r['honest_syncs']}; "
-            f"{r['attacker_connections']} attacker connections; relay RSS {rss}; "
+            f"{r['attacker_connections']} attacker connections "
+            f"({r['attacker_relogins']} relogins, {r['abusive']} abusive); relay RSS {rss}; "
             f"held: mailboxes {r['mailbox_bytes']}, outboxes {r['outbox_bytes']}, "
             f"partial frames {r['receive_buffer_bytes']} B; log +{r['log_growth']} B; "
             f"evicted {r['evicted']}, busy {r['refused_busy']}; drops {r['drops']}"
