@@ -31,6 +31,18 @@ with that sibling have ended. Hence, for a Hello of a session not open here:
   held back (its newest) is answered; if the sibling answers ours instead, it
   had no session of its own open, and the Hello held back is a leftover,
   dropped. Neither side answers a leftover, so neither waits on a dead session.
+- Either way, our own Hello may never have reached the sibling: the relay hands
+  an envelope to the connection a peer has at that moment, and one that is
+  closing (a `pixie sync` just done) takes it down unread. So, before refusing
+  or holding back a sibling's Hello (the first time its id is seen), the peer
+  sends its own Hello again, and the sibling's live connection, which that
+  Hello just came over or which has replaced it, gets it: the higher peer then
+  holds it back (or answers it, once refused) and the lower one refuses it, so
+  the two always settle on one session. Its silence timer starts afresh, as
+  the sibling has just shown it is there. A Hello is taken in once: a copy of
+  the one that opened a session still running here is dropped before it
+  reaches the session, and so is a Hello of a session that has ended here or
+  was refused here (`_ended`), so no session runs or applies twice.
 - Otherwise, any session still running here with that sibling is one it has
   moved on from: it takes in what arrived for it, then ends as superseded
   (telling the sibling nothing), and the new Hello is answered.
@@ -87,6 +99,7 @@ LAST_SYNC_KEY = "last_sync"
 PAIRING_QUEUE = 64
 DESK_GRACE = 5.0  # seconds an invite or pairing waits for one that is ending
 MOVED_ON = "the sibling opened a newer session"
+ENDED_KEPT = 4_096  # ids of sessions over (run or refused here) remembered
 
 
 class SyncOutcome(enum.StrEnum):
@@ -211,6 +224,11 @@ class _Running:
     done: trio.Event = field(default_factory=trio.Event)
     report: SyncReport | None = None
     cause: SyncOutcome | None = None  # why the driver ended it, if it did
+    # The silence deadline of the wait now under way, and the ids of the
+    # sibling's Hellos this opener has sent its own Hello again for.
+    idle: trio.CancelScope | None = None
+    shown: set[bytes] = field(default_factory=set)
+    opened_by: syncwire.Hello | None = None  # a responder's: the sibling's Hello
 
     def wake(self) -> None:
         """Tell the sending task the session may have something new to say."""
@@ -244,6 +262,9 @@ class SyncEndpoint:
         # Per sibling, its newest Hello held back while a session of ours with it
         # opens (see the module's docstring), with its size.
         self._held: dict[bytes, tuple[syncwire.Hello, int]] = {}
+        # Ids of sessions that have ended here or that we refused (oldest
+        # first): a later copy of their Hello opens nothing.
+        self._ended: dict[bytes, None] = {}
         self._desk: PairingDesk | None = None
         self._desk_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
@@ -360,13 +381,19 @@ class SyncEndpoint:
             )
             return
         if running is None:
-            if not (isinstance(message, syncwire.Hello) and not message.reply):
+            if (
+                not isinstance(message, syncwire.Hello)
+                or message.reply
+                or message.session in self._ended
+            ):
                 kind = type(message).__name__
                 log.info("sync message from %s for no open session (%s)", who, kind)
                 return
             if self._nursery is not None and await self._settle(sender, message, len(payload)):
                 self._answer(sender, message, len(payload))
             return
+        if message == running.opened_by:
+            return  # the sibling said its Hello again: the session has it already
         try:
             running.send.send_nowait((message, len(payload)))
         except trio.ClosedResourceError:
@@ -388,24 +415,42 @@ class SyncEndpoint:
             if r.session.opener and r.session.phase in (Phase.IDLE, Phase.HELLO_SENT)
         ]
         if opening:
-            if bytes(self.link.identity.verify_key) < peer:
+            lower = bytes(self.link.identity.verify_key) < peer
+            if lower:
+                self._remember(hello.session)  # refused: a copy of it opens nothing
+            else:
+                self._held[peer] = (hello, size)  # the newest wins: only it can be open
+            for running in opening:
+                ours = running.session.hello
+                if ours is None or hello.session in running.shown:
+                    continue  # not sent yet, or already said again for this Hello
+                running.shown.add(hello.session)
+                await self._send_peer(peer, SyncData(syncwire.encode(ours)))
+                if running.idle is not None:
+                    running.idle.deadline = trio.current_time() + self.idle_timeout
+            if lower:
                 log.info(
                     "sync with %s: both sides opened a session; keeping ours", fingerprint(peer)
                 )
                 await self._send_peer(peer, SyncData(syncwire.encode(refusal(hello.session))))
-            else:
-                self._held[peer] = (hello, size)  # the newest wins: only it can be open
             return False
         for running in mine:  # the sibling has ended these: it opens one session at a time
             running.send.close()
         return True
 
+    def _remember(self, session_id: bytes) -> None:
+        """Note a session as over here, forgetting the oldest beyond ENDED_KEPT."""
+        self._ended[session_id] = None
+        if len(self._ended) > ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
+
     def _answer(self, peer: bytes, hello: syncwire.Hello, size: int) -> None:
         """Start a responder session for ``hello``."""
         assert self._nursery is not None
         self._held.pop(peer, None)  # anything held back is older
-        session = SyncSession(self._replica(), opener=False)
+        session = SyncSession(self._replica(), opener=False, session_id=hello.session)
         running = self._register(session, peer)
+        running.opened_by = hello
         self._sessions[hello.session] = running
         running.send.send_nowait((hello, size))
         self._registered.set()
@@ -520,6 +565,7 @@ class SyncEndpoint:
         async def receiver() -> None:
             while not session.finished:
                 with trio.move_on_after(self.idle_timeout) as scope:
+                    running.idle = scope
                     try:
                         message, size = await running.receive.receive()
                     except trio.EndOfChannel:  # the sibling has moved on (see _settle)
@@ -545,7 +591,9 @@ class SyncEndpoint:
                 nursery.start_soon(receiver)
                 nursery.start_soon(sender, nursery.cancel_scope)
         finally:
+            running.idle = None
             self._sessions.pop(session.session_id, None)
+            self._remember(session.session_id)
         stats = session.stats
         outcome: SyncOutcome
         if session.ending is Ending.DONE:

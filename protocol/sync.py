@@ -33,7 +33,10 @@ fails, an `Abort` tells the peer why, and nothing half-applied stays behind
    is `BUSY_REASON`; a session that receives one ends as `Ending.REFUSED` (the
    peer's own session does the work in its place). Which side refuses, and how
    leftovers of sessions long over are told apart, is the driver's business
-   (see `pixie.device.syncdriver`): a session only knows its own id.
+   (see `pixie.device.syncdriver`): a session only knows its own id. An opener
+   may send its Hello again (`SyncSession.hello`) to show the peer that its
+   session is still open; the driver hands a session its Hello once, and a
+   second Hello that differs from the first fails it like any other.
 
 The session never touches a socket or a database: it calls a `Replica` for the
 store's answers and queues messages for the driver to send.
@@ -192,6 +195,13 @@ class SyncSession:
         self._pending_need: list[bytes] = []
         self._acked = 0  # batches the sibling has confirmed applying
         self._said: tuple[bytes, int] | None = None  # the digest our Hello carried
+        self._hello: Hello | None = None  # the Hello an opener sent
+
+    @property
+    def hello(self) -> Hello | None:
+        """The Hello this session opened with (an opener's, once started): what a
+        driver sends again to show the sibling that the session is still open."""
+        return self._hello
 
     # -- the driver's side ----------------------------------------------------------
 
@@ -204,7 +214,8 @@ class SyncSession:
             raise ProtocolError(f"can't start a session in state {self.phase.value}")
         digest, count = self.replica.state()
         self._said = (digest, count)
-        self._send(Hello(self.session_id, False, digest, count, self.replica.marks()))
+        self._hello = Hello(self.session_id, False, digest, count, self.replica.marks())
+        self._send(self._hello)
         self.phase = Phase.HELLO_SENT
 
     def next_message(self) -> SyncMessage | None:
