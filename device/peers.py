@@ -32,7 +32,15 @@ from nacl.signing import SigningKey
 from pixie.protocol.envelope import EnvelopeError, open_envelope, seal
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
-from pixie.protocol.peerwire import Body, PeerMessage, decode_body, encode_body
+from pixie.protocol.peerwire import (
+    Body,
+    PairAccept,
+    PairReject,
+    PairRequest,
+    PeerMessage,
+    decode_body,
+    encode_body,
+)
 from pixie.protocol.replay import ReplayWindow, Verdict
 
 from .db import at_once
@@ -41,6 +49,8 @@ from .relayclient import RelayClient
 from .siblings import SiblingBook, Still
 
 log = logging.getLogger("pixie.peers")
+# All that an unpaired key may send, and only while an invite or pairing is open.
+PAIRING_MESSAGES = (PairRequest, PairAccept, PairReject)
 T = TypeVar("T")
 
 # Envelopes up to this size (a fetch part of 256 KiB among them) are sealed and
@@ -188,6 +198,13 @@ class PeerLink:
             return None
         except Exception as exc:  # as above: drop it, count it, go on
             self._reject("undecodable", f"from {who}: {_bug(exc)} decoding the body")
+            return None
+        if not known and not isinstance(body.message, PAIRING_MESSAGES):
+            # A stranger may only ever pair. Checked here, where the envelope is
+            # admitted, not by the driver when it dispatches: a pairing that
+            # ends in between must not let a stranger's Hello or request through
+            # as though it came from a sibling.
+            self._reject("unpaired", f"{type(body.message).__name__} from unpaired key {who}")
             return None
         if known:
             verdict = self.siblings.accept_counter(opened.sender, body.counter)

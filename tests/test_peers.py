@@ -16,7 +16,14 @@ from pixie.device.relayclient import Delivered
 from pixie.device.siblings import SiblingInfo
 from pixie.protocol.envelope import seal
 from pixie.protocol.identity import new_identity
-from pixie.protocol.peerwire import Ping, encode_body
+from pixie.protocol.peerwire import (
+    FetchRequest,
+    PairRequest,
+    PeerMessage,
+    Ping,
+    SyncData,
+    encode_body,
+)
 from pixie.protocol.replay import WINDOW
 
 
@@ -299,3 +306,39 @@ async def test_a_sibling_paired_after_the_link_started_is_heard(node: Node) -> N
     link.admit_strangers = False  # ... and after it
     relay.inbox = [ping(node, 2)]
     assert await drain(link) == [2]
+
+
+@pytest.mark.parametrize("admitted", ["argument", "flag"])
+async def test_a_stranger_may_only_ever_send_pairing_messages(node: Node, admitted: str) -> None:
+    """While strangers are admitted (an invite or pairing open), an unpaired key's
+    Ping, sync message or holder request is refused where the envelope is
+    admitted, so no pairing that ends meanwhile can let it pass as a sibling's;
+    only its pairing messages get through."""
+    stranger = bytes(STRANGER.verify_key)
+    me = node.public_key()
+
+    def from_stranger(message: PeerMessage, counter: int) -> Delivered:
+        return Delivered(stranger, seal(STRANGER, me, encode_body(message, counter)))
+
+    relay = FakeRelay(
+        [
+            from_stranger(Ping(1), 1),
+            from_stranger(SyncData(b"a hello, or anything"), 2),
+            from_stranger(
+                FetchRequest(bytes(16), "0b9c6a53-3d9f-4a5e-9c61-4f1f0d2b7e10", bytes(32)), 3
+            ),
+            from_stranger(PairRequest("pad", "device", bytes(32)), 4),
+        ]
+    )
+    link = PeerLink(node.identity(), node.siblings, relay)  # type: ignore[arg-type]
+    got: list[PeerMessage] = []
+    if admitted == "flag":
+        link.admit_strangers = True
+    try:
+        while True:
+            incoming = await link.receive(strangers=admitted == "argument")
+            got.append(incoming.body.message)
+    except EOFError:
+        pass
+    assert [type(m) for m in got] == [PairRequest]
+    assert link.rejected == {"unpaired": 3}
