@@ -51,6 +51,7 @@ log = logging.getLogger("pixie.control")
 
 CONTROL_NAME = "control.sock"
 MAX_REQUEST_BYTES = 64 * 1024
+MAX_TIMEOUT = 7 * 24 * 3600.0  # a week, as the command line allows
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_PATH_BYTES = 100  # AF_UNIX paths are limited (108 bytes on Linux, 104 on macOS)
 REPLY_QUEUE = 256
@@ -208,7 +209,7 @@ async def _dispatch(live: Live, request: Any, note: Note) -> dict[str, Any]:
             return {"ok": True, "result": [r.as_json() for r in reports]}
         if op in ("offload", "fetch", "recall"):
             async with live.lock:
-                service = await _offload_service(live, endpoint, float(args.get("timeout", 10)))
+                service = await _offload_service(live, endpoint, _timeout(args, 10.0))
                 note_id = str(args.get("note_id", ""))
                 if op == "offload":
                     return {"ok": True, "result": (await service.offload(note_id)).as_json()}
@@ -217,23 +218,47 @@ async def _dispatch(live: Live, request: Any, note: Note) -> dict[str, Any]:
                 return {"ok": True, "result": await service.recall(note_id)}
     except DeviceError as exc:
         return {"ok": False, "error": str(exc)}
-    return {"ok": False, "error": f"unknown control operation {op!r:.40}"}
+    except Exception as exc:
+        # One request that goes wrong in a way nobody foresaw must not stop
+        # the daemon: the command hears of it, the daemon goes on.
+        log.warning("control request %s failed: %s", _op_name(op), type(exc).__name__)
+        return {"ok": False, "error": f"the daemon could not do that ({type(exc).__name__})"}
+    return {"ok": False, "error": f"unknown control operation {_op_name(op)}"}
+
+
+def _op_name(op: object) -> str:
+    return repr(op)[:40] if isinstance(op, str) else type(op).__name__
+
+
+def _timeout(args: dict[str, Any], default: float) -> float:
+    """A request's timeout: a finite number of seconds above 0 and at most a
+    week (JSON from the socket may say Infinity or NaN, which the code, its
+    expiry and every deadline below could not take)."""
+    timeout = args.get("timeout", default)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        raise BadInput(
+            f"bad control request: timeout must be a number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT:g}"
+        )
+    return float(timeout)
 
 
 async def _pairing(
     live: Live, endpoint: SyncEndpoint, op: str, args: dict[str, Any], note: Note
 ) -> dict[str, Any]:
     """Invite, or pair, over the daemon's own connection."""
-    timeout = args.get("timeout", pairing.DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise BadInput("bad control request: timeout must be a positive number")
+    timeout = _timeout(args, pairing.DEFAULT_TIMEOUT)
     if op == "invite":
         if live.relay is None:
             raise BadInput("the daemon is not connected to the relay right now")
-        code = pairing.new_code(live.node.public_key(), live.relay, float(timeout))
+        code = pairing.new_code(live.node.public_key(), live.relay, timeout)
         async with endpoint.pairing() as desk:
             await note({"code": code.encode()})
-            info = await pairing.await_joiner(live.node, code, desk, timeout=float(timeout))
+            info = await pairing.await_joiner(live.node, code, desk, timeout=timeout)
         return {"ok": True, "result": info.as_json()}
     invite = pairing.InviteCode.parse(str(args.get("code", "")))
     if live.relay is None or str(invite.relay) != str(live.relay):
@@ -241,7 +266,7 @@ async def _pairing(
         # knocks no daemon off (the relay keeps one connection per key).
         return {"ok": True, "result": None}
     async with endpoint.pairing() as desk:
-        info = await pairing.join(live.node, invite, desk, timeout=float(timeout))
+        info = await pairing.join(live.node, invite, desk, timeout=timeout)
     return {"ok": True, "result": info.as_json()}
 
 
