@@ -52,6 +52,8 @@ log = logging.getLogger("pixie.pairing")
 CODE_PREFIX = "pixie-invite-"
 SECRET_BYTES = 16
 DEFAULT_TIMEOUT = 300.0
+# How often a joiner sends its request again while no answer has come.
+ASK_AGAIN_SECONDS = 5.0
 # Wrong codes from one joiner key that get a `PairReject` (a mistyped code
 # deserves an answer); later ones from that key get none. The invite stays
 # open for the real code whatever anyone sends: a wrong guess costs only the
@@ -218,30 +220,41 @@ async def join(node: Node, code: InviteCode, line: PairingLine, *, timeout: floa
     me = node.public_key()
     if me == code.inviter:
         raise BadInput("that invite code is this peer's own")
-    await line.send(
-        code.inviter,
-        PairRequest(node.name, node.role, _proof(code.secret, b"request", code.inviter, me)),
-    )
+    request = PairRequest(node.name, node.role, _proof(code.secret, b"request", code.inviter, me))
+    await line.send(code.inviter, request)
     with trio.move_on_after(timeout):
         while True:
-            incoming = await line.receive()
-            if incoming.sender != code.inviter:
-                continue
-            answer = incoming.body.message
-            if isinstance(answer, PairReject):
-                raise PairingFailed(f"the inviter refused: {answer.reason}")
-            if not isinstance(answer, PairAccept):
-                continue
-            expected = _proof(code.secret, b"accept", code.inviter, me)
-            if not hmac.compare_digest(answer.proof, expected):
-                raise PairingFailed("the inviter's answer did not prove the code; not paired")
-            info = SiblingInfo(code.inviter, answer.name, answer.role, str(code.relay), _now_us())
-            await trio.to_thread.run_sync(node.siblings.add, info, _seen(line, incoming))
-            return info
+            # The request again now and then until answered: one lost on the
+            # way, or dropped by an inviter busy with a flood of wrong codes,
+            # must not cost the pairing (each copy has a counter of its own;
+            # the inviter takes the first that proves the code).
+            with trio.move_on_after(ASK_AGAIN_SECONDS):
+                return await _answer(node, code, line)
+            await line.send(code.inviter, request)
     raise PairingFailed(
         f"no answer from {fingerprint(code.inviter)} within {timeout:g} s: the code may "
         "have expired or been used already"
     )
+
+
+async def _answer(node: Node, code: InviteCode, line: PairingLine) -> SiblingInfo:
+    """The inviter's answer to a joiner's request: stored as a sibling if it proves the code."""
+    me = node.public_key()
+    while True:
+        incoming = await line.receive()
+        if incoming.sender != code.inviter:
+            continue
+        answer = incoming.body.message
+        if isinstance(answer, PairReject):
+            raise PairingFailed(f"the inviter refused: {answer.reason}")
+        if not isinstance(answer, PairAccept):
+            continue
+        expected = _proof(code.secret, b"accept", code.inviter, me)
+        if not hmac.compare_digest(answer.proof, expected):
+            raise PairingFailed("the inviter's answer did not prove the code; not paired")
+        info = SiblingInfo(code.inviter, answer.name, answer.role, str(code.relay), _now_us())
+        await trio.to_thread.run_sync(node.siblings.add, info, _seen(line, incoming))
+        return info
 
 
 def _seen(line: PairingLine, incoming: Incoming) -> ReplayWindow:

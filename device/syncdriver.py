@@ -206,8 +206,17 @@ class PairingDesk:
         return self._endpoint.link.seen_from_stranger(key)
 
     def deliver(self, incoming: Incoming) -> None:
-        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
-            self._in.send_nowait(incoming)
+        """Queue a pairing message; when the queue is full the oldest goes, so
+        a flood of wrong codes cannot keep a joiner's newest request out (the
+        joiner asks again now and then)."""
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            try:
+                self._in.send_nowait(incoming)
+            except trio.WouldBlock:
+                with contextlib.suppress(trio.WouldBlock):
+                    self._out.receive_nowait()
+                with contextlib.suppress(trio.WouldBlock):
+                    self._in.send_nowait(incoming)
 
     def close(self) -> None:
         self._in.close()

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 import trio
+from nacl.signing import SigningKey
 
 from pixie.device.node import Node
-from pixie.device.pairing import InviteCode, _proof, await_joiner, invite, pair
+from pixie.device.pairing import InviteCode, _proof, await_joiner, invite, join, pair
 from pixie.device.peers import Incoming, PeerLink
 from pixie.device.relayclient import Delivered, RelayAddress, RelayClient
 from pixie.protocol.envelope import open_envelope, seal
@@ -21,6 +23,7 @@ from pixie.protocol.peerwire import (
     PairAccept,
     PairReject,
     PairRequest,
+    PeerMessage,
     decode_body,
     encode_body,
 )
@@ -185,3 +188,53 @@ async def test_wrong_codes_get_a_bounded_number_of_answers(node: Node) -> None:
     assert len(answered) == MAX_ANSWERED_JOINERS
     assert all(isinstance(m, PairReject) for _, m in line.sent)
     assert node.siblings.all() == []
+
+
+class LossyInviter:
+    """The line a joiner pairs over, with the inviter at its other end: the
+    first request is lost on the way (as one dropped by an inviter busy with a
+    flood of wrong codes would be); the inviter answers the next."""
+
+    def __init__(self, joiner: Node, code: InviteCode, inviter_key: SigningKey) -> None:
+        self.joiner, self.code, self.inviter_key = joiner, code, inviter_key
+        self.requests = 0
+        self.answers, self.inbox = trio.open_memory_channel[Incoming](4)
+
+    async def send(self, recipient: bytes, message: PeerMessage) -> int:
+        assert recipient == self.code.inviter and isinstance(message, PairRequest)
+        self.requests += 1
+        if self.requests >= 2:
+            proof = _proof(self.code.secret, b"accept", self.code.inviter, self.joiner.public_key())
+            accept = PairAccept("mac", "homebase", proof)
+            self.answers.send_nowait(Incoming(self.code.inviter, Body(bytes(16), 1, accept)))
+        return 0
+
+    async def receive(self) -> Incoming:
+        return await self.inbox.receive()
+
+    def seen_from(self, key: bytes) -> None:
+        return None
+
+
+async def test_a_joiner_asks_again_until_answered(node: Node, autojump_clock: object) -> None:
+    inviter_key = new_identity()
+    code = InviteCode(bytes(inviter_key.verify_key), RelayAddress("127.0.0.1", 1), b"k" * 16, 2**40)
+    line = LossyInviter(node, code, inviter_key)
+    info = await join(node, code, line, timeout=60)
+    assert line.requests == 2
+    assert info.key == code.inviter
+    assert [s.key for s in node.siblings.all()] == [code.inviter]
+
+
+async def test_a_full_pairing_desk_lets_the_oldest_go_not_the_newest() -> None:
+    from pixie.device.syncdriver import PAIRING_QUEUE, PairingDesk, SyncEndpoint
+
+    desk = PairingDesk(cast(SyncEndpoint, object()))
+    flood = [_wrong(bytes(new_identity().verify_key), 1) for _ in range(3 * PAIRING_QUEUE)]
+    real = _wrong(bytes(new_identity().verify_key), 1)
+    for incoming in [*flood, real]:
+        desk.deliver(incoming)
+    desk.close()
+    queued = [await desk.receive() for _ in range(PAIRING_QUEUE)]
+    assert queued[-1] is real
+    assert queued[:-1] == flood[-(PAIRING_QUEUE - 1) :]
