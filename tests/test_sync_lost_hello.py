@@ -39,9 +39,11 @@ async def test_a_session_whose_hello_was_lost_does_not_fail_the_next_sync(
     # Hello off the relay and goes away without reading it.
     closing = await RelayClient.connect(relay, phone.identity())
     theirs: list[SyncOutcome] = []
+    ended = trio.Event()
 
     async def homebase_session() -> None:
         theirs.append((await endpoint.sync_with(phone.public_key())).outcome)
+        ended.set()
 
     nursery.start_soon(homebase_session)
     with trio.fail_after(10):
@@ -53,8 +55,7 @@ async def test_a_session_whose_hello_was_lost_does_not_fail_the_next_sync(
     assert report.outcome is SyncOutcome.SYNCED, report
     assert phone.digest() == mac.digest()
     with trio.fail_after(30):
-        while not theirs:
-            await trio.sleep(0.01)
+        await ended.wait()
     assert theirs == [SyncOutcome.SYNCED]
 
 
@@ -81,8 +82,9 @@ async def test_a_hello_repeated_after_its_session_ended_opens_nothing(
     session.receive(answer)
     assert session.finished  # equal at the Hello: the Homebase's side has ended too
     with trio.fail_after(10):
-        while endpoint._sessions:
-            await trio.sleep(0.01)
+        for running in list(endpoint._sessions.values()):
+            await running.done.wait()
+    assert not endpoint._sessions
     answered = len(endpoint.reports)
     await link.send(mac.public_key(), SyncData(syncwire.encode(hello)))
     # A Ping behind it: once its Pong is back, the repeated Hello has been read.
