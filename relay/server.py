@@ -11,8 +11,9 @@ half-received frames (all together; before the handshake, 1 KiB each),
 mailboxes (per recipient and all together), a token bucket per client, the
 number of connections, and deadlines on the handshake, on idleness and on any
 frame once begun (slow-loris). With the defaults the relay holds at most about
-256 MiB of mail, 512 MiB of outboxes and 256 MiB of partial frames, plus one
-write batch and a fixed few kilobytes per connection, however keys are minted.
+256 MiB of mail, 512 MiB of outboxes and 256 MiB of partial frames, plus 24 MiB
+of whom each key writes to (see `pixie.relay.mailbox`), one write batch and a
+fixed few kilobytes per connection, however keys are minted.
 Whatever goes wrong on one connection ends that connection, is counted, and is
 logged by key fingerprint and size, never by content.
 
@@ -674,6 +675,9 @@ class Relay:
     def __init__(self, config: RelayConfig | None = None) -> None:
         self.config = config or RelayConfig()
         self._mailboxes = Mailboxes(self.config.mailbox)
+        # Whom each key writes to: a recipient's correspondents keep their place in
+        # its mailbox (see `pixie.relay.mailbox`). Noted for every Send routed.
+        self._wrote = self._mailboxes.correspondents.note
         self._outboxes = ByteBudget(self.config.outbox_total_bytes)
         self._receiving = ByteBudget(self.config.receive_total_bytes)
         self._shapes: dict[int, _Shape] = {}  # what Sends of each frame size share
@@ -1201,6 +1205,7 @@ class Relay:
         if not allowed:
             self._refuse(conn, "rate_limited", now)
             return
+        self._wrote(conn.key, recipient, now)
         target = self._clients.get(recipient)
         if target is not None and target.live:
             refused = target.outbox.put(relaywire.deliver_frame(conn.key, envelope), True, conn.key)
@@ -1219,6 +1224,8 @@ class Relay:
         if conn.quiet:  # (runs carry only envelopes of at least the minimum size)
             self._carried(conn)
         allowed = conn.limit.allow_all(len(frames), size, now)
+        if allowed:
+            self._wrote(conn.key, recipient, now)
         target = self._clients.get(recipient)
         # Offline, or still draining its mailbox: queue behind what waits there.
         outbox = target.outbox if target is not None and target.live else None
@@ -1241,6 +1248,8 @@ class Relay:
                 self._mailboxes.put(recipient, _envelope_of(frame), now, conn.key)
         if limited:
             self._refuse(conn, "rate_limited", now, limited)
+        if not allowed and limited < len(frames):
+            self._wrote(conn.key, recipient, now)
 
     # -- routing with a fault plan ----------------------------------------------
 
@@ -1273,6 +1282,7 @@ class Relay:
         if not allowed:
             self._refuse(conn, "rate_limited", now)
             return
+        self._wrote(conn.key, recipient, now)
         target = self._clients.get(recipient)
         if target is not None and target.live:
             faults.forward(conn, target, frame, size)

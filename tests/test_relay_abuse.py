@@ -30,7 +30,13 @@ from pixie.protocol import relaywire as rw
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MAX_FRAME_BYTES, MIN_ENVELOPE_BYTES, encode_frame
 from pixie.relay.logs import LOGGER_NAME, TextFormatter, Throttle
-from pixie.relay.mailbox import ENVELOPE_OVERHEAD, Mailboxes, MailboxLimits
+from pixie.relay.mailbox import (
+    CORRESPONDENT_COST,
+    ENVELOPE_OVERHEAD,
+    Correspondents,
+    Mailboxes,
+    MailboxLimits,
+)
 from pixie.relay.server import FRAME_OVERHEAD, ByteBudget, Outbox, Relay, RelayConfig
 from tests.test_relay import Client, conserved, memory_client, refused, send
 
@@ -112,21 +118,156 @@ def test_the_biggest_sender_loses_its_oldest_first() -> None:
     assert boxes.drops["mailbox_full"] == 3
 
 
-def test_minted_senders_cannot_push_out_anyones_only_envelope() -> None:
+def test_minted_senders_push_out_only_each_other() -> None:
+    boxes = Mailboxes(MailboxLimits(max_envelopes=4))
+    to, honest, mallory = b"r" * 32, b"h" * 32, b"m" * 32
+    minted = [bytes([i]) * 32 for i in range(10)]
+    boxes.correspondents.note(to, honest, 0)  # the recipient once wrote to honest
+    boxes.put(to, b"h1", 1, honest)
+    for i, sender in enumerate(minted):
+        boxes.put(to, b"from %d" % i, 2 + i, sender)
+    # Each newcomer pushed out the oldest single envelope of a key not written to.
+    assert boxes.senders(to) == {honest: 1, minted[7]: 1, minted[8]: 1, minted[9]: 1}
+    assert boxes.drops["mailbox_full"] == 7
+    for i in range(5):  # a flood from one key: after its first, it pushes out its own
+        boxes.put(to, b"m%d" % i, 12 + i, mallory)
+    assert boxes.senders(to) == {honest: 1, minted[8]: 1, minted[9]: 1, mallory: 1}
+    for i in range(2, 6):  # the correspondent's mail pushes out the others', then its own
+        boxes.put(to, b"h%d" % i, 20 + i, honest)
+    assert boxes.senders(to) == {honest: 4}
+    boxes.put(to, b"late", 30, minted[0])  # into a box of a correspondent's mail: refused
+    assert boxes.drops["mailbox_correspondents"] == 1
+    assert boxes.take(to, 31, max_count=10, max_bytes=1 << 20) == [
+        (honest, b"h%d" % i) for i in range(2, 6)
+    ]
+    assert boxes.drops == {
+        **dict.fromkeys(boxes.drops, 0),
+        "mailbox_full": 7 + 5 + 4,
+        "mailbox_correspondents": 1,
+    }
+
+
+def test_correspondents_holding_one_envelope_each_keep_it() -> None:
     boxes = Mailboxes(MailboxLimits(max_envelopes=3))
     to = b"r" * 32
-    senders = [bytes([i]) * 32 for i in range(10)]
-    for i, sender in enumerate(senders):
-        boxes.put(to, b"from %d" % i, i, sender)
-    # The first three stay; each newcomer with no envelope there yet is refused.
-    assert boxes.senders(to) == {s: 1 for s in senders[:3]}
-    assert boxes.drops["mailbox_shared"] == 7
-    boxes.put(to, b"newer from 0", 11, senders[0])  # a sender there replaces its own
-    assert boxes.take(to, 12, max_count=10, max_bytes=1 << 20) == [
-        (senders[1], b"from 1"),
-        (senders[2], b"from 2"),
-        (senders[0], b"newer from 0"),
+    friends = [bytes([i]) * 32 for i in range(5)]
+    for friend in friends:
+        boxes.correspondents.note(to, friend, 0)
+    for i, friend in enumerate(friends):
+        boxes.put(to, b"from %d" % i, i, friend)
+    # As many correspondents as the box holds, one envelope each: the next are refused.
+    assert boxes.senders(to) == {f: 1 for f in friends[:3]}
+    assert boxes.drops["mailbox_shared"] == 2
+    boxes.put(to, b"stranger", 6, b"s" * 32)
+    assert boxes.drops["mailbox_correspondents"] == 1
+    boxes.put(to, b"newer from 0", 7, friends[0])  # one there replaces its own
+    assert boxes.take(to, 8, max_count=10, max_bytes=1 << 20) == [
+        (friends[1], b"from 1"),
+        (friends[2], b"from 2"),
+        (friends[0], b"newer from 0"),
     ]
+
+
+def test_a_stranger_is_refused_without_dropping_anything() -> None:
+    each = 1000 + ENVELOPE_OVERHEAD
+    boxes = Mailboxes(MailboxLimits(max_bytes=5 * each))
+    to, friend, stranger = b"r" * 32, b"f" * 32, b"s" * 32
+    boxes.correspondents.note(to, friend, 0)
+    boxes.put(to, b"s" * 1000, 1, stranger)
+    for i in range(4):
+        boxes.put(to, bytes([i]) * 1000, 2 + i, friend)
+    # Room for a second stranger's envelope could only come from the friend's mail.
+    boxes.put(to, b"x" * 2000, 6, b"x" * 32)
+    assert boxes.senders(to) == {stranger: 1, friend: 4}
+    assert boxes.drops["mailbox_correspondents"] == 1
+    assert boxes.drops["mailbox_bytes"] == 0
+
+
+def test_correspondents_are_few_per_key_and_bounded_in_all() -> None:
+    known = Correspondents(per_key=3, total=5, max_age=100)
+    r, s = b"r" * 32, b"s" * 32
+    for i in range(4):
+        known.note(r, bytes([i]) * 32, i)
+    assert known.of(r, 4) == {bytes([i]) * 32 for i in (1, 2, 3)}  # the least recent went
+    known.note(r, bytes([1]) * 32, 5)  # written to again: now the most recent
+    known.note(r, bytes([9]) * 32, 6)
+    assert known.of(r, 6) == {bytes([i]) * 32 for i in (1, 3, 9)}
+    for i in range(3):
+        known.note(s, bytes([i]) * 32, 7 + i)
+    assert len(known) == 5  # at the total the least recent of any key went
+    assert known.of(r, 9) == {bytes([1]) * 32, bytes([9]) * 32}
+    assert known.of(r, 105.5) == {bytes([9]) * 32}  # unwritten for max_age: forgotten
+    known.note(s, bytes([5]) * 32, 200)
+    assert (len(known), known.of(r, 200)) == (1, set())
+
+
+def test_correspondents_are_charged_what_remembering_them_costs() -> None:
+    count = 5000
+    known = Correspondents(per_key=64, total=count, max_age=1e9)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(2 * count):  # each key writes to one other: the costliest shape
+            known.note(os.urandom(32), os.urandom(32), i)
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(known) == count
+    assert used <= count * CORRESPONDENT_COST
+    assert MailboxLimits().all_correspondents * CORRESPONDENT_COST <= 24 << 20
+
+
+async def offline_recipient(relay: Relay, nursery: trio.Nursery, honest: Client) -> SigningKey:
+    """A recipient that wrote to ``honest`` (so ``honest`` is its correspondent),
+    then went offline."""
+    key = SigningKey.generate()
+    recipient = memory_client(relay, nursery, key)
+    await recipient.login()
+    await recipient.send(send(honest, sealed(0)))
+    assert tag(await honest.envelope()) == 0
+    await recipient.close()
+    await trio.testing.wait_all_tasks_blocked()
+    assert relay.stats()["connections_authenticated"] == 1  # honest alone
+    return key
+
+
+@pytest.mark.parametrize(
+    ("minted", "size", "reason"),
+    [
+        (8, (8 << 20) // 8 - ENVELOPE_OVERHEAD, "mailbox_bytes"),  # one big envelope each
+        (256, MIN_ENVELOPE_BYTES, "mailbox_full"),  # one small envelope each
+    ],
+)
+async def test_minted_keys_cannot_lock_a_sibling_out_of_a_mailbox(
+    nursery: trio.Nursery, minted: int, size: int, reason: str
+) -> None:
+    relay = Relay()
+    limits = relay.config.mailbox
+    honest = memory_client(relay, nursery)
+    await honest.login()
+    key = await offline_recipient(relay, nursery, honest)
+    to = bytes(key.verify_key)
+    for i in range(minted):  # each key minted for one envelope, filling the mailbox
+        client = memory_client(relay, nursery)
+        await client.login()
+        await client.send(rw.Send(to, sealed(100 + i, size)))
+        assert await client.sync() == []
+    stats = relay.stats()
+    assert (
+        stats["mailbox_envelopes"] == limits.max_envelopes
+        or stats["mailbox_bytes"] + (MIN_ENVELOPE_BYTES + ENVELOPE_OVERHEAD) > limits.max_bytes
+    )
+    await honest.send(*(rw.Send(to, sealed(1 + i)) for i in range(3)))
+    assert await honest.sync() == []
+    recipient = memory_client(relay, nursery, key)
+    queued = await recipient.login()
+    got = [tag(e) for e in await recipient.envelopes(queued)]
+    assert got[-3:] == [1, 2, 3]  # the sibling's mail got in, the oldest minted went
+    assert 100 not in got
+    stats = relay.stats()
+    assert stats["drops"][reason] == minted + 3 - queued
+    assert stats["drops"]["mailbox_shared"] == stats["drops"]["mailbox_correspondents"] == 0
+    assert conserved(stats)
 
 
 def test_the_byte_bound_also_takes_from_the_biggest_sender() -> None:
