@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 import pixie
-from pixie.device import samplelife
 from pixie.device.samplelife import (
     CONTACTS,
     DEFAULT_END,
@@ -356,5 +355,15 @@ def test_main_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_module_is_usable_as_a_script() -> None:
-    assert samplelife.__name__ == "pixie.device.samplelife"
-    assert callable(samplelife.main)
+    """``python -m`` runs the generator and prints what `main` prints."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pixie.device.samplelife", "--events", "5"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    lines = done.stdout.splitlines()
+    assert len(lines) == 5
+    assert lines == jsonl(events=5).splitlines()
+    assert all(json.loads(line)["kind"] for line in lines)

@@ -276,11 +276,24 @@ def test_arguments_must_be_an_object(book: Book, arguments: Any) -> None:
         book.tool.call(arguments)
 
 
-def test_limits_are_inclusive(book: Book) -> None:
-    book.tool.call({"query": "x" * MAX_QUERY_CHARS})
-    book.tool.call({"days_back": 1})
-    book.tool.call({"days_back": MAX_DAYS_BACK})
-    book.tool.call({"topic": "t" * 40, "person": "A" * 200})
+@pytest.mark.parametrize(
+    ("at_limit", "past_it"),
+    [
+        ({"query": "x" * MAX_QUERY_CHARS}, {"query": "x" * (MAX_QUERY_CHARS + 1)}),
+        ({"days_back": 1}, {"days_back": 0}),
+        ({"days_back": MAX_DAYS_BACK}, {"days_back": MAX_DAYS_BACK + 1}),
+        ({"topic": "t" * 40}, {"topic": "t" * 41}),
+        ({"person": "A" * 200}, {"person": "A" * 201}),
+    ],
+)
+def test_limits_are_inclusive(
+    book: Book, at_limit: dict[str, Any], past_it: dict[str, Any]
+) -> None:
+    """A value at a limit is answered (with words for the model); one past it is refused."""
+    answer = book.tool.call(at_limit)
+    assert isinstance(answer, str) and answer.strip()
+    with pytest.raises(BadInput):
+        book.tool.call(past_it)
 
 
 # -- ToolBox and TurnGuards with a fake tool ----------------------------------------
