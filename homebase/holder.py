@@ -37,13 +37,13 @@ from typing import Any
 import trio
 from sqlalchemy import delete
 
-from pixie.device.db import at_once
 from pixie.device.errors import DeviceError
-from pixie.device.holdings import Holding
 from pixie.device.logs import Summarised
-from pixie.device.node import Node
-from pixie.device.notes import Zone
-from pixie.device.peers import Incoming
+from pixie.device.store.db import at_once
+from pixie.device.store.holdings import Holding
+from pixie.device.store.node import Node
+from pixie.device.store.notes import Zone
+from pixie.device.sync.peers import Incoming
 from pixie.protocol.faults import HOLDER_FAULTS, FaultPlan
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id

@@ -2,7 +2,7 @@
 
 A device parks the body of a clear note with a holder (its Homebase) and keeps
 the note's index; later it fetches the body back to show it, or recalls it. The
-drivers (`pixie.device.offload`, `pixie.homebase.holder`) move messages and
+drivers (`pixie.device.sync.offload`, `pixie.homebase.holder`) move messages and
 touch databases; every judgement about a message is made here, so the same
 rules run under the real relay, in tests and in the simulator:
 

@@ -33,7 +33,7 @@ fails, an `Abort` tells the peer why, and nothing half-applied stays behind
    is `BUSY_REASON`; a session that receives one ends as `Ending.REFUSED` (the
    peer's own session does the work in its place). Which side refuses, and how
    leftovers of sessions long over are told apart, is the driver's business
-   (see `pixie.device.syncdriver`): a session only knows its own id. An opener
+   (see `pixie.device.sync.driver`): a session only knows its own id. An opener
    may send its Hello again (`SyncSession.hello`) to show the peer that its
    session is still open; the driver hands a session its Hello once, and a
    second Hello that differs from the first fails it like any other.

@@ -41,13 +41,13 @@ from typing import Any
 
 import trio
 
-from pixie.device.daemon import sync_once
-from pixie.device.datadir import DataDir
-from pixie.device.eventfile import read_events
-from pixie.device.node import Node
-from pixie.device.relayclient import RelayAddress
-from pixie.device.siblings import SiblingInfo
-from pixie.device.syncdriver import SyncOutcome
+from pixie.device.ingest.jsonl import read_events
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.node import Node
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.daemon import sync_once
+from pixie.device.sync.driver import SyncOutcome
+from pixie.device.sync.relayclient import RelayAddress
 from pixie.protocol import relaywire as rw
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MIN_ENVELOPE_BYTES, encode_frame

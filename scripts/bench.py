@@ -26,13 +26,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pixie.device.datadir import DataDir
-from pixie.device.eventfile import read_events
-from pixie.device.grep import MAX_HITS
-from pixie.device.memlog import as_row
-from pixie.device.node import Node
-from pixie.device.samplelife import generate
+from pixie.device.agent.grep import MAX_HITS, GrepMemoryTool
+from pixie.device.ingest.jsonl import read_events
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import as_row
+from pixie.device.store.node import Node
 from pixie.protocol.timestamps import now_us
+from pixie.sim.samplelife import generate
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -144,19 +144,19 @@ def bench_grep(tmp: Path, events: int, runs: int) -> dict[str, float]:
             for _, line in node.mirror.lines():
                 out.write(line + "\n")
 
-        common = node.grep.run("Ada")
+        common = GrepMemoryTool(node.mirror).run("Ada")
         assert len(common.hits) == MAX_HITS, common.message
         nohit = "zebra crossing"
-        assert not node.grep.run(nohit).hits
+        assert not GrepMemoryTool(node.mirror).run(nohit).hits
         # The pattern that backtracking engines blow up on, in its worst form:
         # forced to fail on every line, so the whole text is scanned.
         patho = "(a+)+$"
         worst = "(a+)+QQQ$"
-        assert not node.grep.run(worst).hits
-        t_common = p50(lambda: node.grep.run("Ada"), runs)
-        t_nohit = p50(lambda: node.grep.run(nohit), max(5, runs // 5))
-        t_patho = p50(lambda: node.grep.run(patho), max(5, runs // 5))
-        t_worst = p50(lambda: node.grep.run(worst), max(5, runs // 5))
+        assert not GrepMemoryTool(node.mirror).run(worst).hits
+        t_common = p50(lambda: GrepMemoryTool(node.mirror).run("Ada"), runs)
+        t_nohit = p50(lambda: GrepMemoryTool(node.mirror).run(nohit), max(5, runs // 5))
+        t_patho = p50(lambda: GrepMemoryTool(node.mirror).run(patho), max(5, runs // 5))
+        t_worst = p50(lambda: GrepMemoryTool(node.mirror).run(worst), max(5, runs // 5))
     grep = shutil.which("grep")
     assert grep is not None
     t_gnu = p50(

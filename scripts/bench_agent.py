@@ -55,16 +55,16 @@ from multiprocessing.connection import Connection  # noqa: E402
 from mcp.client import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from pixie.device import samplelife  # noqa: E402
-from pixie.device.agentcli import memory_tools  # noqa: E402
-from pixie.device.chat import ChatAgent  # noqa: E402
-from pixie.device.chatmodel import ModelAnswer, ToolCallingModel  # noqa: E402
-from pixie.device.datadir import DataDir  # noqa: E402
-from pixie.device.eventfile import read_events  # noqa: E402
-from pixie.device.node import Node  # noqa: E402
-from pixie.device.notebook import Distilled  # noqa: E402
-from pixie.device.notes import NoteKind  # noqa: E402
-from pixie.device.tools import Tool  # noqa: E402
+from pixie.sim import samplelife  # noqa: E402
+from pixie.device.agent.chat import ChatAgent  # noqa: E402
+from pixie.device.agent.chatmodel import ModelAnswer, ToolCallingModel  # noqa: E402
+from pixie.device.agent.tools import Tool  # noqa: E402
+from pixie.device.cli.agent import memory_tools  # noqa: E402
+from pixie.device.ingest.jsonl import read_events  # noqa: E402
+from pixie.device.notebook.store import Distilled  # noqa: E402
+from pixie.device.store.datadir import DataDir  # noqa: E402
+from pixie.device.store.node import Node  # noqa: E402
+from pixie.device.store.notes import NoteKind  # noqa: E402
 from pixie.protocol.timestamps import now_us  # noqa: E402
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer  # noqa: E402
 
@@ -142,7 +142,7 @@ def timed_direct(
 async def timed_mcp(data: Path, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, list[float]]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pixie.homebase.cli", "--data", str(data), "mcp", "--guards", "client"],
+        args=["-m", "pixie.entry.main", "--data", str(data), "mcp", "--guards", "client"],
         env={k: os.environ[k] for k in ("PIXIE_KEYSTORE", "PIXIE_KEYS")},
     )
     out: dict[str, list[float]] = {"check_notebook": [], "grep_memory": [], "ping": []}

@@ -35,15 +35,15 @@ from typing import Any
 
 import trio
 
-from pixie.device.datadir import DataDir
-from pixie.device.distill import NotetakingService, PassReport
-from pixie.device.eventfile import read_events
-from pixie.device.keystore import FileKeyStore
-from pixie.device.llm import ChatCompletionsBackend, LLMRouter
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.offline import OfflineDistiller
-from pixie.device.samplelife import write_jsonl
+from pixie.device.distill.llm import ChatCompletionsBackend, LLMRouter
+from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.service import NotetakingService, PassReport
+from pixie.device.ingest.jsonl import read_events
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.keystore import FileKeyStore
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.sim.samplelife import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -45,18 +45,18 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from pixie.device.clearview import query_terms
-from pixie.device.datadir import DataDir
-from pixie.device.db import sqlite_uri
-from pixie.device.keystore import FileKeyStore
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind
-from pixie.device.samplelife import CONTACTS
-from pixie.device.seal import NONCE_BYTES, NotebookSeal
-from pixie.device.tools import CheckNotebookTool
+from pixie.device.agent.tools import CheckNotebookTool
+from pixie.device.notebook.clearview import query_terms
+from pixie.device.notebook.seal import NONCE_BYTES, NotebookSeal
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.db import sqlite_uri
+from pixie.device.store.keystore import FileKeyStore
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind
 from pixie.protocol.timestamps import now_us
+from pixie.sim.samplelife import CONTACTS
 
 DAY_US = 86_400_000_000
 TARGET_P50_MS = {10_000: 5.0, 100_000: 50.0}

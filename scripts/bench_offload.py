@@ -47,17 +47,17 @@ from typing import Any
 
 import trio
 
-from pixie.device.datadir import DataDir
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind
-from pixie.device.offload import NoteOffloadService
-from pixie.device.peers import PeerLink
-from pixie.device.relayclient import RelayAddress, RelayClient
-from pixie.device.siblings import SiblingInfo
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.notes import NoteKind
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.offload import NoteOffloadService
+from pixie.device.sync.peers import PeerLink
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol.peerwire import PART_BYTES
 
 TARGET = 1.5
-PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
+PIXIE = [sys.executable, "-m", "pixie.entry.main"]
 BODY_BYTES = 4096
 BIG_BYTES = 1_000_000
 
@@ -287,7 +287,7 @@ async def _forwarded(
 async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
     env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
     os.environ.update(env)
-    from pixie.device.node import Node  # after PIXIE_KEYS is set
+    from pixie.device.store.node import Node  # after PIXIE_KEYS is set
 
     DataDir.init(tmp / "device", name="phone", role="device")
     DataDir.init(tmp / "homebase", name="mac", role="homebase")

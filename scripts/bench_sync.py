@@ -59,15 +59,14 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from pixie.device.datadir import DataDir
-from pixie.device.db import sqlite_uri
-from pixie.device.eventfile import event_from_object
-from pixie.device.memlog import NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind
-from pixie.device.samplelife import generate
-from pixie.device.syncstore import NodeReplica
+from pixie.device.ingest.jsonl import event_from_object
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.db import sqlite_uri
+from pixie.device.store.memlog import NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind
+from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.digest import MODULUS, Fingerprint, event_item, item_hash
 from pixie.protocol.envelope import open_envelope, seal
 from pixie.protocol.identity import new_identity
@@ -83,6 +82,7 @@ from pixie.protocol.syncwire import (
     decode,
     encode,
 )
+from pixie.sim.samplelife import generate
 
 # Targets, from the issue.
 IN_SYNC_ROUND_TRIPS = 1

@@ -27,20 +27,20 @@ from pathlib import Path
 
 import trio
 
-from pixie.device.daemon import sync_once
-from pixie.device.datadir import DataDir
-from pixie.device.eventfile import read_events
-from pixie.device.memlog import as_row
-from pixie.device.node import Node
-from pixie.device.relayclient import RelayAddress
-from pixie.device.siblings import SiblingInfo
+from pixie.device.ingest.jsonl import read_events
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import as_row
+from pixie.device.store.node import Node
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.daemon import sync_once
+from pixie.device.sync.relayclient import RelayAddress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import write_life  # a sibling script
 
 TARGET = 0.3
 RAW_RUNS = 3
-PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
+PIXIE = [sys.executable, "-m", "pixie.entry.main"]
 
 
 def raw_rate(tmp: Path, node: Node) -> float:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from pixie.device.datadir import DataDir
-from pixie.device.node import Node
-from pixie.homebase.cli import main
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.node import Node
+from pixie.entry.main import main
 
 settings.register_profile(
     "pixie",

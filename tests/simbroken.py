@@ -15,11 +15,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pixie.device import statedigest, syncstore
-from pixie.device.notebook import NotebookStore, UpsertOutcome, UpsertResult
-from pixie.device.notes import Note, NoteKind
-from pixie.device.offload import NoteOffloadService
-from pixie.device.syncstore import NodeReplica
+from pixie.device.notebook.store import NotebookStore, UpsertOutcome, UpsertResult
+from pixie.device.store import statedigest
+from pixie.device.store.notes import Note, NoteKind
+from pixie.device.sync import replica as syncstore
+from pixie.device.sync.offload import NoteOffloadService
+from pixie.device.sync.replica import NodeReplica
 from pixie.homebase.holder import Holder
 from pixie.protocol import envelope
 from pixie.protocol.offload import FetchAttempt, Outcome, Verdict

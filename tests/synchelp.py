@@ -5,10 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from pixie.device.datadir import DataDir
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.syncstore import NodeReplica
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.sync import Loopback, SyncSession
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device import cli as device_cli
+from pixie.device.cli import main as device_cli
 from pixie.device.errors import BadInput
 from tests.conftest import CliResult, run_cli
 

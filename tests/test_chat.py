@@ -21,15 +21,16 @@ from typing import Any
 
 import pytest
 
-from pixie.device.agentcli import NO_MODEL, memory_tools
-from pixie.device.chat import MAX_STEPS, PERSONA, STOPPED_REPLY, ChatAgent, ChatTurn
-from pixie.device.chatmodel import MAX_TOOL_CALLS, ToolCallingModel
-from pixie.device.huddle import HuddleRecord, record_huddle
-from pixie.device.memlog import CHAT_KINDS, EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind, SealedKind
-from pixie.device.tools import DEFAULT_BUDGETS, CheckNotebookTool, ToolBox, ToolEvent
+from pixie.device.agent.chat import MAX_STEPS, PERSONA, STOPPED_REPLY, ChatAgent, ChatTurn
+from pixie.device.agent.chatmodel import MAX_TOOL_CALLS, ToolCallingModel
+from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.agent.tools import DEFAULT_BUDGETS, CheckNotebookTool, ToolBox, ToolEvent
+from pixie.device.cli.agent import NO_MODEL, memory_tools
+from pixie.device.notebook.huddle import HuddleRecord, record_huddle
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.memlog import CHAT_KINDS, EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind
 from tests.conftest import run_cli
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer
 
@@ -120,7 +121,7 @@ async def test_memory_is_fetched_by_tool_call_and_only_what_was_fetched_is_sent(
     # Each tool result reaches the model exactly as the tool renders it.
     check = CheckNotebookTool(life.node.notebook.clear_view(), life.node.contacts)
     assert tool_messages(second) == [check.call({"person": "Ada"})]
-    assert tool_messages(third)[1] == life.node.grep.run("lyon").render()
+    assert tool_messages(third)[1] == GrepMemoryTool(life.node.mirror).run("lyon").render()
     assert FETCHED_NOTE in tool_messages(second)[0]
     assert FETCHED_LOG in tool_messages(third)[1]
     # Nothing of the Notebook or the log rides in before it is fetched, and
@@ -144,7 +145,7 @@ async def test_the_turn_is_logged_and_grep_never_returns_it(
         (EventKind.AGENT_CHAT_AGENT, "QUOTEDREPLY she is fine"),
     ]
     for query in ("QUOTEDQUESTION", "QUOTEDREPLY", "how is Ada", "."):
-        result = life.node.grep.run(query)
+        result = GrepMemoryTool(life.node.mirror).run(query)
         assert not {h.kind for h in result.hits} & CHAT_KINDS
         assert not any("QUOTED" in h.snippet for h in result.hits)
     # ...and the next turn does not see the last one either.

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device.eventfile import MAX_LINE_BYTES
-from pixie.device.grep import EMPTY_MEMORY
+from pixie.device.agent.grep import EMPTY_MEMORY
+from pixie.device.ingest.jsonl import MAX_LINE_BYTES
 from tests.conftest import run_cli
 
 
@@ -222,7 +222,7 @@ def test_init_twice_is_refused(data_dir: Path) -> None:
 def test_real_console_script(tmp_path: Path) -> None:
     """The installed entry point, as a separate process."""
     env = {**os.environ, "PIXIE_DATA": str(tmp_path / "d")}
-    cmd = [sys.executable, "-m", "pixie.homebase.cli"]
+    cmd = [sys.executable, "-m", "pixie.entry.main"]
     subprocess.run([*cmd, "init"], env=env, check=True, capture_output=True)
     out = subprocess.run(
         [*cmd, "log", "import", "-"],

@@ -11,11 +11,11 @@ from typing import Any, cast
 import pytest
 import trio
 
-from pixie.device import pairing
-from pixie.device.control import Live, partial_handler
-from pixie.device.node import Node
-from pixie.device.relayclient import RelayAddress
-from pixie.device.syncdriver import SyncEndpoint
+from pixie.device.store.node import Node
+from pixie.device.sync import pairing
+from pixie.device.sync.control import Live, partial_handler
+from pixie.device.sync.driver import SyncEndpoint
+from pixie.device.sync.relayclient import RelayAddress
 
 
 async def ask(live: Live, request: str) -> dict[str, Any]:

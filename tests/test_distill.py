@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device import notebook as notebook_module
-from pixie.device.distill import (
+from pixie.device.distill.llm import ChatCompletionsBackend, LLMRouter
+from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.service import (
     ABOUT_YOU_TITLE,
     SCAN_KEY,
     DistillMark,
@@ -20,13 +21,12 @@ from pixie.device.distill import (
     PassReport,
     merge_facts,
 )
-from pixie.device.llm import ChatCompletionsBackend, LLMRouter
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled, UpsertOutcome
-from pixie.device.notes import ClearNote, NoteKind, SealedKind
-from pixie.device.offline import OfflineDistiller
-from pixie.device.seal import NotebookSeal
+from pixie.device.notebook.seal import NotebookSeal
+from pixie.device.notebook.store import Distilled, UpsertOutcome
+from pixie.device.notebook import store as notebook_module
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import ClearNote, NoteKind, SealedKind
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer, good_answer
 
 MINUTE = 60_000_000
@@ -342,7 +342,7 @@ def _life(node: Node) -> None:
 async def test_a_pass_interrupted_between_sources_resumes_without_skipping_or_redoing(
     node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pixie.device.datadir import DataDir
+    from pixie.device.store.datadir import DataDir
 
     DataDir.init(tmp_path / "calm", name="calm", role="device")
     with Node.open(tmp_path / "calm") as calm:

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device.daemon import run_peer
-from pixie.device.distill import NotetakingService
-from pixie.device.node import Node
-from pixie.device.notes import NoteKind
-from pixie.device.relayclient import RelayAddress
-from pixie.device.siblings import SiblingInfo
+from pixie.device.distill.service import NotetakingService
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.daemon import run_peer
+from pixie.device.sync.relayclient import RelayAddress
 from tests.conftest import run_cli
 from tests.llmserver import Reply, ScriptedLLMServer, refused_url
 from tests.test_sync_processes import PIXIE
@@ -184,8 +184,8 @@ async def test_run_on_a_device_distils_new_material(
 
 KILLER = """
 import os, signal, sys
-from pixie.device.distill import NotetakingService
-from pixie.homebase.cli import main
+from pixie.device.distill.service import NotetakingService
+from pixie.entry.main import main
 
 original = NotetakingService.commit
 done = 0

@@ -8,14 +8,14 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from pixie.device import samplelife
-from pixie.device.datadir import DataDir
-from pixie.device.distill import NotetakingService, router_for
-from pixie.device.eventfile import read_events
-from pixie.device.llm import LLMSettings
-from pixie.device.node import Node
-from pixie.device.notes import ClearNote, NoteKind
-from pixie.device.tools import CheckNotebookTool
+from pixie.device.agent.tools import CheckNotebookTool
+from pixie.device.distill.llm import LLMSettings
+from pixie.device.distill.service import NotetakingService, router_for
+from pixie.device.ingest.jsonl import read_events
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.node import Node
+from pixie.device.store.notes import ClearNote, NoteKind
+from pixie.sim import samplelife
 
 EVENTS = 1500
 

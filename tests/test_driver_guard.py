@@ -13,10 +13,10 @@ import pytest
 import trio
 import trio.testing
 
-from pixie.device.daemon import sync_once
-from pixie.device.peers import Incoming, PeerLink
-from pixie.device.relayclient import RelayAddress, RelayClient
-from pixie.device.syncdriver import SyncEndpoint, SyncOutcome
+from pixie.device.sync.daemon import sync_once
+from pixie.device.sync.driver import SyncEndpoint, SyncOutcome
+from pixie.device.sync.peers import Incoming, PeerLink
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol.offload import body_hash
 from pixie.protocol.peerwire import FetchRequest, PeerMessage, SyncData
 from pixie.relay.server import RelayConfig, serve_relay

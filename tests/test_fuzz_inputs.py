@@ -21,10 +21,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pixie.device import config
-from pixie.device.datadir import DataDir
 from pixie.device.errors import BadInput
-from pixie.device.memlog import EventKind
+from pixie.device.store import config
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import EventKind
 from tests.conftest import CliResult, run_cli
 
 from .fuzzing import fuzz_settings

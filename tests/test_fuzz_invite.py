@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pixie.device.errors import BadInput
-from pixie.device.pairing import CODE_PREFIX, InviteCode
-from pixie.device.relayclient import RelayAddress
+from pixie.device.sync.pairing import CODE_PREFIX, InviteCode
+from pixie.device.sync.relayclient import RelayAddress
 from pixie.protocol.envelope import seal
 from pixie.protocol.identity import new_identity
 

@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 from nacl.public import Box, PrivateKey
 from nacl.signing import SigningKey
 
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.relayclient import RelayAddress, RelayClient
-from pixie.device.siblings import SiblingInfo
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol.envelope import open_envelope, seal
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MIN_ENVELOPE_BYTES
@@ -45,7 +45,7 @@ from .fuzzing import fuzz_settings
 from .test_fuzz_wire import PEER_SEEDS, SYNC_SEEDS, mutated
 from .test_wire_e2e import make_node, pair_up
 
-PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
+PIXIE = [sys.executable, "-m", "pixie.entry.main"]
 LAST_PING = (1 << 63) - 1  # above any counter the flood may have used
 STRANGER, ROGUE = new_identity(), new_identity()
 # The attack as it was reported: an envelope whose version is a thousand arrays

@@ -9,17 +9,17 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pixie.device.datadir import DataDir
-from pixie.device.grep import (
+from pixie.device.agent.grep import (
     EMPTY_MEMORY,
     MAX_HITS,
     SNIPPET_CHARS,
     GrepMemoryTool,
     clip,
 )
-from pixie.device.memlog import CHAT_KINDS, EventKind, NewEvent
-from pixie.device.mirror import MemoryTextMirror
-from pixie.device.node import Node
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import CHAT_KINDS, EventKind, NewEvent
+from pixie.device.store.mirror import MemoryTextMirror
+from pixie.device.store.node import Node
 
 WORDS = [
     "ada",
@@ -128,7 +128,7 @@ def test_grep_equals_brute_force_reference(
             if i == 0:
                 node.mirror.ensure_current()  # later batches arrive through the listener
         for q in queries:
-            result = node.grep.run(q)
+            result = GrepMemoryTool(node.mirror).run(q)
             got = [(h.event_id, h.snippet) for h in result.hits]
             assert got == reference(node, q), q
             assert len(result.hits) <= MAX_HITS
@@ -169,10 +169,10 @@ def test_cold_start_and_other_writers_never_miss(batches: list[list[NewEvent]]) 
 
 
 def test_empty_memory_is_terminal(node: Node) -> None:
-    assert node.grep.run("anything").render() == EMPTY_MEMORY
+    assert GrepMemoryTool(node.mirror).run("anything").render() == EMPTY_MEMORY
     # only chat turns: still nothing to search
     node.log.append([NewEvent(kind=EventKind.AGENT_CHAT_USER, at=0, text="what about ada?")], now=0)
-    assert node.grep.run("ada").message == EMPTY_MEMORY
+    assert GrepMemoryTool(node.mirror).run("ada").message == EMPTY_MEMORY
 
 
 def test_chat_turns_are_never_returned(node: Node) -> None:
@@ -184,7 +184,7 @@ def test_chat_turns_are_never_returned(node: Node) -> None:
         ],
         now=0,
     )
-    result = node.grep.run("lyon")
+    result = GrepMemoryTool(node.mirror).run("lyon")
     assert [h.kind for h in result.hits] == [EventKind.MESSAGE]
 
 
@@ -197,7 +197,7 @@ def test_twelve_newest_of_many_and_clipping(node: Node) -> None:
         ],
         now=0,
     )
-    result = node.grep.run("needle")
+    result = GrepMemoryTool(node.mirror).run("needle")
     assert len(result.hits) == MAX_HITS
     assert [h.snippet.count("needle") for h in result.hits] == [1] * MAX_HITS
     assert [int(h.snippet.split("needle")[1].split()[0]) for h in result.hits] == list(
@@ -209,17 +209,17 @@ def test_twelve_newest_of_many_and_clipping(node: Node) -> None:
 
 def test_invalid_patterns_fall_back_to_literal(node: Node) -> None:
     node.log.append([NewEvent(kind=EventKind.JOURNAL, at=0, text="call mom (urgent")], now=0)
-    result = node.grep.run("(urgent")
+    result = GrepMemoryTool(node.mirror).run("(urgent")
     assert result.literal and len(result.hits) == 1
     assert "plain text" in result.message
     # a backreference is not RE2 syntax: it is searched literally, not as a backref
-    assert node.grep.run(r"(m)o\1").hits == ()
+    assert GrepMemoryTool(node.mirror).run(r"(m)o\1").hits == ()
 
 
 def test_pathological_pattern_is_linear(node: Node) -> None:
     node.log.append([NewEvent(kind=EventKind.JOURNAL, at=0, text="a" * 30_000 + "!")], now=0)
-    assert node.grep.run("(a+)+$").hits == ()
-    assert len(node.grep.run("(a+)+!").hits) == 1
+    assert GrepMemoryTool(node.mirror).run("(a+)+$").hits == ()
+    assert len(GrepMemoryTool(node.mirror).run("(a+)+!").hits) == 1
 
 
 @given(
@@ -258,7 +258,7 @@ def test_whose_words_a_hit_shows(node: Node) -> None:
         ],
         now=0,
     )
-    lines = node.grep.run("porto").render().splitlines()[1:]
+    lines = GrepMemoryTool(node.mirror).run("porto").render().splitlines()[1:]
     assert [line.split(": ", 1)[0].split(" · ", 1)[1] for line in lines] == [
         "journal · you",
         "message · Inés",

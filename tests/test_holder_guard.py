@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import trio
 
-from pixie.device.peers import Incoming
-from pixie.device.relayclient import RelayUnavailable
+from pixie.device.sync.peers import Incoming
+from pixie.device.sync.relayclient import RelayUnavailable
 from pixie.homebase.holder import Holder
 from pixie.protocol.offload import body_hash
 from pixie.protocol.peerwire import (

@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device import config
-from pixie.device.distill import llm_settings, router_for
-from pixie.device.errors import BadInput
-from pixie.device.llm import (
+from pixie.device.distill.llm import (
     MAX_CONTENT_CHARS,
     MAX_FACTS,
     MAX_LINE_CHARS,
@@ -38,7 +35,10 @@ from pixie.device.llm import (
     parse_result,
     render_prompt,
 )
-from pixie.device.offline import OfflineDistiller
+from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.service import llm_settings, router_for
+from pixie.device.errors import BadInput
+from pixie.device.store import config
 from tests.llmserver import Reply, ScriptedLLMServer, refused_url
 
 DAY = 86_400_000_000

@@ -20,13 +20,13 @@ from mcp.client import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from pixie.device.grep import GrepMemoryTool
-from pixie.device.mcpserver import SERVER_NAME, MemoryMCPSession, SessionGuards
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind
-from pixie.device.tools import DEFAULT_BUDGETS, CheckNotebookTool, GrepMemory
+from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.agent.mcpserver import SERVER_NAME, MemoryMCPSession, SessionGuards
+from pixie.device.agent.tools import DEFAULT_BUDGETS, CheckNotebookTool, GrepMemory
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind
 from tests.conftest import run_cli
 
 START = 1_700_000_000_000_000
@@ -53,7 +53,7 @@ async def connect(
     collects anything on the server's stdout that was not protocol."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pixie.homebase.cli", "--data", str(data), "mcp", *flags],
+        args=["-m", "pixie.entry.main", "--data", str(data), "mcp", *flags],
         env={k: os.environ[k] for k in ("PIXIE_KEYSTORE", "PIXIE_KEYS")},
     )
     stray: list[Exception] = []
@@ -81,7 +81,7 @@ async def test_pixie_mcp_serves_both_tools_with_session_guards(
     memory: Node, data_dir: Path, tmp_path: Path
 ) -> None:
     check = CheckNotebookTool(memory.notebook.clear_view(), memory.contacts)
-    grep = GrepMemory(memory.grep)
+    grep = GrepMemory(GrepMemoryTool(memory.mirror))
     errlog = tmp_path / "mcp.err"
     async with connect(data_dir, errlog, "--verbose") as (session, stray):
         init = await session.initialize()
@@ -101,7 +101,7 @@ async def test_pixie_mcp_serves_both_tools_with_session_guards(
         assert "Training for Lyon." in text_of(got)
         got = await session.call_tool("grep_memory", {"query": "lyon"})
         assert not got.is_error
-        assert text_of(got) == memory.grep.run("lyon").render()
+        assert text_of(got) == GrepMemoryTool(memory.mirror).run("lyon").render()
 
         # The same call again (case and spacing aside) is refused, not run.
         again = await session.call_tool("check_notebook", {"person": "  ADA "})

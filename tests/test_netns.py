@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
+PIXIE = [sys.executable, "-m", "pixie.entry.main"]
 RELAY_IP, HOME_IP, DEVICE_IP = "10.77.0.1", "10.77.0.2", "10.77.0.3"
 BODY = "Notes from the planning call: the trip moves to May; Ada books the train."
 

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.huddle import HuddleRecord, nudges, record_huddle
-from pixie.device.keystore import FileKeyStore, KeyStoreError
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled, UpsertOutcome
-from pixie.device.notes import NoteKind, SealedKind, Zone
-from pixie.device.seal import NotebookSeal, SealError
+from pixie.device.notebook.huddle import HuddleRecord, nudges, record_huddle
+from pixie.device.notebook.seal import NotebookSeal, SealError
+from pixie.device.notebook.store import Distilled, UpsertOutcome
+from pixie.device.store.keystore import FileKeyStore, KeyStoreError
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind, Zone
 from pixie.protocol.timestamps import now_us
 
 
@@ -108,7 +109,9 @@ def test_pins_accumulate_and_file_a_spark_event(node: Node) -> None:
     assert all(p.contact_id == node.log.get(event_id).contact_id for p in pins)  # type: ignore[union-attr]
     sparks = [r for r in node.log.all_records() if r.kind is EventKind.SPARK]
     assert len(sparks) == 2
-    assert [h.kind for h in node.grep.run("summit").hits][:2] == [EventKind.SPARK] * 2
+    assert [h.kind for h in GrepMemoryTool(node.mirror).run("summit").hits][:2] == [
+        EventKind.SPARK
+    ] * 2
     with pytest.raises(NotFound):
         node.notebook.pin_spark("01900000-0000-7000-8000-000000000000")
 

@@ -20,15 +20,15 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pixie.device import offload
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.holdings import PendingRelease, forget_release
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import ABOUT_YOU_KEY, NoteKind, SealedKind, content_hash
-from pixie.device.offload import NoteOffloadService, OffloadFailed
-from pixie.device.peers import Incoming
-from pixie.device.siblings import Still, Withdrawn
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.holdings import PendingRelease, forget_release
+from pixie.device.store.node import Node
+from pixie.device.store.notes import ABOUT_YOU_KEY, NoteKind, SealedKind, content_hash
+from pixie.device.store.siblings import Still, Withdrawn
+from pixie.device.sync import offload
+from pixie.device.sync.offload import NoteOffloadService, OffloadFailed
+from pixie.device.sync.peers import Incoming
 from pixie.homebase.holder import Holder
 from pixie.protocol.faults import HOLDER_FAULTS, FaultSpecError, parse_faults
 from pixie.protocol.offload import (

@@ -148,11 +148,11 @@ async def test_crashes_never_leave_a_note_nowhere(setup: Setup) -> None:
         # The device is killed between a valid ack and the clear.
         killer = (
             "import os, signal, sys\n"
-            "from pixie.device.offload import NoteOffloadService\n"
+            "from pixie.device.sync.offload import NoteOffloadService\n"
             "def die(*a):\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
             "NoteOffloadService._compare_and_clear = die\n"
-            "from pixie.homebase.cli import main\n"
+            "from pixie.entry.main import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )
         killed = subprocess.run(

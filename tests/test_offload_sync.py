@@ -9,9 +9,9 @@ from pathlib import Path
 
 import trio
 
-from pixie.device.holdings import PendingRelease
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.holdings import PendingRelease
+from pixie.device.store.notes import NoteKind
 from tests.synchelp import sync
 from tests.test_offload import BODY, MAC, make_pair
 

@@ -12,10 +12,10 @@ import pytest
 import trio
 from nacl.signing import SigningKey
 
-from pixie.device.node import Node
-from pixie.device.pairing import InviteCode, _proof, await_joiner, invite, join, pair
-from pixie.device.peers import Incoming, PeerLink
-from pixie.device.relayclient import Delivered, RelayAddress, RelayClient
+from pixie.device.store.node import Node
+from pixie.device.sync.pairing import InviteCode, _proof, await_joiner, invite, join, pair
+from pixie.device.sync.peers import Incoming, PeerLink
+from pixie.device.sync.relayclient import Delivered, RelayAddress, RelayClient
 from pixie.protocol.envelope import open_envelope, seal
 from pixie.protocol.identity import new_identity
 from pixie.protocol.peerwire import (
@@ -172,7 +172,7 @@ def _wrong(key: bytes, counter: int) -> Incoming:
 
 
 async def test_wrong_codes_get_a_bounded_number_of_answers(node: Node) -> None:
-    from pixie.device.pairing import MAX_ANSWERED_JOINERS, MAX_BAD_ATTEMPTS
+    from pixie.device.sync.pairing import MAX_ANSWERED_JOINERS, MAX_BAD_ATTEMPTS
 
     persistent = bytes(new_identity().verify_key)
     many = [bytes(new_identity().verify_key) for _ in range(MAX_ANSWERED_JOINERS + 6)]
@@ -227,7 +227,7 @@ async def test_a_joiner_asks_again_until_answered(node: Node, autojump_clock: ob
 
 
 async def test_a_full_pairing_desk_lets_the_oldest_go_not_the_newest() -> None:
-    from pixie.device.syncdriver import PAIRING_QUEUE, PairingDesk, SyncEndpoint
+    from pixie.device.sync.driver import PAIRING_QUEUE, PairingDesk, SyncEndpoint
 
     desk = PairingDesk(cast(SyncEndpoint, object()))
     flood = [_wrong(bytes(new_identity().verify_key), 1) for _ in range(3 * PAIRING_QUEUE)]

@@ -10,10 +10,10 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from pixie.device.node import Node
-from pixie.device.peers import PeerLink
-from pixie.device.relayclient import Delivered
-from pixie.device.siblings import SiblingInfo
+from pixie.device.store.node import Node
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.peers import PeerLink
+from pixie.device.sync.relayclient import Delivered
 from pixie.protocol.envelope import seal
 from pixie.protocol.identity import new_identity
 from pixie.protocol.peerwire import (
@@ -144,8 +144,8 @@ async def test_send_reserves_counters_durably(node: Node) -> None:
 
 def test_invite_codes_parse_and_expire(node: Node) -> None:
     from pixie.device.errors import BadInput
-    from pixie.device.pairing import InviteCode
-    from pixie.device.relayclient import RelayAddress
+    from pixie.device.sync.pairing import InviteCode
+    from pixie.device.sync.relayclient import RelayAddress
 
     code = InviteCode(
         node.public_key(), RelayAddress("127.0.0.1", 9000), b"s" * 16, int(time.time()) + 60
@@ -168,7 +168,7 @@ def test_identity_is_in_the_key_store_not_the_data_dir(node: Node, data_dir: Pat
 async def test_an_envelope_that_breaks_a_decoder_is_dropped_and_the_link_goes_on(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pixie.device.peers as peers
+    import pixie.device.sync.peers as peers
 
     paired(node)
     real = peers.decode_body
@@ -250,7 +250,7 @@ def test_summaries_start_afresh_after_a_quiet_interval(caplog: pytest.LogCapture
 async def test_envelopes_from_unpaired_keys_are_dropped_before_any_crypto(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pixie.device.peers as peers
+    import pixie.device.sync.peers as peers
 
     paired(node)
     opened: list[int] = []

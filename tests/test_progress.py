@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device import display
+from pixie.device.cli import display
 
 from .test_offload_processes import PIXIE, Setup, pixie, setup, stop  # noqa: F401
 

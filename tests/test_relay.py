@@ -33,7 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from pixie.homebase.cli import build_parser
+from pixie.entry.main import build_parser
 from pixie.protocol import relaywire as rw
 from pixie.protocol.framing import (
     MAX_FRAME_BYTES,
@@ -1171,7 +1171,7 @@ def test_cli_settings_that_fail_later_raise_relay_error(tmp_path: Path) -> None:
     try:
         result = run_cli("relay", "--listen", ":0", "--tls-cert", str(cert))
     except RelayError:
-        pytest.skip("pixie.homebase.cli.main does not catch RelayError yet")
+        pytest.skip("pixie.entry.main.main does not catch RelayError yet")
     assert (result.code, result.err.count("\n")) == (2, 1)
 
 
@@ -1195,7 +1195,7 @@ async def test_cli_relay_process_serves_and_stops_cleanly_on_a_signal(
     command = [
         sys.executable,
         "-m",
-        "pixie.homebase.cli",
+        "pixie.entry.main",
         "relay",
         "--listen",
         "127.0.0.1:0",

@@ -20,8 +20,8 @@ import trio
 import trio.testing
 from nacl.signing import SigningKey
 
-from pixie.device.relayclient import RelayAddress, RelayClient
-from pixie.homebase.cli import build_parser
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
+from pixie.entry.main import build_parser
 from pixie.protocol import relaywire as rw
 from pixie.protocol.framing import MIN_ENVELOPE_BYTES
 from pixie.relay import cli as relay_cli
@@ -350,7 +350,7 @@ def test_cli_bad_fault_seed_is_refused() -> None:
 
 
 async def test_cli_bad_fault_spec_through_the_real_binary() -> None:
-    command = [sys.executable, "-m", "pixie.homebase.cli", "relay", "--listen", "127.0.0.1:0"]
+    command = [sys.executable, "-m", "pixie.entry.main", "relay", "--listen", "127.0.0.1:0"]
     with trio.fail_after(60):
         done = await trio.run_process(
             [*command, "--faults", "bogus=1"], capture_stdout=True, capture_stderr=True, check=False

@@ -15,13 +15,14 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pixie.device.datadir import DataDir
-from pixie.device.huddle import HuddleRecord, record_huddle
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind, SealedKind, Zone
-from pixie.device.tools import CheckNotebookTool, GrepMemory, ToolBox, TurnGuards
+from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.agent.tools import CheckNotebookTool, GrepMemory, ToolBox, TurnGuards
+from pixie.device.notebook.huddle import HuddleRecord, record_huddle
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind, Zone
 from tests.conftest import run_cli
 
 NAMES = ["Ada Lovelace", "Priya Raman", "Jimmy Okafor", "Zoë Martin"]
@@ -68,7 +69,8 @@ def clear_side_outputs(node: Node, qs: list[tuple[str, str | None, str | None]])
     view = node.notebook.clear_view()
     out.append(repr(view.clear_notes()))
     box = ToolBox(
-        [CheckNotebookTool(view, node.contacts), GrepMemory(node.grep)], guards=TurnGuards()
+        [CheckNotebookTool(view, node.contacts), GrepMemory(GrepMemoryTool(node.mirror))],
+        guards=TurnGuards(),
     )
     for query, person, topic in qs:
         out.append(repr(view.search_clear(query, topic=topic)))

@@ -36,14 +36,14 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from pixie.device.clearview import STOPWORDS, query_terms
-from pixie.device.datadir import DataDir
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.keystore import FileKeyStore
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled, NotebookStore, UpsertOutcome
-from pixie.device.notes import NoteKind, SealedKind
+from pixie.device.notebook.clearview import STOPWORDS, query_terms
+from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.keystore import FileKeyStore
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind
 
 T = TypeVar("T")
 
@@ -292,7 +292,7 @@ def world() -> Iterator[World]:
             )
             w = World(node, store, ids, clock_ms)
             # Pins date themselves with now_us(): tie that to the same clock.
-            with mock.patch("pixie.device.notebook.now_us", lambda: w.now_us):
+            with mock.patch("pixie.device.notebook.store.now_us", lambda: w.now_us):
                 yield w
 
 

@@ -13,8 +13,8 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from pixie.homebase.sim.__main__ import main
-from pixie.homebase.sim.world import RunResult, run_seed
+from pixie.sim.__main__ import main
+from pixie.sim.world import RunResult, run_seed
 
 from .simbroken import VARIANTS
 

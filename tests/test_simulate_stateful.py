@@ -19,7 +19,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from pixie.homebase.sim.world import OPERATIONS, InvariantViolated, World
+from pixie.sim.world import OPERATIONS, InvariantViolated, World
 
 from .simbroken import VARIANTS
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device.datadir import DataDir
-from pixie.device.memlog import NumberedRows, Row
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind, SealedKind
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import NumberedRows, Row
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncwire import Marks, Records
@@ -94,7 +94,7 @@ def test_lying_marks_are_caught_by_repair(tmp_path: Path) -> None:
     sync(a, b)
     say(a, "one more")
     # b claims to hold everything a has: the stream sends nothing, repair finds it
-    from pixie.device.syncstore import NodeReplica
+    from pixie.device.sync.replica import NodeReplica
     from pixie.protocol.sync import Loopback, SyncSession
 
     class Liar(NodeReplica):

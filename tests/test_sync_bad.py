@@ -22,13 +22,13 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from pixie.device import syncstore
-from pixie.device.contacts import contact_id_for
-from pixie.device.datadir import DataDir
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled, sealed_hash
-from pixie.device.notes import NoteKind, SealedKind, content_hash
+from pixie.device.notebook.store import Distilled, sealed_hash
+from pixie.device.store.contacts import contact_id_for
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind, content_hash
+from pixie.device.sync import replica as syncstore
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, Stamp
 from pixie.protocol.reconcile import HIGHEST, LOWEST, Range

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device.daemon import sync_once
-from pixie.device.peers import PeerLink
-from pixie.device.relayclient import RelayAddress, RelayClient
-from pixie.device.syncdriver import SyncOutcome
+from pixie.device.sync.daemon import sync_once
+from pixie.device.sync.driver import SyncOutcome
+from pixie.device.sync.peers import PeerLink
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol import syncwire
 from pixie.protocol.peerwire import Ping, Pong, SyncData
 from pixie.protocol.sync import SyncSession

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device.node import Node
-from pixie.device.siblings import SiblingInfo
-from pixie.device.syncdriver import SyncOutcome, SyncReport
+from pixie.device.store.node import Node
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.driver import SyncOutcome, SyncReport
 from pixie.protocol.identity import fingerprint, new_identity
 
 from .test_sync_processes import PIXIE, start_relay

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-PIXIE = [sys.executable, "-m", "pixie.homebase.cli"]
+PIXIE = [sys.executable, "-m", "pixie.entry.main"]
 
 
 def pixie(data: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device.daemon import sync_once
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.peers import PeerLink
-from pixie.device.relayclient import RelayAddress, RelayClient
-from pixie.device.siblings import SiblingInfo
-from pixie.device.syncdriver import SyncEndpoint, SyncOutcome
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.daemon import sync_once
+from pixie.device.sync.driver import SyncEndpoint, SyncOutcome
+from pixie.device.sync.peers import PeerLink
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol import syncwire
 from pixie.protocol.peerwire import SyncData
 from pixie.protocol.sync import SyncSession

@@ -37,14 +37,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from pixie.device import syncstore
-from pixie.device.contacts import contact_id_for
 from pixie.device.errors import BadInput
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled, UpsertOutcome
-from pixie.device.notes import NoteKind, SealedKind
-from pixie.device.syncstore import NodeReplica
+from pixie.device.notebook.store import Distilled, UpsertOutcome
+from pixie.device.store.contacts import contact_id_for
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.sync import replica as syncstore
+from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncwire import Marks, decode, encode

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import trio
 
-from pixie.device.daemon import run_peer, sync_once
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind, SealedKind
-from pixie.device.relayclient import RelayAddress
-from pixie.device.siblings import SiblingInfo
-from pixie.device.syncdriver import last_syncs
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.daemon import run_peer, sync_once
+from pixie.device.sync.driver import last_syncs
+from pixie.device.sync.relayclient import RelayAddress
 from pixie.relay.server import RelayConfig, serve_relay
 
 from .synchelp import dump

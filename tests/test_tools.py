@@ -18,13 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pixie.device.errors import BadInput, NotFound
-from pixie.device.grep import EMPTY_MEMORY, MAX_QUERY_CHARS
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind
-from pixie.device.tools import (
+from pixie.device.agent.grep import EMPTY_MEMORY, MAX_QUERY_CHARS, GrepMemoryTool
+from pixie.device.agent.tools import (
     DEFAULT_BUDGETS,
     MAX_DAYS_BACK,
     CheckNotebookTool,
@@ -33,6 +28,11 @@ from pixie.device.tools import (
     ToolEvent,
     TurnGuards,
 )
+from pixie.device.errors import BadInput, NotFound
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind
 from pixie.protocol.timestamps import now_us
 
 DAY_US = 86_400_000_000
@@ -478,7 +478,7 @@ def test_the_hook_fires_once_per_call_with_its_outcome(
 def real_box(book: Book, events: list[ToolEvent]) -> ToolBox:
     # CheckNotebookTool declares `parameters` as a ClassVar, which mypy --strict
     # says does not satisfy the Tool protocol (see the report); it works at run time.
-    tools: list[Any] = [book.tool, GrepMemory(book.node.grep)]
+    tools: list[Any] = [book.tool, GrepMemory(GrepMemoryTool(book.node.mirror))]
     return ToolBox(tools, guards=TurnGuards(), on_call=events.append)
 
 
@@ -487,7 +487,7 @@ def test_real_tools_fire_their_pills(book: Book) -> None:
     box = real_box(book, events)
     assert box.call("check_notebook", {"query": "lyon"}).text == book.tool.call({"query": "lyon"})
     assert box.call("grep_memory", {"query": "birthday"}).text == (
-        book.node.grep.run("birthday").render()
+        GrepMemoryTool(book.node.mirror).run("birthday").render()
     )
     box.call("check_notebook", {"query": "LYON "})
     box.call("check_notebook", {"days_back": 0})
@@ -514,7 +514,7 @@ def test_check_notebook_budget_through_the_box(book: Book) -> None:
 def test_grep_memory_through_the_box(book: Book) -> None:
     events: list[ToolEvent] = []
     box = real_box(book, events)
-    tool = GrepMemory(book.node.grep)
+    tool = GrepMemory(GrepMemoryTool(book.node.mirror))
     first = box.call("grep_memory", {"query": "Zoë"})
     # the message and the spark event the pin filed
     assert first.text.startswith('2 most recent memories matching "Zoë"')
@@ -540,7 +540,7 @@ def test_grep_memory_through_the_box(book: Book) -> None:
 
 
 def test_grep_memory_on_an_empty_log(node: Node) -> None:
-    box = ToolBox([GrepMemory(node.grep)], guards=None)
+    box = ToolBox([GrepMemory(GrepMemoryTool(node.mirror))], guards=None)
     assert box.call("grep_memory", {"query": "anything"}).text == EMPTY_MEMORY
 
 

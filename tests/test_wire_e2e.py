@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device.datadir import DataDir
 from pixie.device.errors import BadInput
-from pixie.device.memlog import EventKind, NewEvent
-from pixie.device.node import Node
-from pixie.device.notebook import Distilled
-from pixie.device.notes import NoteKind, SealedKind
-from pixie.device.pairing import InviteCode, PairingFailed, invite, pair
-from pixie.device.peers import PeerLink
-from pixie.device.relayclient import RelayAddress, RelayClient
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.sync.pairing import InviteCode, PairingFailed, invite, pair
+from pixie.device.sync.peers import PeerLink
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol.peerwire import Ping, Pong
 from pixie.relay.server import RelayConfig, serve_relay
 

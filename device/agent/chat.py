@@ -1,0 +1,330 @@
+"""The chat turn: the L2 agent loop over check_notebook and grep_memory.
+
+Memory is fetched, never injected. The system prompt is the persona and the
+standing instructions and nothing else: not a note, not a line of the log. The
+model is offered the two tools with their JSON-schema definitions and calls
+them when it needs background; only what those calls return enters the
+conversation, and only for this turn. That keeps a ~4k-token window for the
+question and the reply, and it makes every look at memory an event the user
+sees (a pill) and the loop can limit.
+
+This loop owns the guards (`TurnGuards`): a per-turn duplicate check and a
+per-tool budget. A spent budget ends the turn: the model is asked once more,
+with no tools on offer, to answer from what it has. Being refused a repeat
+twice ends it the same way, because a model that ignores the first refusal is
+looping, and so does reaching `MAX_STEPS`. Tools that an L3 tool-agent calls
+inside the turn go through `tool_agent_box`, with their own guards off: the
+budget that matters is this loop's.
+
+The turn is written to the memory log as agent_chat_user / agent_chat_agent
+events, which grep_memory never returns (see `memlog.SEARCHABLE_KINDS`).
+
+This module reaches the Notebook only through the tools and `ClearNotebook`;
+an import contract checks that nothing here can open a sealed note.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from pixie.device.agent.chatmodel import ChatModel, ModelAnswer, ToolCall
+from pixie.device.agent.tools import (
+    DEFAULT_BUDGETS,
+    CheckNotebookTool,
+    Tool,
+    ToolBox,
+    ToolEvent,
+    TurnGuards,
+)
+from pixie.device.distill.llm import BackendFailure
+from pixie.device.errors import BadInput
+from pixie.device.notebook.clearview import ClearNotebook
+from pixie.device.store.contacts import ContactBook
+from pixie.device.store.memlog import EventKind, MemoryLog, NewEvent
+from pixie.protocol.timestamps import now_us
+
+log = logging.getLogger("pixie.chat")
+
+MAX_QUESTION_CHARS = 2_000
+MAX_STEPS = 8  # model requests with tools on offer, in one turn
+MAX_REFUSALS = 2  # refused repeats in one turn before the loop ends it
+MAX_PREVIEW_PEOPLE = 4
+MAX_PREVIEW_TOPICS = 4
+
+PERSONA = """\
+You are Pixie, a warm and discreet personal assistant who helps the user look \
+after the people in their life. Answer briefly and plainly.
+You have no memory in this conversation until you fetch it. To learn about a \
+person, the user, their standing instructions or recent conversations, call \
+check_notebook first (filter by person, topic or days_back). Call grep_memory \
+only when the Notebook does not have it, to search raw messages, calls and \
+posts. Use only what these tools return; if they return nothing, say you do \
+not know. Never make up details about people. Do not repeat a call you have \
+already made in this turn."""
+
+STOPPED_REPLY = "I could not finish looking that up."
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurn:
+    """What one turn did: the answer, each tool call, and why it ended."""
+
+    question: str
+    answer: str
+    calls: tuple[ToolEvent, ...]
+    model_requests: int
+    stopped: str | None = None  # "budget", "repeats" or "steps" when the loop ended it
+    failure: str | None = None  # why the model gave no usable answer, if it did not
+    logged: tuple[str, ...] = ()  # ids of the agent_chat_* events written
+
+    @property
+    def answered(self) -> bool:
+        return self.failure is None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "tools": [
+                {"tool": e.tool, "pill": e.pill, "outcome": e.outcome, "arguments": e.arguments}
+                for e in self.calls
+            ],
+            "model_requests": self.model_requests,
+            "stopped": self.stopped,
+            "failure": self.failure,
+            "logged": list(self.logged),
+        }
+
+
+def check_question(question: object) -> str:
+    if not isinstance(question, str) or not question.strip():
+        raise BadInput("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise BadInput(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+    if "\x00" in question:
+        raise BadInput("the question contains a NUL character")
+    return question.strip()
+
+
+def tool_agent_box(
+    tools: Sequence[Tool], on_call: Callable[[ToolEvent], None] | None = None
+) -> ToolBox:
+    """Tools for an L3 tool-agent running inside a turn: the UI hook still
+    fires, the guards are off (the L2 loop above owns them)."""
+    return ToolBox(list(tools), guards=None, on_call=on_call)
+
+
+@dataclass
+class _Turn:
+    events: list[ToolEvent] = field(default_factory=list)
+    refusals: int = 0
+    stopped: str | None = None
+
+
+class ChatAgent:
+    """The L2 loop: one `turn` per question, the guards reset at each."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: Sequence[Tool],
+        *,
+        log: MemoryLog | None = None,
+        budgets: Mapping[str, int] = DEFAULT_BUDGETS,
+        on_call: Callable[[ToolEvent], None] | None = None,
+        persona: str = PERSONA,
+        max_steps: int = MAX_STEPS,
+        now: Callable[[], int] = now_us,
+    ) -> None:
+        self.model = model
+        self.tools = list(tools)
+        self.box = ToolBox(self.tools, guards=TurnGuards(budgets), on_call=self._heard)
+        self.on_call = on_call
+        self.persona = persona
+        self.max_steps = max_steps
+        self._log = log
+        self._now = now
+        self._turn = _Turn()
+        # SQLite blocks: tool calls and log writes go through one worker
+        # thread at a time, never on the event loop's thread.
+        self._lane = trio.CapacityLimiter(1)
+
+    def _heard(self, event: ToolEvent) -> None:
+        self._turn.events.append(event)
+        if self.on_call is not None:
+            self.on_call(event)
+
+    def tool_agent(self) -> ToolBox:
+        """The same tools for an L3 tool-agent inside this loop's turn."""
+        return tool_agent_box(self.tools, self._heard)
+
+    def messages_for(self, question: str) -> list[dict[str, Any]]:
+        """The conversation a turn starts from: the persona and the question."""
+        return [
+            {"role": "system", "content": self.persona},
+            {"role": "user", "content": question},
+        ]
+
+    async def turn(self, question: str) -> ChatTurn:
+        question = check_question(question)
+        asked_at = self._now()
+        self.box.new_turn()
+        self._turn = state = _Turn()
+        messages = self.messages_for(question)
+        schemas = self.box.schemas()
+        requests = 0
+        answer: str | None = None
+        failure: str | None = None
+        try:
+            while answer is None:
+                offer = schemas if state.stopped is None else []
+                requests += 1
+                reply = await self.model.complete(messages, offer)
+                if not reply.calls or state.stopped is not None:
+                    answer = reply.text or STOPPED_REPLY
+                    break
+                messages.append(_assistant(reply))
+                for call in reply.calls:
+                    messages.append(await self._run(call, state))
+                if state.stopped is None and requests >= self.max_steps:
+                    state.stopped = "steps"
+        except BackendFailure as exc:
+            failure = str(exc)
+            log.warning("the chat model gave no usable answer (%s)", exc)
+        if failure is not None:
+            answer = f"The model gave no usable answer ({failure})."
+        assert answer is not None
+        logged = await self._record(question, asked_at, None if failure else answer)
+        return ChatTurn(
+            question,
+            answer,
+            tuple(state.events),
+            requests,
+            state.stopped,
+            failure,
+            logged,
+        )
+
+    async def _run(self, call: ToolCall, state: _Turn) -> dict[str, Any]:
+        """Run one call through the guards; the tool message that answers it."""
+        if state.stopped is not None:
+            # Every call in an answer needs its reply, even after a stop.
+            text = "Not run: this turn's tool calls are over. Answer with what you have."
+        elif call.arguments is None:
+            # The hook still fires (as bad arguments); the model is told what was wrong.
+            self.box.call(call.name, None)
+            text = f"{call.name}: {call.problem}"
+        else:
+            seen = len(state.events)
+            reply = await trio.to_thread.run_sync(
+                self.box.call, call.name, call.arguments, limiter=self._lane
+            )
+            text = reply.text
+            outcome = state.events[-1].outcome if len(state.events) > seen else None
+            if reply.stop_turn:
+                state.stopped = "budget"
+            elif outcome == "refused_repeat":
+                state.refusals += 1
+                if state.refusals >= MAX_REFUSALS:
+                    state.stopped = "repeats"
+                    text += " No more tool calls in this turn: answer with what you have."
+        return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+    async def _record(self, question: str, asked_at: int, answer: str | None) -> tuple[str, ...]:
+        if self._log is None:
+            return ()
+        events = [NewEvent(EventKind.AGENT_CHAT_USER, asked_at, question)]
+        if answer is not None:
+            events.append(NewEvent(EventKind.AGENT_CHAT_AGENT, max(self._now(), asked_at), answer))
+        memlog = self._log
+        result = await trio.to_thread.run_sync(
+            lambda: memlog.append(events, now=self._now()), limiter=self._lane
+        )
+        return result.ids
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
+
+
+def _assistant(reply: ModelAnswer) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": reply.text or None,
+        "tool_calls": [call.wire() for call in reply.calls],
+    }
+
+
+# -- without a model ---------------------------------------------------------------
+
+_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(text)]
+
+
+def _mentions(question: str, name: str) -> bool:
+    wanted = _words(name)
+    words = _words(question)
+    n = len(wanted)
+    return n > 0 and any(words[i : i + n] == wanted for i in range(len(words) - n + 1))
+
+
+def people_in(question: str, contacts: ContactBook) -> list[str]:
+    """The contacts a question names (full name, alias or first name), as
+    check_notebook's person argument would be given them."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for contact in contacts.all():
+        if contact.id in seen:
+            continue
+        for name in (contact.name, *contact.aliases, contact.name.split()[0]):
+            if _mentions(question, name):
+                if name not in found:
+                    found.append(name)
+                seen.add(contact.id)
+                break
+    return found[:MAX_PREVIEW_PEOPLE]
+
+
+def topics_in(question: str, notebook: ClearNotebook) -> list[str]:
+    """The words of a question that are topic tags of some clear note."""
+    found: list[str] = []
+    for word in dict.fromkeys(_words(question)):
+        if len(found) >= MAX_PREVIEW_TOPICS:
+            break
+        if len(word) > 2 and notebook.search_clear("", topic=word, limit=1):
+            found.append(word)
+    return found
+
+
+def would_fetch(
+    question: str, check: CheckNotebookTool, notebook: ClearNotebook, contacts: ContactBook
+) -> list[tuple[dict[str, Any], str]]:
+    """What check_notebook returns for the names and topics in a question:
+    each call's arguments and its result, exactly as a model would read them.
+    With no name or topic in the question, the question itself as a query."""
+    question = check_question(question)
+    calls: list[dict[str, Any]] = [{"person": p} for p in people_in(question, contacts)]
+    calls += [{"topic": t} for t in topics_in(question, notebook)]
+    if not calls:
+        calls = [{"query": question[:200]}]
+    return [(args, check.call(args)) for args in calls]
+
+
+__all__ = [
+    "MAX_QUESTION_CHARS",
+    "MAX_STEPS",
+    "PERSONA",
+    "ChatAgent",
+    "ChatTurn",
+    "check_question",
+    "tool_agent_box",
+    "would_fetch",
+]

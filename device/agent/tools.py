@@ -1,0 +1,341 @@
+"""The model-facing tools and the guards every call passes through.
+
+`CheckNotebookTool` (check_notebook) reads the clear zone through a
+`ClearNotebook`, which holds no key; `GrepMemoryTool` (grep_memory) reads the
+log's text mirror. Neither this module nor anything it imports can open a
+sealed note (an import contract checks it).
+
+Small models loop: they repeat a call word for word, or re-ask with cosmetic
+changes. Prompting alone did not stop that, so `TurnGuards` does: a per-turn
+duplicate-call check that refuses an identical repeat, and a per-tool call
+budget that ends the turn when spent. Inside an L3 tool-agent the guards are
+off (`ToolBox(..., guards=None)`), because the L2 loop above owns them. Every
+call fires the UI hook, which is how the chat shows "Checked your notebook".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
+
+from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
+from pixie.device.errors import BadInput, NotFound
+from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
+from pixie.device.store.contacts import ContactBook, clean_name
+from pixie.device.store.notes import LABELS, MAX_TAG_CHARS, NoteKind
+from pixie.protocol.timestamps import format_date, now_us
+
+BODY_CHARS_SHOWN = 600
+MAX_PERSON_CHARS = 200
+MAX_DAYS_BACK = 36_500
+DEFAULT_BUDGETS: Mapping[str, int] = {"check_notebook": 4, "grep_memory": 3}
+# Where the guards live when the tools are served to another agent's loop (MCP):
+# "session", ours, per connection, a turn ending after a quiet gap; or "client",
+# off here, because the client's own loop owns them.
+GuardMode = Literal["session", "client"]
+GUARD_MODES: tuple[GuardMode, ...] = ("session", "client")
+DEFAULT_TURN_GAP = 60.0  # seconds without a call after which a session's turn is over
+MAX_TURN_GAP = 86_400.0
+
+
+class Tool(Protocol):
+    """What a model-facing tool offers. Read-only members, so a tool may keep
+    them as class variables (its schema is the same for every instance)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+    @property
+    def pill(self) -> str: ...
+    @property
+    def repeat_refusal(self) -> str: ...
+
+    def call(self, arguments: Mapping[str, Any]) -> str: ...
+
+
+def _check_arguments(arguments: Mapping[str, Any], allowed: set[str]) -> None:
+    if not isinstance(arguments, Mapping):
+        raise BadInput("arguments must be a JSON object")
+    unknown = sorted(set(arguments) - allowed)
+    if unknown:
+        raise BadInput(f"unknown argument {unknown[0]!r:.40}")
+
+
+def _optional_str(arguments: Mapping[str, Any], key: str, limit: int) -> str | None:
+    value = arguments.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise BadInput(f"{key} must be a string")
+    if len(value) > limit:
+        raise BadInput(f"{key} is longer than {limit} characters")
+    return value.strip()
+
+
+class CheckNotebookTool:
+    """``check_notebook``: the distilled notes, filtered by person, topic and date."""
+
+    name = "check_notebook"
+    pill = "Checked your notebook"
+    repeat_refusal = (
+        "You already checked the Notebook for that in this turn. Use what it returned, "
+        "or answer without it."
+    )
+    description = (
+        "Look up the user's Notebook: distilled notes about people, the user, their standing "
+        "instructions, conversation/post/call digests and moments they pinned. Filter by person, "
+        "topic and how many days back; an empty query lists everything that passes the filters. "
+        "Check here before grep_memory."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "words to look for (title counts most, then tags, then body)",
+                "maxLength": MAX_QUERY_CHARS,
+            },
+            "person": {
+                "type": "string",
+                "description": "a contact's name or alias",
+                "maxLength": MAX_PERSON_CHARS,
+            },
+            "topic": {
+                "type": "string",
+                "description": "a topic tag such as travel or health",
+                "maxLength": MAX_TAG_CHARS,
+            },
+            "days_back": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_DAYS_BACK,
+                "description": "only notes about the last N days",
+            },
+        },
+        "additionalProperties": False,
+    }
+
+    def __init__(
+        self,
+        notebook: ClearNotebook,
+        contacts: ContactBook,
+        now: Callable[[], int] = now_us,
+    ) -> None:
+        self._notebook = notebook
+        self._contacts = contacts
+        self._now = now
+
+    def call(self, arguments: Mapping[str, Any]) -> str:
+        _check_arguments(arguments, {"query", "person", "topic", "days_back"})
+        query = _optional_str(arguments, "query", MAX_QUERY_CHARS) or ""
+        person = _optional_str(arguments, "person", MAX_PERSON_CHARS)
+        topic = _optional_str(arguments, "topic", MAX_TAG_CHARS)
+        days = arguments.get("days_back")
+        if days is not None and (
+            isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS_BACK
+        ):
+            raise BadInput(f"days_back must be a whole number from 1 to {MAX_DAYS_BACK}")
+        return self.search(query, person, topic, days)
+
+    def search(
+        self, query: str, person: str | None, topic: str | None, days_back: int | None
+    ) -> str:
+        contact_id = None
+        if person is not None:
+            contact_id = self._resolve(person)
+            if contact_id is None:
+                return f'No notes are filed under that person ("{person}").'
+        since = self._now() - days_back * 86_400_000_000 if days_back else None
+        results = self._notebook.search_clear(query, contact_id, topic, since)
+        return render_results(results, query, person, topic, days_back)
+
+    def _resolve(self, person: str) -> str | None:
+        try:
+            return self._contacts.resolve(clean_name(person, "person"))
+        except NotFound:  # an unknown name is an answer, not an error
+            return None
+
+
+def describe_filters(query: str, person: str | None, topic: str | None, days: int | None) -> str:
+    parts = []
+    if query.strip():
+        parts.append(f'"{query.strip()}"')
+    if person:
+        parts.append(f"about {person}")
+    if topic:
+        parts.append(f"tagged {topic}")
+    if days:
+        parts.append(f"from the last {days} days")
+    return " ".join(parts) if parts else "everything"
+
+
+def label(kind: NoteKind, title: str) -> str:
+    if kind is NoteKind.ABOUT_YOU:
+        return LABELS[kind]
+    return f"{LABELS[kind]} · {title}"
+
+
+def render_results(
+    results: list[ScoredNote], query: str, person: str | None, topic: str | None, days: int | None
+) -> str:
+    what = describe_filters(query, person, topic, days)
+    if not results:
+        return f"No notes in the Notebook match {what}."
+    lines = [f"{len(results)} note{'s' if len(results) != 1 else ''} matching {what}:"]
+    for i, item in enumerate(results, start=1):
+        note = item.note
+        meta = [format_date(note.effective_date)]
+        if note.tags:
+            meta.append("tags: " + ", ".join(note.tags))
+        lines.append(f"{i}. {label(note.kind, note.title)} ({'; '.join(meta)})")
+        if note.body is None:
+            lines.append("   Offloaded — opens from your Homebase.")
+        else:
+            body = " ".join(note.body.split())
+            if len(body) > BODY_CHARS_SHOWN:
+                body = body[: BODY_CHARS_SHOWN - 1] + "…"
+            lines.append(f"   {body}")
+    return "\n".join(lines)
+
+
+class GrepMemory:
+    """``grep_memory`` in the common tool shape."""
+
+    name = GrepMemoryTool.name
+    pill = "Searched your memory"
+    repeat_refusal = (
+        "You already searched your memory for that in this turn. Use what it returned, "
+        "or answer without it."
+    )
+    description = GrepMemoryTool.description
+    parameters = GrepMemoryTool.parameters
+
+    def __init__(self, grep: GrepMemoryTool) -> None:
+        self._grep = grep
+
+    def call(self, arguments: Mapping[str, Any]) -> str:
+        _check_arguments(arguments, {"query"})
+        if "query" not in arguments:
+            raise BadInput("query is required")
+        return self._grep.run(arguments["query"]).render()
+
+
+# -- guards ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEvent:
+    """What the UI hook sees for each call: which tool, its pill, what happened."""
+
+    tool: str
+    pill: str
+    arguments: Mapping[str, Any]
+    outcome: str  # "ran", "refused_repeat", "budget_spent", "bad_arguments"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReply:
+    text: str  # what goes back to the model
+    stop_turn: bool = False  # the budget is spent: the loop must end the turn now
+
+
+def _normalise(value: Any) -> Any:
+    """Arguments as the tool understands them: case and spacing folded, and
+    empty values dropped (after folding, so "   " counts as empty too)."""
+    if isinstance(value, str):
+        return " ".join(value.casefold().split())
+    if isinstance(value, Mapping):
+        folded = {k: _normalise(v) for k, v in value.items()}
+        return {k: v for k, v in folded.items() if v not in (None, "")}
+    return value
+
+
+class TurnGuards:
+    """Per-turn duplicate check and per-tool budgets, owned by the L2 loop."""
+
+    def __init__(self, budgets: Mapping[str, int] = DEFAULT_BUDGETS) -> None:
+        self.budgets = dict(budgets)
+        self._seen: set[str] = set()
+        self._used: dict[str, int] = {}
+
+    def new_turn(self) -> None:
+        self._seen.clear()
+        self._used.clear()
+
+    def admit(self, tool: str, arguments: Mapping[str, Any]) -> str:
+        """Return "ran" if the call may proceed, or why it may not."""
+        used = self._used.get(tool, 0)
+        if used >= self.budgets.get(tool, 1):
+            return "budget_spent"
+        key = tool + json.dumps(_normalise(arguments), sort_keys=True, ensure_ascii=False)
+        if key in self._seen:
+            return "refused_repeat"
+        self._seen.add(key)
+        self._used[tool] = used + 1
+        return "ran"
+
+
+class ToolBox:
+    """Runs tool calls by name, through the guards (if on) and the UI hook."""
+
+    def __init__(
+        self,
+        tools: list[Tool],
+        *,
+        guards: TurnGuards | None,
+        on_call: Callable[[ToolEvent], None] | None = None,
+    ) -> None:
+        self.tools = {t.name: t for t in tools}
+        self.guards = guards
+        self.on_call = on_call
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-compatible function definitions."""
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in self.tools.values()
+        ]
+
+    def new_turn(self) -> None:
+        if self.guards is not None:
+            self.guards.new_turn()
+
+    def call(self, name: str, arguments: Any) -> ToolReply:
+        """Run one call; ``arguments`` is whatever the model sent (checked here)."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolReply(f"There is no tool named {name!r}.")
+        if not isinstance(arguments, Mapping):
+            if self.on_call is not None:
+                self.on_call(ToolEvent(name, tool.pill, {}, "bad_arguments"))
+            return ToolReply(f"{name}: arguments must be a JSON object")
+        outcome = "ran" if self.guards is None else self.guards.admit(name, arguments)
+        reply: ToolReply
+        if outcome == "budget_spent":
+            reply = ToolReply(
+                f"The {name} budget for this turn is spent. Answer with what you have.",
+                stop_turn=True,
+            )
+        elif outcome == "refused_repeat":
+            reply = ToolReply(tool.repeat_refusal)
+        else:
+            try:
+                reply = ToolReply(tool.call(arguments))
+            except BadInput as exc:
+                outcome = "bad_arguments"
+                reply = ToolReply(f"{name}: {exc}")
+        if self.on_call is not None:
+            self.on_call(ToolEvent(name, tool.pill, dict(arguments), outcome))
+        return reply

@@ -1,0 +1,201 @@
+"""The agent-facing commands of ``pixie``: ``chat`` and ``mcp``.
+
+``pixie chat "QUESTION"`` runs one turn of the chat loop against the model
+the [llm] settings name, showing a pill for each look at memory. With no
+model configured it says so in one line and shows what check_notebook would
+fetch for the question, labelled as exactly that.
+
+``pixie mcp`` serves check_notebook and grep_memory to an MCP client on
+stdin/stdout. Only protocol goes to stdout; everything else to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.agent.tools import (
+    DEFAULT_TURN_GAP,
+    GUARD_MODES,
+    MAX_TURN_GAP,
+    CheckNotebookTool,
+    GrepMemory,
+)
+from pixie.device.cli.main import emit_json, open_node
+from pixie.device.distill.llm import LLMSettings
+from pixie.device.errors import BadInput
+from pixie.device.logs import configure_logging
+from pixie.device.store import config
+
+if TYPE_CHECKING:
+    from pixie.device.agent.chat import ChatTurn
+    from pixie.device.agent.tools import Tool, ToolEvent
+    from pixie.device.store.node import Node
+
+# The chat loop, the model client and the MCP SDK load only when `chat` or
+# `mcp` runs: the MCP SDK alone would add most of a second to every command.
+
+NO_MODEL = (
+    "No model is configured (set [llm] url and model, PIXIE_LLM_URL and PIXIE_LLM_MODEL, "
+    "or --url and --model), so there is no answer; below is what check_notebook would fetch "
+    "for the names and topics in your question."
+)
+
+
+def memory_tools(node: Node) -> list[Tool]:
+    """The model-facing tools over a node: the clear zone and the log's mirror."""
+    return [
+        CheckNotebookTool(node.notebook.clear_view(), node.contacts),
+        GrepMemory(GrepMemoryTool(node.mirror)),
+    ]
+
+
+def _settings(args: argparse.Namespace, node: Node) -> LLMSettings:
+    flags = {"llm_url": args.url, "llm_model": args.model, "llm_timeout": args.timeout}
+    return LLMSettings.from_values(config.llm(node.data.config_path, flags), config.llm_api_key())
+
+
+def _pill(event: ToolEvent) -> str:
+    notes = {
+        "refused_repeat": " (repeat refused)",
+        "budget_spent": " (budget spent)",
+        "bad_arguments": " (bad arguments)",
+    }
+    return f"· {event.pill}{notes.get(event.outcome, '')}"
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from pixie.device.agent.chat import ChatAgent, check_question, would_fetch
+    from pixie.device.agent.chatmodel import ToolCallingModel
+
+    question = check_question(args.question)
+    with open_node(args) as node:
+        settings = _settings(args, node)
+        model = ToolCallingModel.from_settings(settings)
+        tools = memory_tools(node)
+        if model is None:
+            check = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
+            fetched = would_fetch(question, check, node.notebook.clear_view(), node.contacts)
+            if args.json:
+                emit_json(
+                    {
+                        "model": None,
+                        "answer": None,
+                        "would_fetch": [
+                            {"tool": "check_notebook", "arguments": a, "result": r}
+                            for a, r in fetched
+                        ],
+                    }
+                )
+            else:
+                print(NO_MODEL)
+                for arguments, result in fetched:
+                    print(f"\n[would fetch] check_notebook {json.dumps(arguments)}")
+                    print(result)
+            return 0
+
+        def show(event: ToolEvent) -> None:
+            if not args.json:
+                print(_pill(event), flush=True)
+
+        agent = ChatAgent(model, tools, log=node.log, on_call=show)
+
+        async def run() -> ChatTurn:
+            try:
+                return await agent.turn(question)
+            finally:
+                await agent.aclose()
+
+        turn = trio.run(run)
+    if args.json:
+        emit_json({"model": settings.model, **turn.as_json()})
+    else:
+        if turn.calls:
+            print()
+        print(turn.answer)
+    if not turn.answered:
+        print(f"pixie: error: the model at {settings.url} gave no usable answer", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _turn_gap(value: float) -> float:
+    if not (math.isfinite(value) and 0 < value <= MAX_TURN_GAP):
+        raise BadInput(
+            f"--turn-gap must be a number of seconds above 0 and at most {MAX_TURN_GAP:g}"
+        )
+    return value
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    gap = _turn_gap(args.turn_gap)  # before the imports: the MCP SDK takes most of a second
+
+    import anyio
+
+    from pixie.device.agent.mcpserver import MemoryMCPSession, serve_stdio
+
+    configure_logging(level=logging.DEBUG if args.verbose else logging.WARNING)
+    with open_node(args) as node:
+        session = MemoryMCPSession(memory_tools(node), guards=args.guards, turn_gap=gap)
+        logging.getLogger("pixie.mcp").info(
+            "serving %s on stdio (guards: %s)", node.role, args.guards
+        )
+        anyio.run(serve_stdio, session, _version(), backend="trio")
+    return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pixie-memory")
+    except PackageNotFoundError:
+        return ""
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``chat`` and ``mcp`` on the top-level subparsers."""
+    p = sub.add_parser(
+        "chat", parents=[common], help="ask the agent one question (it fetches memory by tool)"
+    )
+    p.add_argument("question", metavar="QUESTION", help="what to ask")
+    p.add_argument(
+        "--url", metavar="URL", help="an OpenAI-compatible API base (overrides [llm] url)"
+    )
+    p.add_argument("--model", metavar="NAME", help="the model to ask (overrides [llm] model)")
+    p.add_argument(
+        "--timeout",
+        type=float,  # the model client refuses a nonsense value (llm.check_timeout)
+        metavar="SECONDS",
+        help="deadline per model answer (default 60)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser(
+        "mcp", parents=[common], help="serve check_notebook and grep_memory over MCP on stdio"
+    )
+    p.add_argument(
+        "--guards",
+        choices=GUARD_MODES,
+        default="session",
+        help="session: duplicate check and budgets per MCP session (default); "
+        "client: off, the client's own loop owns them",
+    )
+    p.add_argument(
+        "--turn-gap",
+        type=float,
+        default=DEFAULT_TURN_GAP,
+        metavar="SECONDS",
+        help="with session guards, a quiet gap that starts a new turn "
+        f"(default {DEFAULT_TURN_GAP:g})",
+    )
+    p.add_argument("--verbose", action="store_true", help="log each call (tool and outcome)")
+    p.set_defaults(func=cmd_mcp)

@@ -1,0 +1,1 @@
+"""Distillation: the notetaking service, the offline distiller, the LLM seam."""

@@ -1,0 +1,699 @@
+"""NotetakingService: the distill loop that writes the Notebook's clear zone.
+
+A pass finds the sources that gained material since their watermark, and for
+each asks the model `LLMRouter` resolves for a small structured result:
+
+* a conversation thread (messages), at most its MAX_LINES most recent
+  messages: a conversation digest, and for a one-to-one thread a person page
+  for the contact;
+* a post, or a call transcript or voicemail (everything filed under one
+  source id): a post or call digest, with a reference back to the source;
+* from any of them, durable facts the user stated about themselves, merged
+  into the about_you singleton without duplicates.
+
+A request carries one source's events and nothing else: no other thread, no
+note, nothing sealed (this module never reads the sealed zone; it writes clear
+notes only, through `NotebookStore.upsert_with`). Every result lands by
+identity (a digest by its source id, a person page by its contact), so a
+re-run updates in place, leaves identical notes untouched and never writes over
+a note the user edited.
+
+Watermarks are local row numbers of the memory log (rows are never removed,
+and a row merged from a sibling gets a new, higher number, so "new since" is a
+plain comparison). Each source's mark commits in the same transaction as the
+notes derived from it: a crash mid-pass redoes at most the source it was in,
+and never skips one. A second mark, the scan watermark, lets a pass look only
+at rows it has not yet looked at; it moves only after a pass in which every
+source succeeded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pixie.device.distill.llm import (
+    MAX_LINES,
+    ME,
+    Backend,
+    ChatCompletionsBackend,
+    DistillRequest,
+    DistillResult,
+    Line,
+    LLMRouter,
+    LLMSettings,
+    NoBackendAnswered,
+    SourceKind,
+    fact_key,
+    make_request,
+)
+from pixie.device.distill.offline import OfflineDistiller, day_label, person_in_group
+from pixie.device.errors import BadInput
+from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome, UpsertResult
+from pixie.device.store import config
+from pixie.device.store.db import Database
+from pixie.device.store.marks import DistillMark
+from pixie.device.store.notes import (
+    ABOUT_YOU_KEY,
+    MAX_IDENTITY_CHARS,
+    MAX_TITLE_CHARS,
+    Note,
+    NoteKind,
+    Zone,
+)
+
+if TYPE_CHECKING:
+    from pixie.device.store.node import Node
+
+log = logging.getLogger("pixie.distill")
+
+T = TypeVar("T")
+
+SCAN_KEY = "*scan"  # the scan watermark's row; no source key starts with '*'
+ABOUT_YOU_TITLE = "About you"
+MAX_ABOUT_FACTS = 100  # the newest are kept
+MAX_TITLE_NAMES = 4
+
+_DIGEST_KIND = {
+    SourceKind.CONVERSATION: NoteKind.CONVERSATION_DIGEST,
+    SourceKind.POST: NoteKind.POST_DIGEST,
+    SourceKind.CALL: NoteKind.CALL_DIGEST,
+}
+_EVENT_KINDS = {"message": SourceKind.CONVERSATION, "post": SourceKind.POST}
+_EVENT_KINDS |= {"call": SourceKind.CALL, "voicemail": SourceKind.CALL}
+_SOURCE_ORDER = {SourceKind.CONVERSATION: 0, SourceKind.POST: 1, SourceKind.CALL: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where distilled material comes from: a thread (or, for messages filed
+    without one, the implicit thread with their contact), or a post or call
+    source id (or, without one, the event itself)."""
+
+    kind: SourceKind
+    key: str  # the digest's identity key and its reference back to the source
+    thread: str | None = None
+    contact_id: str | None = None
+    source: str | None = None
+    event_id: str | None = None
+
+    @property
+    def mark_key(self) -> str:
+        return f"{self.kind.value}|{self.key}"
+
+
+def _ref(prefix: str, value: str) -> str:
+    ref = f"{prefix}:{value}"
+    if len(ref) <= MAX_IDENTITY_CHARS:
+        return ref
+    return f"{prefix}-sha256:{hashlib.sha256(value.encode()).hexdigest()}"
+
+
+def source_of(
+    kind: str, event_id: str, thread: str | None, contact_id: str | None, source: str | None
+) -> Source | None:
+    """The source an event belongs to, or None if it is not distilled."""
+    family = _EVENT_KINDS.get(kind)
+    if family is SourceKind.CONVERSATION:
+        if thread is not None:
+            return Source(family, _ref("thread", thread), thread=thread)
+        if contact_id is not None:
+            return Source(family, f"contact:{contact_id}", contact_id=contact_id)
+        return None
+    if family is None:
+        return None
+    if source is not None:
+        return Source(family, source[:MAX_IDENTITY_CHARS], source=source)
+    return Source(family, f"event:{event_id}", event_id=event_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A source's newest events, read in one snapshot with what they need."""
+
+    source: Source
+    rows: tuple[tuple[int, str, int, str | None, bool, str], ...]  # n, kind, at, cid, me, text
+    newest_n: int  # the newest row of the source, whether or not it is in ``rows``
+    names: dict[str, str]  # contact id -> display name
+    participants: tuple[str, ...]  # contact ids in the source, ordered by name
+    one_to_one: str | None  # the contact, when the source is a thread with one other person
+
+
+@dataclass
+class PassReport:
+    distilled: Counter[str] = field(default_factory=Counter)  # sources, by kind
+    skipped: int = 0  # candidates their watermark already covered
+    failed: int = 0
+    fallbacks: int = 0  # sources a later backend had to answer
+    model_calls: dict[str, int] = field(default_factory=dict)  # answers asked for, by backend
+    notes: Counter[str] = field(default_factory=Counter)  # by UpsertOutcome
+    seconds: float = 0.0
+
+    @property
+    def sources(self) -> int:
+        return sum(self.distilled.values())
+
+    @property
+    def calls(self) -> int:
+        return sum(self.model_calls.values())
+
+    @property
+    def written(self) -> int:
+        return self.notes[UpsertOutcome.CREATED] + self.notes[UpsertOutcome.UPDATED]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "distilled": self.sources,
+            "threads": self.distilled[SourceKind.CONVERSATION],
+            "posts": self.distilled[SourceKind.POST],
+            "calls": self.distilled[SourceKind.CALL],
+            "model_calls": self.calls,
+            "calls_by_backend": dict(sorted(self.model_calls.items())),
+            "fallbacks": self.fallbacks,
+            "failed": self.failed,
+            "notes_written": self.written,
+            "notes": {o.value: self.notes[o] for o in UpsertOutcome},
+            "seconds": round(self.seconds, 3),
+        }
+
+    def render(self) -> str:
+        if not self.sources and not self.failed:
+            return f"nothing new to distill ({self.calls} model calls, 0 notes written)"
+        by = ", ".join(f"{n} {name}" for name, n in sorted(self.model_calls.items()))
+        kept = self.notes[UpsertOutcome.KEPT_USER_EDIT]
+        text = (
+            f"distilled {_count(self.distilled[SourceKind.CONVERSATION], 'thread')}, "
+            f"{_count(self.distilled[SourceKind.POST], 'post')} and "
+            f"{_count(self.distilled[SourceKind.CALL], 'call')} with "
+            f"{_count(self.calls, 'model call')} ({by}); notes: {self.written} written "
+            f"({self.notes[UpsertOutcome.CREATED]} new, {self.notes[UpsertOutcome.UPDATED]} "
+            f"updated), {self.notes[UpsertOutcome.UNCHANGED]} unchanged, "
+            f"{kept} kept as you edited them"
+        )
+        if self.fallbacks:
+            text += f"; {_count(self.fallbacks, 'source')} fell back to a later backend"
+        if self.failed:
+            text += f"; {self.failed} failed (see the log) and will be tried again"
+        return text
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# -- from a source to a request and back to notes (no I/O) ------------------------------
+
+
+def build_request(loaded: Loaded) -> DistillRequest:
+    """What the model is shown: this source's own lines, nothing else."""
+    src, names = loaded.source, loaded.names
+    others = tuple(names.get(c, "someone") for c in loaded.participants)
+    lines = [
+        Line(at, ME if me else names.get(cid or "", "someone"), me, text, kind)
+        for _, kind, at, cid, me, text in loaded.rows
+    ]
+    person = names.get(loaded.one_to_one) if loaded.one_to_one else None
+    if src.kind is SourceKind.CONVERSATION:
+        title = (
+            f"conversation with {person} (one-to-one)"
+            if person
+            else f"group conversation with {_names(others) or 'nobody else'}"
+        )
+    elif src.kind is SourceKind.POST:
+        first = loaded.rows[0]
+        title = "a post by the user" if first[4] else f"a post by {lines[0].speaker}"
+    else:
+        what = "voicemail from" if loaded.rows[0][1] == "voicemail" else "call with"
+        title = f"a {what} {_names(others) or 'someone'}"
+    return make_request(src.kind, title, person, others, lines)
+
+
+def note_title(loaded: Loaded, request: DistillRequest) -> str:
+    """A digest's title: made from the source, never from a model's answer."""
+    src = loaded.source
+    if src.kind is SourceKind.CONVERSATION:
+        if request.person:
+            return _fit_title(request.person)
+        return _fit_title(f"{_names(request.participants) or 'Just you'} (group)")
+    first = request.lines[0]
+    day = day_label(first.at)
+    if src.kind is SourceKind.POST:
+        who = "You" if first.from_me else first.speaker
+        return _fit_title(f"{who[:1].upper()}{who[1:]}, {day}: {' '.join(first.text.split())}")
+    if first.kind == "voicemail":
+        return _fit_title(f"Voicemail from {_names(request.participants) or 'someone'}, {day}")
+    return _fit_title(f"{_names(request.participants) or 'Someone'}, {day}")
+
+
+def digest_items(loaded: Loaded, request: DistillRequest, result: DistillResult) -> list[Distilled]:
+    """The digest, and for a one-to-one thread the person page."""
+    src = loaded.source
+    newest = max(at for _, _, at, _, _, _ in loaded.rows)
+    contact = loaded.one_to_one
+    if src.kind is not SourceKind.CONVERSATION and len(loaded.participants) == 1:
+        contact = loaded.participants[0]
+    items = [
+        Distilled(
+            kind=_DIGEST_KIND[src.kind],
+            identity_key=src.key,
+            title=note_title(loaded, request),
+            body=result.summary,
+            contact_id=contact,
+            tags=result.tags,
+            source_ref=src.key,
+            about_date=newest,
+        )
+    ]
+    if loaded.one_to_one and request.person and result.person:
+        items.append(
+            Distilled(
+                kind=NoteKind.PERSON,
+                identity_key=loaded.one_to_one,
+                title=_fit_title(request.person),
+                body=result.person,
+                contact_id=loaded.one_to_one,
+                tags=result.tags,
+            )
+        )
+    return items
+
+
+def merge_facts(body: str | None, facts: Sequence[str]) -> tuple[list[str], bool]:
+    """The about_you facts after adding ``facts``: the stored ones first, in
+    their order, then the new ones; a fact already there (by `fact_key`) is
+    not added twice. Returns the facts and whether anything was added."""
+    stored = [_strip_bullet(line) for line in (body or "").splitlines()]
+    merged = [f for f in stored if f]
+    seen = {fact_key(f) for f in merged}
+    added = False
+    for fact in facts:
+        key = fact_key(fact)
+        if key and key not in seen:
+            seen.add(key)
+            merged.append(fact)
+            added = True
+    return merged[-MAX_ABOUT_FACTS:], added
+
+
+def about_you_body(facts: Sequence[str]) -> str:
+    return "\n".join(f"- {fact}" for fact in facts)
+
+
+def _strip_bullet(line: str) -> str:
+    line = line.strip()
+    return line[2:].strip() if line.startswith(("- ", "* ")) else line
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = list(names[:MAX_TITLE_NAMES])
+    if len(names) > MAX_TITLE_NAMES:
+        shown.append(f"{len(names) - MAX_TITLE_NAMES} others")
+    if len(shown) <= 1:
+        return "".join(shown)
+    return ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def _fit_title(title: str) -> str:
+    title = " ".join(title.split())
+    limit = min(MAX_TITLE_CHARS, 120)
+    return title if len(title) <= limit else title[: limit - 1].rstrip() + "…"
+
+
+# -- the service -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    since: int  # the scan watermark the pass started from
+    top: int  # the newest log row when it looked
+    candidates: tuple[tuple[Source, tuple[int, ...]], ...]  # with their new rows (posts, calls)
+
+
+_SCAN_SQL = (
+    "SELECT n, id, kind, thread, contact_id, source FROM memory_event "
+    "WHERE n > ? AND kind IN ('message', 'post', 'call', 'voicemail') ORDER BY n"
+)
+_ROW_COLUMNS = "n, kind, at, contact_id, from_me, text"
+_THREAD_SQL = (
+    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'message' "
+    f"ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
+)
+_THREAD_TOP_SQL = "SELECT max(n) FROM memory_event WHERE thread = ? AND kind = 'message'"
+_THREAD_PEOPLE_SQL = (
+    "SELECT DISTINCT contact_id FROM memory_event "
+    "WHERE thread = ? AND kind = 'message' AND contact_id IS NOT NULL LIMIT 64"
+)
+_DIRECT_SQL = (
+    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
+    f"AND contact_id = ? ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
+)
+_DIRECT_TOP_SQL = (
+    "SELECT max(n) FROM memory_event WHERE thread IS NULL AND kind = 'message' AND contact_id = ?"
+)
+_BY_SOURCE_SQL = {
+    SourceKind.POST: f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'post'",
+    SourceKind.CALL: (
+        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? "
+        "AND kind IN ('call', 'voicemail')"
+    ),
+}
+_BY_ID_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE id = ?"
+_BY_N_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE n IN ({{}})"
+_MARK_SQL = (
+    "INSERT INTO distill_mark (source, seen_n) VALUES (?, ?) "
+    "ON CONFLICT (source) DO UPDATE SET seen_n = excluded.seen_n"
+)
+_CHUNK = 500
+
+Row = tuple[int, str, int, str | None, bool, str]
+
+
+class NotetakingService:
+    """Runs distillation passes for one data dir.
+
+    The core of a pass is synchronous and small; this driver runs its
+    database steps on one worker-thread lane (SQLite calls block) and awaits
+    the router, so `pixie run` keeps syncing while a pass waits on a model.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        notebook: NotebookStore,
+        router: LLMRouter,
+        *,
+        lane: trio.CapacityLimiter | None = None,
+    ) -> None:
+        self.db = db
+        self.notebook = notebook
+        self.router = router
+        self.lane = lane or trio.CapacityLimiter(1)
+
+    @classmethod
+    def for_node(
+        cls,
+        node: Node,
+        flags: dict[str, Any] | None = None,
+        *,
+        offline_only: bool = False,
+    ) -> NotetakingService:
+        """A service with the backends the settings in force name (flags, then
+        PIXIE_* variables, then the data dir's [llm] table). Refuses bad
+        settings before anything runs."""
+        settings = llm_settings(node.data.config_path, flags)
+        return cls(node.db, node.notebook, router_for(settings, offline_only=offline_only))
+
+    async def run_pass(
+        self,
+        *,
+        everything: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> PassReport:
+        """Distil every source with new material (``everything``: every source,
+        watermarks aside; identical results still write nothing). ``progress``
+        hears (done, total) after each candidate source."""
+        started = time.perf_counter()
+        report = PassReport()
+        self.router.new_pass()
+        try:
+            scan = await self._db(self.scan, everything)
+            total = len(scan.candidates)
+            for done, (source, new_rows) in enumerate(scan.candidates, 1):
+                await self._one(source, new_rows, scan, everything, report)
+                if progress is not None:
+                    progress(done, total)
+            if not report.failed and scan.top > scan.since:
+                await self._db(self.advance_scan, scan.top)
+        finally:
+            report.model_calls = dict(self.router.calls)
+            report.seconds = time.perf_counter() - started
+            await self.router.aclose()
+        return report
+
+    async def _one(
+        self,
+        source: Source,
+        new_rows: tuple[int, ...],
+        scan: _Scan,
+        everything: bool,
+        report: PassReport,
+    ) -> None:
+        loaded = await self._db(self.load, source, new_rows, scan.since, everything)
+        if loaded is None:
+            report.skipped += 1
+            return
+        request = build_request(loaded)
+        try:
+            routed = await self.router.distill(request)
+        except NoBackendAnswered as exc:
+            report.failed += 1
+            log.warning("could not distil a %s (%s)", source.kind.value, exc)
+            return
+        try:
+            results = await self._db(self.commit, loaded, request, routed.result)
+        except BadInput:
+            # Not the message: it may quote what was refused.
+            report.failed += 1
+            log.warning("the Notebook refused the notes of a %s", source.kind.value)
+            return
+        report.distilled[source.kind] += 1
+        report.fallbacks += bool(routed.failures)
+        for result in results:
+            report.notes[result.outcome] += 1
+
+    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
+
+    # -- the synchronous steps, each one transaction -----------------------------
+
+    def scan(self, everything: bool = False) -> _Scan:
+        """The sources with rows past the scan watermark, in a fixed order."""
+        with self.db.reading() as session:
+            since = 0
+            if not everything:
+                since = (
+                    session.scalar(select(DistillMark.seen_n).where(DistillMark.source == SCAN_KEY))
+                    or 0
+                )
+            conn = session.connection()
+            top = conn.exec_driver_sql("SELECT max(n) FROM memory_event").scalar() or 0
+            found: dict[str, tuple[Source, list[int]]] = {}
+            for n, event_id, kind, thread, contact_id, src in conn.exec_driver_sql(
+                _SCAN_SQL, (since,)
+            ):
+                source = source_of(kind, event_id, thread, contact_id, src)
+                if source is None:
+                    continue
+                entry = found.get(source.mark_key)
+                if entry is None:
+                    found[source.mark_key] = entry = (source, [])
+                if source.kind is not SourceKind.CONVERSATION:
+                    entry[1].append(n)
+        ordered = sorted(found.values(), key=lambda e: (_SOURCE_ORDER[e[0].kind], e[0].key))
+        return _Scan(since, top, tuple((s, tuple(ns)) for s, ns in ordered))
+
+    def load(
+        self, source: Source, new_rows: tuple[int, ...], since: int, everything: bool = False
+    ) -> Loaded | None:
+        """The source's newest events, or None if its watermark covers them."""
+        with self.db.reading() as session:
+            conn = session.connection()
+            mark = session.scalar(
+                select(DistillMark.seen_n).where(DistillMark.source == source.mark_key)
+            )
+            people: list[str] = []
+            if source.thread is not None:
+                top = conn.exec_driver_sql(_THREAD_TOP_SQL, (source.thread,)).scalar()
+                if top is None or (mark is not None and mark >= top and not everything):
+                    return None
+                rows = _rows(conn.exec_driver_sql(_THREAD_SQL, (source.thread,)))
+                people = [r[0] for r in conn.exec_driver_sql(_THREAD_PEOPLE_SQL, (source.thread,))]
+            elif source.contact_id is not None:
+                top = conn.exec_driver_sql(_DIRECT_TOP_SQL, (source.contact_id,)).scalar()
+                if top is None or (mark is not None and mark >= top and not everything):
+                    return None
+                rows = _rows(conn.exec_driver_sql(_DIRECT_SQL, (source.contact_id,)))
+                people = [source.contact_id]
+            else:
+                if mark is not None and since > 0:
+                    # Filed under a source distilled before: its older rows
+                    # are not among the new ones, so read them all.
+                    if source.event_id is not None:
+                        found = conn.exec_driver_sql(_BY_ID_SQL, (source.event_id,))
+                    else:
+                        found = conn.exec_driver_sql(_BY_SOURCE_SQL[source.kind], (source.source,))
+                    rows = _rows(found)
+                else:
+                    rows = []
+                    for i in range(0, len(new_rows), _CHUNK):
+                        chunk = new_rows[i : i + _CHUNK]
+                        sql = _BY_N_SQL.format(",".join("?" * len(chunk)))
+                        rows += _rows(conn.exec_driver_sql(sql, tuple(chunk)))
+                if not rows:
+                    return None
+                top = max(r[0] for r in rows)
+                if mark is not None and mark >= top and not everything:
+                    return None
+                rows.sort(key=lambda r: (r[2], r[0]))
+                if source.kind is SourceKind.POST:  # the post itself, then its newest replies
+                    rows = rows[:1] + rows[1:][-(MAX_LINES - 1) :]
+                rows = rows[-MAX_LINES:]
+                people = list(dict.fromkeys(r[3] for r in rows if r[3] is not None and not r[4]))
+            if source.thread is not None or source.contact_id is not None:
+                rows.sort(key=lambda r: (r[2], r[0]))
+            ids = set(people) | {r[3] for r in rows if r[3] is not None}
+            names = _contact_names(conn, ids)
+        people.sort(key=lambda cid: (names.get(cid, "").casefold(), cid))
+        one = people[0] if source.kind is SourceKind.CONVERSATION and len(people) == 1 else None
+        return Loaded(source, tuple(rows), top, names, tuple(people), one)
+
+    def commit(
+        self, loaded: Loaded, request: DistillRequest, result: DistillResult
+    ) -> list[UpsertResult]:
+        """Upsert what ``result`` gives and move the source's watermark, in one
+        durable transaction."""
+        items = digest_items(loaded, request, result)
+
+        def build(session: Session) -> list[Distilled]:
+            about = _about_you(session, result.facts) if result.facts else None
+            pages = _group_pages(session, loaded, request)
+            return items + pages + ([about] if about is not None else [])
+
+        def then(session: Session, _results: Sequence[UpsertResult]) -> None:
+            session.connection().exec_driver_sql(
+                _MARK_SQL, (loaded.source.mark_key, loaded.newest_n)
+            )
+
+        return self.notebook.upsert_with(build, then)
+
+    def advance_scan(self, top: int) -> None:
+        # Bookkeeping: losing it to a power cut costs a rescan, never a source
+        # (each source's own mark is durable).
+        with self.db.writing(durable=False) as session:
+            session.connection().exec_driver_sql(_MARK_SQL, (SCAN_KEY, top))
+
+    def has_new_material(self) -> bool:
+        """Whether a pass would find anything to look at (cheap)."""
+        with self.db.reading() as session:
+            since = (
+                session.scalar(select(DistillMark.seen_n).where(DistillMark.source == SCAN_KEY))
+                or 0
+            )
+            found = session.connection().exec_driver_sql(
+                "SELECT 1 FROM memory_event WHERE n > ? AND kind IN "
+                "('message', 'post', 'call', 'voicemail') LIMIT 1",
+                (since,),
+            )
+            return found.first() is not None
+
+
+def _rows(result: Any) -> list[Row]:
+    return [(n, kind, at, cid, bool(me), text) for n, kind, at, cid, me, text in result]
+
+
+def _contact_names(conn: Any, ids: set[str]) -> dict[str, str]:
+    wanted = sorted(ids)
+    names: dict[str, str] = {}
+    for i in range(0, len(wanted), _CHUNK):
+        chunk = wanted[i : i + _CHUNK]
+        sql = f"SELECT id, name FROM contact WHERE id IN ({','.join('?' * len(chunk))})"
+        names.update(conn.exec_driver_sql(sql, tuple(chunk)).all())
+    return names
+
+
+def _group_pages(session: Session, loaded: Loaded, request: DistillRequest) -> list[Distilled]:
+    """Person pages for the people of a group conversation who have none from
+    a one-to-one thread: every contact who writes gets a page. Built by the
+    offline distiller from each person's own lines in the group (a model's
+    summary of a group is about the group, not about one member), and marked
+    with the group as its source, so that a page from a one-to-one thread,
+    which carries none, always takes precedence and is never written over."""
+    if loaded.source.kind is not SourceKind.CONVERSATION or loaded.one_to_one is not None:
+        return []
+    pages = []
+    for contact_id in loaded.participants:
+        stored = session.execute(
+            select(Note.source_ref).where(
+                Note.zone == Zone.CLEAR.value,
+                Note.kind == NoteKind.PERSON.value,
+                Note.identity_key == contact_id,
+            )
+        ).first()
+        if stored is not None and stored.source_ref is None:
+            continue  # a page from a one-to-one thread
+        name = loaded.names.get(contact_id)
+        body = person_in_group(request, name) if name else None
+        if name and body:
+            pages.append(
+                Distilled(
+                    kind=NoteKind.PERSON,
+                    identity_key=contact_id,
+                    title=_fit_title(name),
+                    body=body,
+                    contact_id=contact_id,
+                    source_ref=loaded.source.key,
+                )
+            )
+    return pages
+
+
+def _about_you(session: Session, facts: Sequence[str]) -> Distilled | None:
+    """The about_you note with ``facts`` merged in, read and written under the
+    same write lock. None when nothing can be merged: the note is the user's
+    (their edit wins), or its body is parked on the Homebase."""
+    row = session.scalar(
+        select(Note).where(
+            Note.zone == Zone.CLEAR.value,
+            Note.kind == NoteKind.ABOUT_YOU.value,
+            Note.identity_key == ABOUT_YOU_KEY,
+        )
+    )
+    if row is not None and row.body is None and not row.user_edited:
+        log.info("about_you is offloaded; facts from this source are not merged")
+        return None
+    # A note the user edited (or deleted) goes to the upsert all the same: it
+    # reports the note kept and writes nothing.
+    merged, _ = merge_facts(row.body if row is not None else None, facts)
+    return Distilled(NoteKind.ABOUT_YOU, ABOUT_YOU_KEY, ABOUT_YOU_TITLE, about_you_body(merged))
+
+
+# -- settings and routers --------------------------------------------------------------
+
+
+def llm_settings(config_path: Path, flags: dict[str, Any] | None = None) -> LLMSettings:
+    """The [llm] settings in force, validated; the API key from the environment."""
+    return LLMSettings.from_values(config.llm(config_path, flags), config.llm_api_key())
+
+
+def router_for(settings: LLMSettings, *, offline_only: bool = False) -> LLMRouter:
+    """The configured endpoint (if any), then the built-in distiller."""
+    backends: list[Backend] = []
+    if settings.url is not None and settings.model is not None and not offline_only:
+        backends.append(
+            ChatCompletionsBackend(
+                settings.url, settings.model, timeout=settings.timeout, api_key=settings.api_key
+            )
+        )
+    backends.append(OfflineDistiller())
+    return LLMRouter(tuple(backends))
+
+
+__all__ = [
+    "DistillMark",
+    "NotetakingService",
+    "PassReport",
+    "Source",
+    "build_request",
+    "llm_settings",
+    "router_for",
+]

@@ -1,0 +1,1 @@
+"""Bringing events in: importers behind one registry."""

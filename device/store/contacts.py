@@ -1,0 +1,163 @@
+"""Contacts: display names and aliases, resolved case-insensitively.
+
+A contact's id is derived from its normalised name, so two devices that each
+learn about "Ada" on their own agree on who she is before they ever sync.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import unicodedata
+from dataclasses import dataclass
+
+from sqlalchemy import ForeignKey, String, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from pixie.device.errors import BadInput, NotFound
+from pixie.device.store import statedigest
+from pixie.device.store.db import Base, Database
+from pixie.protocol.digest import alias_item, contact_item
+
+MAX_NAME_CHARS = 200
+
+
+class Contact(Base):
+    __tablename__ = "contact"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
+    name_key: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
+    created_at: Mapped[int]
+
+
+class ContactAlias(Base):
+    __tablename__ = "contact_alias"
+
+    alias_key: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), primary_key=True)
+    contact_id: Mapped[str] = mapped_column(ForeignKey("contact.id"), index=True)
+    alias: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
+
+
+@dataclass(frozen=True, slots=True)
+class ContactInfo:
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+
+
+def clean_name(name: object, what: str = "contact name") -> str:
+    """Validate a display name: non-empty, bounded, one line, trimmed."""
+    if not isinstance(name, str):
+        raise BadInput(f"{what} must be a string")
+    return _clean_name(name, what)
+
+
+@functools.lru_cache(maxsize=4096)  # imports repeat the same few names many times
+def _clean_name(name: str, what: str) -> str:
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise BadInput(f"{what} is empty")
+    if len(cleaned) > MAX_NAME_CHARS:
+        raise BadInput(f"{what} is longer than {MAX_NAME_CHARS} characters")
+    categories = {unicodedata.category(ch) for ch in cleaned}
+    if "Cc" in categories:
+        raise BadInput(f"{what} contains control characters")
+    if "Cs" in categories:
+        # A lone surrogate (from a JSON escape or an argument that is not
+        # UTF-8) is no character, and SQLite cannot store one.
+        raise BadInput(f"{what} is not valid Unicode (a lone surrogate)")
+    return cleaned
+
+
+def name_key(name: str) -> str:
+    """The case- and spacing-insensitive form names are matched by."""
+    return unicodedata.normalize("NFKC", " ".join(name.split())).casefold()
+
+
+def contact_id_for(name: str) -> str:
+    return hashlib.sha256(b"pixie-contact\0" + name_key(name).encode()).hexdigest()[:32]
+
+
+_RESOLVE_SQL = (
+    "SELECT id, 0 FROM contact WHERE name_key = ?"
+    " UNION ALL SELECT contact_id, 0 FROM contact_alias WHERE alias_key = ?"
+    " UNION ALL SELECT * FROM (SELECT id, 1 FROM contact WHERE name_key >= ? AND name_key < ?"
+    " LIMIT 2)"
+)
+
+
+class ContactBook:
+    """Reads and writes contacts inside a caller's unit of work."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @staticmethod
+    def resolve_in(session: Session, name: str, *, loose: bool = False) -> str | None:
+        """The contact a name or alias belongs to.
+
+        With ``loose`` (how people and models ask: "Ada"), a name that matches
+        nobody exactly may still match exactly one contact's first name.
+        Writers never resolve loosely, so an import cannot merge two people.
+        """
+        key = name_key(name)
+        # One statement on the driver (this runs on every check_notebook call):
+        # exact names and aliases rank 0; with ``loose``, up to two contacts
+        # whose name starts with the word rank 1 (names in [key + " ", key + "!")).
+        low, high = (key + " ", key + "!") if loose and " " not in key else ("", "")
+        rows = session.connection().exec_driver_sql(_RESOLVE_SQL, (key, key, low, high)).all()
+        exact = [r[0] for r in rows if r[1] == 0]
+        if exact:
+            return str(exact[0])
+        loose_hits = [r[0] for r in rows if r[1] == 1]
+        return str(loose_hits[0]) if len(loose_hits) == 1 else None
+
+    @classmethod
+    def ensure_in(cls, session: Session, name: str, now: int) -> tuple[str, bool]:
+        """Resolve a name, creating the contact if nobody answers to it."""
+        name = clean_name(name)
+        existing = cls.resolve_in(session, name)
+        if existing is not None:
+            return existing, False
+        cid = contact_id_for(name)
+        session.add(Contact(id=cid, name=name, name_key=name_key(name), created_at=now))
+        session.flush()
+        statedigest.update(session, add=[contact_item(cid, name)])
+        return cid, True
+
+    def add(self, name: str, aliases: list[str], now: int) -> tuple[str, bool]:
+        """Create a contact (or extend an existing one) with aliases; all or nothing."""
+        name = clean_name(name)
+        cleaned = [clean_name(a, "alias") for a in aliases]
+        with self.db.writing() as session:
+            cid, created = self.ensure_in(session, name, now)
+            for alias in cleaned:
+                owner = self.resolve_in(session, alias)
+                if owner is not None and owner != cid:
+                    raise BadInput(f"alias {alias!r} already names another contact")
+                if owner is None:
+                    key = name_key(alias)
+                    session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
+                    session.flush()
+                    statedigest.update(session, add=[alias_item(key, cid, alias)])
+        return cid, created
+
+    def resolve(self, name: str) -> str:
+        with self.db.reading() as session:
+            cid = self.resolve_in(session, clean_name(name), loose=True)
+        if cid is None:
+            raise NotFound(f"no contact named {name!r}")
+        return cid
+
+    def all(self) -> list[ContactInfo]:
+        with self.db.reading() as session:
+            contacts = session.scalars(select(Contact).order_by(Contact.name_key)).all()
+            aliases: dict[str, list[str]] = {}
+            for row in session.scalars(select(ContactAlias).order_by(ContactAlias.alias_key)):
+                aliases.setdefault(row.contact_id, []).append(row.alias)
+            return [ContactInfo(c.id, c.name, tuple(aliases.get(c.id, ()))) for c in contacts]
+
+    def names(self) -> dict[str, str]:
+        with self.db.reading() as session:
+            return dict(session.execute(select(Contact.id, Contact.name)).all())

@@ -1,0 +1,378 @@
+"""SQLite through SQLAlchemy 2.0: one engine per data dir, durable by default.
+
+Every write that another node may later rely on must survive power loss before
+it is acknowledged, so connections run in WAL mode with ``synchronous=FULL``.
+Write transactions start with ``BEGIN IMMEDIATE``: taking the write lock up
+front means two writers queue on the busy timeout instead of one of them failing
+with "database is locked" when it tries to upgrade a read lock.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import sqlite3
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import trio
+from sqlalchemy import URL, Engine, String, create_engine, event, select, text
+from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from pixie.device.errors import DataDirError
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 4
+# How a database of an older version becomes the current one: the statements
+# that take version N to N + 1, run in one durable transaction with the new
+# version number, so a migration is done whole or not at all.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    3: ("ALTER TABLE holding ADD COLUMN offload_counter INTEGER NOT NULL DEFAULT 0",),
+}
+BUSY_TIMEOUT_MS = 10_000
+# One in this many unsynced writes `at_once` would make goes to a worker thread,
+# where its commit may checkpoint the WAL (see `Database._plain`).
+AT_ONCE_CHECKPOINT_EVERY = 64
+# Page cache per connection, a ceiling rather than an allocation. SQLite's
+# default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that
+# joins a thousand full-text hits to their rows then re-reads pages from the OS
+# on every call: 64 MiB made check_notebook about 5x faster at 10k notes.
+CACHE_KIB = 64 * 1024
+
+
+# Set while `at_once` runs a function on the event loop's own thread.
+_NO_WAIT: contextvars.ContextVar[bool] = contextvars.ContextVar("pixie_no_wait", default=False)
+
+
+def sqlite_uri(path: Path, mode: str) -> str:
+    """The SQLite URI that opens ``path`` in ``mode``, the path percent-encoded:
+    pasted in as it is, a ``?`` or ``#`` in a directory name would end the
+    path early (``victim.db?x/pixie.db`` opens ``victim.db``) and a ``%41``
+    would be decoded."""
+    return f"{path.absolute().as_uri()}?mode={mode}"
+
+
+class WouldBlock(Exception):
+    """Raised inside `at_once` where the work would have to wait (for a lock
+    held by another thread or process, or for an fsync): nothing was changed."""
+
+
+async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awaitable[Any]]) -> T:
+    """Run ``fn(*args)`` right here on the event loop if it needs no waiting,
+    else through ``otherwise`` (a worker-thread call).
+
+    A hop to a worker thread and back costs about 130 microseconds, more than
+    the small reads and unsynced bookkeeping writes on the offload path cost
+    together, and those cannot block the loop for long: in this mode `peek`
+    and `bookkeeping` use a connection of their own with no busy timeout, give
+    up at once on a lock, and refuse a durable commit, each by raising
+    `WouldBlock` before anything is changed; that connection never checkpoints
+    the WAL (a checkpoint fsyncs), so one in `AT_ONCE_CHECKPOINT_EVERY` writes
+    goes to the thread, whose commit checkpoints when the WAL is due. ``fn``
+    must be safe to run again after it raised `WouldBlock` (it is, if its
+    writes all go through those two)."""
+    token = _NO_WAIT.set(True)
+    try:
+        result = fn(*args)
+    except WouldBlock:
+        pass
+    else:
+        # Yield to the scheduler, but never lose the result to a cancellation
+        # there: the work is done (an envelope's counter recorded, say), as a
+        # worker-thread call would be.
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return result
+    finally:
+        _NO_WAIT.reset(token)
+    late: Any = await otherwise(fn, *args)
+    return cast(T, late)
+
+
+class _Plain:
+    """One plain driver connection to the database and the lock that keeps it
+    to one caller at a time; ``busy_ms`` is how long it waits for a lock."""
+
+    def __init__(self, path: Path, busy_ms: int, *, autocheckpoint: bool = True) -> None:
+        self.path = path
+        self.busy_ms = busy_ms
+        self.autocheckpoint = autocheckpoint
+        self.lock = threading.Lock()
+        self.level = "NORMAL"
+        self._conn: sqlite3.Connection | None = None
+
+    def connection(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            conn = sqlite3.connect(sqlite_uri(self.path, "rw"), uri=True, check_same_thread=False)
+            _on_connect(conn, None)
+            conn.execute(f"PRAGMA busy_timeout={self.busy_ms}")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            if not self.autocheckpoint:
+                conn.execute("PRAGMA wal_autocheckpoint=0")
+            self.level = "NORMAL"
+            self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    message = str(exc)
+    return "locked" in message or "busy" in message
+
+
+_VERSION = re.compile(r"[0-9]{1,9}")
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table in a Pixie data dir."""
+
+
+class Meta(Base):
+    """Small facts about this data dir: schema version, role, origin id."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(512))
+
+
+def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" hook issue BEGIN itself (pysqlite's implicit
+    # transactions would otherwise defer the lock and hide our BEGIN mode).
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+    cur.close()
+
+
+def _on_begin(conn: Any) -> None:
+    options = conn.get_execution_options()
+    if options.get("pixie_write"):
+        # Set outside the transaction (SQLite applies it per connection), and
+        # only when it changes, so an ordinary write pays nothing for it.
+        level = "NORMAL" if options.get("pixie_lazy") else "FULL"
+        info = conn.connection.info
+        if info.get("pixie_sync") != level:
+            conn.exec_driver_sql(f"PRAGMA synchronous={level}")
+            info["pixie_sync"] = level
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN DEFERRED")
+
+
+class Database:
+    """The engine of one data dir plus helpers for read and write units of work."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not path.is_file():
+            raise DataDirError(f"no database at {path}")
+        # mode=rw: opening never creates a stray empty database file. The URI
+        # goes to the driver whole, never through a URL string SQLAlchemy
+        # would parse again.
+        url = URL.create(
+            "sqlite+pysqlite",
+            database=sqlite_uri(path, "rwc" if create else "rw"),
+            query={"uri": "true"},
+        )
+        self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
+        event.listen(self.engine, "connect", _on_connect)
+        event.listen(self.engine, "begin", _on_begin)
+        self._write_engine = self.engine.execution_options(pixie_write=True)
+        self._lazy_engine = self.engine.execution_options(pixie_write=True, pixie_lazy=True)
+        # Plain connections for the per-envelope work: one that waits on
+        # locks like the engine's, one that never waits (see `at_once`).
+        self._waiting = _Plain(path, BUSY_TIMEOUT_MS)
+        self._at_once = _Plain(path, 0, autocheckpoint=False)
+        self._at_once_writes = 0
+
+    def _plain(self, *, write: bool = False) -> _Plain:
+        """The plain connection for this caller, its lock held on return."""
+        if not _NO_WAIT.get():
+            self._waiting.lock.acquire()
+            return self._waiting
+        if write:
+            # The loop's connection never checkpoints the WAL (a checkpoint
+            # fsyncs the database file); every so often a write goes to the
+            # thread instead, where committing checkpoints a WAL grown past
+            # SQLite's 1000 pages, so the WAL stays bounded however few
+            # other writes there are.
+            self._at_once_writes += 1
+            if self._at_once_writes % AT_ONCE_CHECKPOINT_EVERY == 0:
+                raise WouldBlock
+        if not self._at_once.lock.acquire(blocking=False):
+            raise WouldBlock
+        return self._at_once
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A read-only unit of work on one consistent snapshot."""
+        with _translate_errors(self.path), Session(self.engine) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def writing(self, *, durable: bool = True) -> Iterator[Session]:
+        """A write transaction: commits (durably) on success, rolls back on any error.
+
+        ``durable=False`` is for bookkeeping whose loss to a power cut (never to
+        a crash of this process: WAL commits survive that) costs no data:
+        envelope counters, replay windows, a body cleared after its holder's
+        ack. Such a commit skips the fsync; WAL keeps commits in order, so the
+        next durable commit makes it durable too. Nothing acknowledged to
+        anyone is ever written this way.
+        """
+        if _NO_WAIT.get():
+            raise WouldBlock  # a session write may wait for the lock or an fsync
+        engine = self._write_engine if durable else self._lazy_engine
+        with (
+            _translate_errors(self.path),
+            Session(engine, expire_on_commit=False) as session,
+            session.begin(),
+        ):
+            yield session
+
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """One small read statement on a plain driver connection (one
+        consistent snapshot, like `reading`): for the few per-request lookups
+        on the offload path, where a session costs twenty times the query."""
+        with self._using(self._plain()) as conn:
+            conn.execute("BEGIN DEFERRED")
+            try:
+                return conn.execute(sql, params).fetchall()
+            finally:
+                conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _using(self, plain: _Plain) -> Iterator[sqlite3.Connection]:
+        """``plain``'s connection, its lock released at the end; errors are
+        translated, and on the loop's connection a lock held elsewhere becomes
+        `WouldBlock`."""
+        try:
+            with _translate_errors(self.path):
+                try:
+                    yield plain.connection()
+                except sqlite3.OperationalError as exc:
+                    if plain is self._at_once and _locked(exc):
+                        raise WouldBlock from None
+                    raise
+        finally:
+            plain.lock.release()
+
+    @contextmanager
+    def bookkeeping(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """A small write transaction on a plain driver connection of its own,
+        for the per-envelope counters and replay windows and the few writes on
+        the offload path, where a SQLAlchemy session would cost ten times the
+        statements. By default at synchronous=NORMAL, with the same durability
+        rules as ``writing(durable=False)``; ``durable=True`` commits at
+        synchronous=FULL, for a write that is acknowledged to someone (never
+        inside `at_once`: an fsync is a wait). One caller at a time."""
+        if durable and _NO_WAIT.get():
+            raise WouldBlock
+        level = "FULL" if durable else "NORMAL"
+        plain = self._plain(write=True)
+        with self._using(plain) as conn:
+            if plain.level != level:
+                conn.execute(f"PRAGMA synchronous={level}")
+                plain.level = level
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def create_schema(self, extra_ddl: Sequence[str]) -> None:
+        """Create every mapped table, then the triggers and virtual tables given."""
+        with self.writing() as session:
+            conn = session.connection()
+            Base.metadata.create_all(conn)
+            for ddl in extra_ddl:
+                conn.exec_driver_sql(ddl)
+
+    def check_schema(self) -> None:
+        """Refuse a file that is not a Pixie database of a version we understand;
+        bring one of an older version we know how to migrate up to date."""
+        version = self._version()
+        known = all(v in MIGRATIONS for v in range(version, SCHEMA_VERSION))
+        if version < SCHEMA_VERSION and known:
+            with self.writing() as session:
+                # Read again under the write lock: another process may have
+                # migrated it meanwhile.
+                version = self._version(session)
+                for step in range(version, SCHEMA_VERSION):
+                    for statement in MIGRATIONS[step]:
+                        session.execute(text(statement))
+                session.execute(
+                    text("UPDATE meta SET value = :v WHERE key = 'schema_version'"),
+                    {"v": str(SCHEMA_VERSION)},
+                )
+            version = SCHEMA_VERSION
+        if version != SCHEMA_VERSION:
+            raise DataDirError(
+                f"{self.path} has schema version {version}; this pixie understands {SCHEMA_VERSION}"
+            )
+
+    def _version(self, session: Session | None = None) -> int:
+        if session is None:
+            with self.reading() as reader:
+                return self._version(reader)
+        row = session.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
+        # ASCII digits only, and few: str.isdigit also admits '²' and other
+        # digits int() refuses, and int() refuses more than 4300 of them.
+        if row is None or not _VERSION.fullmatch(str(row[0])):
+            raise DataDirError(f"{self.path} is not a Pixie database (no readable schema version)")
+        return int(row[0])
+
+    def meta(self) -> dict[str, str]:
+        with self.reading() as session:
+            return dict(session.execute(select(Meta.key, Meta.value)).all())
+
+    def dispose(self) -> None:
+        self._waiting.close()
+        self._at_once.close()
+        self.engine.dispose()
+
+
+@contextmanager
+def _translate_errors(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except (OperationalError, sqlite3.OperationalError) as exc:
+        message = _one_line(exc)
+        if "no such table" in message or "file is not a database" in message:
+            raise DataDirError(f"{path} is not a Pixie database ({message})") from None
+        if "unable to open" in message:
+            raise DataDirError(f"cannot open {path} ({message})") from None
+        if "locked" in message or "busy" in message:
+            raise DataDirError(f"{path} is busy: another pixie is writing; try again") from None
+        raise DataDirError(f"database error in {path} ({message})") from None
+    except (DatabaseError, sqlite3.DatabaseError) as exc:
+        message = _one_line(exc)
+        raise DataDirError(f"{path} is damaged or not a Pixie database ({message})") from None
+    except UnicodeDecodeError:
+        # The driver decodes SQLite's own error text and every stored string
+        # as UTF-8; only a damaged file holds bytes that are not.
+        raise DataDirError(f"{path} is damaged (text that is not UTF-8)") from None
+
+
+def _one_line(exc: Exception) -> str:
+    """The driver's message, on one bounded line (a damaged schema's message
+    quotes the schema, newlines and all)."""
+    orig = getattr(exc, "orig", None)
+    return " ".join(str(orig if orig is not None else exc).split())[:300]

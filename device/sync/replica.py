@@ -1,0 +1,695 @@
+"""A replica's side of sync: what the session asks of the store, over SQLite.
+
+`NodeReplica` answers a `pixie.protocol.sync.SyncSession`: the digest, the
+marks, the records a sibling lacks, and the merge of what a sibling sends.
+
+The merge rules, each a join (the result does not depend on the order or the
+number of times records arrive):
+
+- Log events: insert-if-absent on id. Events are never edited, so there is
+  nothing to decide. An event that reuses another's (origin, seq) is a lie.
+- Note versions: the greater of (user_edited, stamp) wins, where a stamp is
+  the hybrid logical clock value (wall time, counter, origin). The user's own
+  edits (and deletions) come first, so a distillation on one device that had
+  not yet seen an edit made on another can never overwrite it, whatever the
+  clocks say; between two edits, or two distillations, the later stamp wins,
+  and the origin in the stamp breaks the last tie, so any two versions compare
+  and every replica picks the same one. Tombstones are versions like any other.
+- Contacts: a grow-only set by id (ids derive from the normalised name); of two
+  spellings of one name the smaller wins. Aliases: by alias, the smaller
+  contact id wins.
+
+Where a note's body lives, marks, watermarks, settings and keys are local and
+never leave. A batch is applied in one transaction, so a refused batch leaves
+nothing behind.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeAlias
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from pixie.device.errors import BadInput
+from pixie.device.notebook.store import sealed_hash
+from pixie.device.store import statedigest
+from pixie.device.store.contacts import Contact, ContactAlias, clean_name, contact_id_for, name_key
+from pixie.device.store.db import Database
+from pixie.device.store.holdings import Holding, release_later
+from pixie.device.store.memlog import (
+    MAX_REF_CHARS,
+    MAX_TEXT_CHARS,
+    MemoryEvent,
+    MemoryLog,
+    Row,
+    check_ref,
+    check_text,
+    parse_kind,
+)
+from pixie.device.store.notes import (
+    STAMP_ORIGIN_AT,
+    Note,
+    NoteKind,
+    NoteMark,
+    Zone,
+    clean_tags,
+    content_hash,
+    record_marks,
+    tags_json,
+)
+from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item, item_hash
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.hlc import HybridClock, Stamp
+from pixie.protocol.ids import id_text
+from pixie.protocol.reconcile import range_fingerprint
+from pixie.protocol.syncwire import (
+    MAX_ALIASES,
+    ClearFields,
+    ContactEntry,
+    EventColumns,
+    Marks,
+    NoteVersion,
+    Records,
+)
+
+log = logging.getLogger("pixie.sync")
+# A batch is cut once its records reach about this many encoded bytes; with one
+# maximal record on top it stays under syncwire.MAX_MESSAGE_BYTES.
+BATCH_BYTES = 480 * 1024
+BATCH_RECORDS = 10_000
+_PAGE = 2_000
+# Events are read straight from the driver, as plain tuples in `LogEvent` field
+# order, and go into a batch's columns as they are: loading ORM objects (or
+# building one object per event) cost more than everything else on the sending
+# side together.
+_EVENT_COLUMNS = "id, origin, seq, kind, at, contact_id, thread, source, from_me, text"
+_EVENTS_AFTER = (
+    f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+_EVENTS_BY_ID = f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE id IN ({{}})"
+_ID_CHUNK = 500
+_FROM_ME = {None: None, 0: False, 1: True}  # SQLite hands booleans back as 0/1
+
+
+# What a record costs encoded, at most, besides its strings: fixed-width fields
+# and msgpack headers (ids, hashes and ints at their widest, a kind of up to 24
+# ASCII characters). `_Chunker` adds the UTF-8 of *every* string (a note's origin
+# is inside its stamp), so it never under-counts: counting only the text let
+# short messages with long thread and source refs (or notes with long
+# identities, sources and tags) make batches several times over
+# syncwire.MAX_MESSAGE_BYTES, which the sender could then never send.
+_NOTE_FIXED = 160
+_SEALED_FIXED = 96
+_CONTACT_FIXED = 32
+# An event in the columns: its 16-byte id, an index into each of the four
+# tables (origin, kind, contact, thread) and seq and time as integers, each at
+# its widest, from_me, and the headers of its source and text. A value's first
+# use in a batch adds it to that table: `_ENTRY` plus its UTF-8 (or
+# `_CONTACT_ENTRY` for a contact id).
+_EVENT_FIXED = 16 + 4 * 3 + 2 * 9 + 1 + 5 + 5
+_ENTRY = 5
+_CONTACT_ENTRY = 2 + 16
+
+
+def _utf8(text: str | None) -> int:
+    return 0 if text is None else len(text.encode())
+
+
+def _size(record: NoteVersion | ContactEntry) -> int:
+    """Encoded bytes, at most: see `_NOTE_FIXED`."""
+    if isinstance(record, ContactEntry):
+        return _CONTACT_FIXED + _utf8(record.name) + sum(3 + _utf8(a) for a in record.aliases)
+    c = record.clear
+    if c is None:
+        return _SEALED_FIXED + len(record.stamp) + len(record.ciphertext or b"")
+    return (
+        _NOTE_FIXED
+        + len(record.stamp)
+        + _utf8(c.body)
+        + _utf8(c.title)
+        + _utf8(c.identity_key)
+        + _utf8(c.source_ref)
+        + sum(2 + _utf8(t) for t in c.tags)
+    )
+
+
+# Driver rows of events, one tuple each in `_EVENT_COLUMNS` order.
+_EventRows: TypeAlias = list[tuple[Any, ...]]
+_Part: TypeAlias = ContactEntry | NoteVersion | _EventRows
+
+
+class _Chunker:
+    """Cuts a stream of records into bounded `Records`."""
+
+    def __init__(self) -> None:
+        self.contacts: list[ContactEntry] = []
+        self.notes: list[NoteVersion] = []
+        self.events: _EventRows = []
+        # The values already in this batch's event tables, each counted once.
+        self.tables: tuple[set[Any], set[Any], set[Any], set[Any]] = (set(), set(), set(), set())
+        self.bytes = self.count = 0
+
+    def add(self, record: ContactEntry | NoteVersion) -> Records | None:
+        if isinstance(record, ContactEntry):
+            self.contacts.append(record)
+        else:
+            self.notes.append(record)
+        self.bytes += _size(record)
+        self.count += 1
+        return self._full()
+
+    def add_events(self, rows: _EventRows) -> Iterator[Records]:
+        """Take a page of event rows, yielding every batch they fill."""
+        origins, kinds, contacts, threads = self.tables
+        texts = [len(r[9].encode()) for r in rows]
+        start = 0
+        for i, row in enumerate(rows):
+            size = _EVENT_FIXED + texts[i] + _utf8(row[7])
+            if row[1] not in origins:
+                origins.add(row[1])
+                size += _ENTRY + _utf8(row[1])
+            if row[3] not in kinds:
+                kinds.add(row[3])
+                size += _ENTRY + _utf8(row[3])
+            if row[5] not in contacts:
+                contacts.add(row[5])
+                size += _CONTACT_ENTRY
+            if row[6] not in threads:
+                threads.add(row[6])
+                size += _ENTRY + _utf8(row[6])
+            self.bytes += size
+            self.count += 1
+            if self.bytes >= BATCH_BYTES or self.count >= BATCH_RECORDS:
+                self.events += rows[start : i + 1]
+                start = i + 1
+                yield self._cut()
+                origins, kinds, contacts, threads = self.tables
+        self.events += rows[start:]
+
+    def _full(self) -> Records | None:
+        if self.bytes >= BATCH_BYTES or self.count >= BATCH_RECORDS:
+            return self._cut()
+        return None
+
+    def flush(self) -> Records | None:
+        if not (self.contacts or self.events or self.notes):
+            return None
+        return self._cut()
+
+    def _cut(self) -> Records:
+        out = Records(tuple(self.contacts), _columns(self.events), tuple(self.notes))
+        self.contacts, self.events, self.notes = [], [], []
+        self.tables = (set(), set(), set(), set())
+        self.bytes = self.count = 0
+        return out
+
+
+def _columns(rows: _EventRows) -> EventColumns:
+    """Event columns from driver rows in `_EVENT_COLUMNS` order."""
+    if not rows:
+        return EventColumns()
+    columns = list(zip(*rows, strict=True))
+    columns[8] = tuple(map(_FROM_ME.__getitem__, columns[8]))
+    return EventColumns(*columns)
+
+
+def _chunked(parts: Iterable[_Part]) -> Iterator[Records]:
+    chunker = _Chunker()
+    for part in parts:
+        if isinstance(part, list):
+            yield from chunker.add_events(part)
+            continue
+        full = chunker.add(part)
+        if full is not None:
+            yield full
+    last = chunker.flush()
+    if last is not None:
+        yield last
+
+
+def _event_rows(session: Session, sql: str, params: Sequence[Any]) -> _EventRows:
+    """Rows straight from the DB-API cursor: no result objects around them."""
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _wire_note(row: Note) -> NoteVersion:
+    if row.zone == Zone.SEALED.value:
+        return NoteVersion(
+            row.id,
+            row.updated_at,
+            row.content_hash,
+            row.user_edited,
+            row.deleted,
+            nonce=row.nonce,
+            ciphertext=row.ciphertext,
+        )
+    # An offloaded note goes without its body (None): residency is not part of
+    # a version, and its holder (normally the receiver) holds the same bytes.
+    clear = ClearFields(
+        kind=row.kind or "",
+        identity_key=row.identity_key,
+        title=row.title or "",
+        body=row.body,
+        contact_id=row.contact_id,
+        tags=tuple(json.loads(row.tags)) if row.tags else (),
+        source_ref=row.source_ref,
+        about_date=row.about_date,
+        created_at=row.created_at or 0,
+    )
+    return NoteVersion(
+        row.id, row.updated_at, row.content_hash, row.user_edited, row.deleted, clear=clear
+    )
+
+
+def _version_order(user_edited: bool, stamp: str) -> tuple[bool, str]:
+    # Why this order: see the module docstring. Stamps compare as text because
+    # their fixed-width encoding sorts in clock order, origin last.
+    return (user_edited, stamp)
+
+
+class NodeReplica:
+    """The `Replica` a sync session runs against, for one data dir."""
+
+    def __init__(self, db: Database, log: MemoryLog, origin: str) -> None:
+        self.db = db
+        self.log = log
+        self.origin = origin
+        self.clock = HybridClock(origin)
+
+    # -- what I hold --------------------------------------------------------------------
+
+    def state(self) -> tuple[bytes, int]:
+        fp = statedigest.current(self.db)
+        return fp.digest(), fp.count
+
+    def marks(self) -> Marks:
+        with self.db.reading() as session:
+            log = session.execute(
+                select(MemoryEvent.origin, func.max(MemoryEvent.seq)).group_by(MemoryEvent.origin)
+            ).all()
+            notes = session.execute(select(NoteMark.origin, NoteMark.stamp)).all()
+            contacts = self._contacts_fingerprint(session)
+        return Marks(
+            tuple((str(o), int(s)) for o, s in sorted(log)),
+            tuple((str(o), str(s)) for o, s in sorted(notes)),
+            contacts,
+        )
+
+    @staticmethod
+    def _contact_items(session: Session) -> Iterator[bytes]:
+        for cid, name in session.execute(select(Contact.id, Contact.name)):
+            yield contact_item(cid, name)
+        aliases = session.execute(
+            select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias)
+        )
+        for key, cid, alias in aliases:
+            yield alias_item(key, cid, alias)
+
+    def _contacts_fingerprint(self, session: Session) -> bytes:
+        fp = Fingerprint.of(self._contact_items(session))
+        return range_fingerprint(fp.total, fp.count)
+
+    # -- what a sibling lacks -----------------------------------------------------------
+
+    def missing(self, peer: Marks) -> Iterator[Records]:
+        return _chunked(self._missing_parts(peer))
+
+    def _missing_parts(self, peer: Marks) -> Iterator[_Part]:
+        mine = self.marks()
+        if mine.contacts != peer.contacts:
+            yield from self._all_contacts()
+        for origin, high in mine.log:
+            after = peer.log_mark(origin)
+            while after < high:
+                with self.db.reading() as session:
+                    rows = _event_rows(session, _EVENTS_AFTER, (origin, after, _PAGE))
+                if not rows:
+                    break
+                # Stop at a gap in this replica's copy of the log (events that
+                # came by repair, in a session cut before the rest): a sibling
+                # takes a stream only in sequence order, so it would refuse the
+                # batch past the gap, and every later session with it. Repair
+                # sends what lies beyond. (Sequence numbers are distinct and
+                # ascending, so the last one tells whether any is missing.)
+                run = len(rows)
+                if rows[-1][2] != after + run:
+                    run = next(i for i, r in enumerate(rows) if r[2] != after + 1 + i)
+                if run:
+                    yield rows[:run]
+                if run < len(rows):
+                    break
+                after = rows[-1][2]
+        for origin, newest in mine.notes:
+            after_stamp = peer.note_mark(origin) or ""
+            while after_stamp < newest:
+                with self.db.reading() as session:
+                    note_rows = session.scalars(
+                        select(Note)
+                        .where(
+                            Note.updated_at > after_stamp,
+                            func.substr(Note.updated_at, STAMP_ORIGIN_AT + 1) == origin,
+                        )
+                        .order_by(Note.updated_at)
+                        .limit(_PAGE)
+                    ).all()
+                    notes = [_wire_note(r) for r in note_rows]
+                if not notes:
+                    break
+                yield from notes
+                after_stamp = notes[-1].stamp
+
+    def _all_contacts(self) -> list[ContactEntry]:
+        with self.db.reading() as session:
+            contacts = session.execute(select(Contact.id, Contact.name).order_by(Contact.id)).all()
+            aliases: dict[str, list[str]] = {}
+            for cid, alias in session.execute(
+                select(ContactAlias.contact_id, ContactAlias.alias).order_by(ContactAlias.alias_key)
+            ):
+                aliases.setdefault(cid, []).append(alias)
+        # The codec takes at most MAX_ALIASES aliases per entry and the book has
+        # no such bound: a contact with more goes out as several entries (the
+        # merge takes each in turn), never as one the sibling must refuse.
+        out: list[ContactEntry] = []
+        for c, n in contacts:
+            held = aliases.get(c, [])
+            for i in range(0, max(len(held), 1), MAX_ALIASES):
+                out.append(ContactEntry(c, n, tuple(held[i : i + MAX_ALIASES])))
+        return out
+
+    # -- repair ---------------------------------------------------------------------------
+
+    def items(self) -> Iterator[tuple[bytes, int]]:
+        with self.db.reading() as session:
+            for event_id in session.scalars(select(MemoryEvent.id)):
+                item = event_item(event_id)
+                yield item[:17], item_hash(item)
+            for row in session.scalars(select(Note)):
+                item = statedigest.note_version(row)
+                yield item[:17], item_hash(item)
+            for item in self._contact_items(session):
+                yield item[:17], item_hash(item)
+
+    def records_for(self, keys: Sequence[bytes]) -> Iterator[Records]:
+        return _chunked(self._records_for(keys))
+
+    def _records_for(self, keys: Sequence[bytes]) -> Iterator[_Part]:
+        by_kind: dict[bytes, list[bytes]] = {}
+        for key in keys:
+            by_kind.setdefault(key[:1], []).append(key[1:])
+        if b"C" in by_kind or b"A" in by_kind:
+            yield from self._all_contacts()
+        event_ids = [id_text(raw) for raw in by_kind.get(b"E", [])]
+        for i in range(0, len(event_ids), _ID_CHUNK):
+            chunk = event_ids[i : i + _ID_CHUNK]
+            sql = _EVENTS_BY_ID.format(",".join("?" * len(chunk)))
+            with self.db.reading() as session:
+                rows = _event_rows(session, sql, chunk)
+            if rows:
+                yield rows
+        note_ids = [id_text(raw) for raw in by_kind.get(b"N", [])]
+        for i in range(0, len(note_ids), _ID_CHUNK):
+            with self.db.reading() as session:
+                chunk = note_ids[i : i + _ID_CHUNK]
+                notes = session.scalars(select(Note).where(Note.id.in_(chunk)))
+                versions = [_wire_note(r) for r in notes]
+            yield from versions
+
+    # -- merging --------------------------------------------------------------------------
+
+    def apply(self, records: Records, *, in_order: bool) -> int:
+        events = records.event_columns
+        try:
+            _check_events(events)
+            notes = [_checked_note(n) for n in records.notes]
+            for n in notes:
+                self.clock.observe(Stamp.decode(n.stamp))
+        except BadInput as exc:
+            raise ProtocolError(f"refused a record: {exc}") from None
+        changed = 0
+        rows: Sequence[Row] = ()
+        with self.db.writing() as session:
+            # The constraint failure is caught inside the transaction: once it
+            # leaves `writing()`, db.py has already turned it (a DatabaseError)
+            # into DataDirError ("damaged"), which no session expects. Raising
+            # ProtocolError from here still rolls the whole batch back.
+            try:
+                changed += self._merge_contacts(session, records.contacts)
+                rows = self._merge_events(session, events, in_order=in_order)
+                changed += len(rows)
+                changed += self._merge_notes(session, notes)
+                session.flush()  # anything still pending fails here, not at commit
+            except IntegrityError as exc:
+                raise ProtocolError(
+                    f"a batch contradicts what this replica holds ({exc.orig})"
+                ) from None
+        self.log.committed(rows)
+        return changed
+
+    def _merge_contacts(self, session: Session, contacts: Sequence[ContactEntry]) -> int:
+        changed = 0
+        for entry in contacts:
+            try:
+                name = clean_name(entry.name)
+                aliases = [clean_name(a, "alias") for a in entry.aliases]
+            except BadInput as exc:
+                raise ProtocolError(f"refused a contact: {exc}") from None
+            if contact_id_for(name) != entry.id:
+                raise ProtocolError(f"contact {entry.id} does not match its name")
+            row = session.get(Contact, entry.id)
+            if row is None:
+                session.add(Contact(id=entry.id, name=name, name_key=name_key(name), created_at=0))
+                session.flush()
+                statedigest.update(session, add=[contact_item(entry.id, name)])
+                changed += 1
+            elif name < row.name:
+                statedigest.update(
+                    session,
+                    add=[contact_item(entry.id, name)],
+                    remove=[contact_item(entry.id, row.name)],
+                )
+                row.name = name
+                changed += 1
+            for alias in aliases:
+                key = name_key(alias)
+                held = session.get(ContactAlias, key)
+                if held is None:
+                    session.add(ContactAlias(alias_key=key, contact_id=entry.id, alias=alias))
+                    session.flush()
+                    statedigest.update(session, add=[alias_item(key, entry.id, alias)])
+                    changed += 1
+                elif (entry.id, alias) < (held.contact_id, held.alias):
+                    statedigest.update(
+                        session,
+                        add=[alias_item(key, entry.id, alias)],
+                        remove=[alias_item(key, held.contact_id, held.alias)],
+                    )
+                    held.contact_id, held.alias = entry.id, alias
+                    changed += 1
+        return changed
+
+    def _merge_events(
+        self, session: Session, events: EventColumns, *, in_order: bool
+    ) -> Sequence[Row]:
+        if not events:
+            return ()
+        if in_order:
+            by_origin: dict[str, list[int]]
+            if len(set(events.origins)) == 1:  # the usual stream: one origin at a time
+                by_origin = {events.origins[0]: list(events.seqs)}
+            else:
+                by_origin = {}
+                for origin, seq in zip(events.origins, events.seqs, strict=True):
+                    by_origin.setdefault(origin, []).append(seq)
+            for origin, seqs in by_origin.items():
+                if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+                    raise ProtocolError(f"events of {origin} are not in sequence order")
+                held = (
+                    session.scalar(
+                        select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == origin)
+                    )
+                    or 0
+                )
+                if seqs[0] > held + 1:
+                    raise ProtocolError(
+                        f"events of {origin} start at {seqs[0]} but this replica holds {held}"
+                    )
+        return self.log.insert_columns_in(session, events.columns(), events.id_bytes())
+
+    def _merge_notes(self, session: Session, notes: Sequence[NoteVersion]) -> int:
+        if not notes:
+            return 0
+        # The rows in hand first (one query per chunk, not one per note), then
+        # one digest update for the whole batch.
+        held: dict[str, Note] = {}
+        ids = list({n.id for n in notes})
+        for i in range(0, len(ids), _ID_CHUNK):
+            chunk = ids[i : i + _ID_CHUNK]
+            held.update((r.id, r) for r in session.scalars(select(Note).where(Note.id.in_(chunk))))
+        added: list[bytes] = []
+        removed: list[bytes] = []
+        seen: list[str] = []
+        for version in notes:
+            row = held.get(version.id)
+            body = _resident_body(session, version, row)
+            if body is _NOWHERE:
+                # A body parked with a holder this replica is not (and not held
+                # here): nothing to store it with. The version stays missing and
+                # the digests say so; the sibling that holds the body can send it.
+                log.warning("note %s arrived without its body; not applied", version.id)
+                continue
+            seen.append(version.stamp)
+            if row is not None:
+                if (row.zone == Zone.SEALED.value) != version.sealed:
+                    raise ProtocolError(f"note {version.id} changed zone")
+                mine = _version_order(row.user_edited, row.updated_at)
+                theirs = _version_order(version.user_edited, version.stamp)
+                if theirs == mine:
+                    if row.content_hash != version.content_hash or row.deleted != version.deleted:
+                        raise ProtocolError(f"two different notes {version.id} share one stamp")
+                    continue
+                if theirs < mine:
+                    continue
+                removed.append(statedigest.note_version(row))
+                _fill(session, row, version, body)
+            else:
+                row = Note(id=version.id)
+                _fill(session, row, version, body)
+                session.add(row)
+                held[version.id] = row
+            added.append(statedigest.note_version(row))
+        session.flush()
+        statedigest.update(session, add=added, remove=removed)
+        record_marks(session, seen)
+        return len(added)
+
+
+def _check_events(events: EventColumns) -> None:
+    """What the log demands of an event (`parse_kind`, `check_ref`, `check_text`),
+    of a whole batch at once: over the distinct values of a column where values
+    repeat, over the column in one pass where they do not. Raises BadInput (or
+    ProtocolError for an id that is not one)."""
+    events.id_bytes()
+    for kind in set(events.kinds):
+        parse_kind(kind)
+    for thread in set(events.threads):
+        check_ref(thread, "thread")
+    sources = events.sources
+    if not _all_refs(sources):
+        for source in sources:
+            check_ref(source, "source")
+    texts = events.texts
+    if not _all_texts(texts):
+        for text in texts:
+            check_text(text)
+
+
+def _all_refs(values: Sequence[str | None]) -> bool:
+    """Whether every value passes `check_ref`, without a call per value."""
+    try:
+        present = [v for v in values if v is not None]
+        joined = "".join(present)
+    except TypeError:
+        return False
+    return (
+        all(map(str.strip, present))
+        and max(map(len, present), default=0) <= MAX_REF_CHARS
+        and not ("\n" in joined or "\r" in joined or "\x00" in joined)
+    )
+
+
+def _all_texts(texts: Sequence[str]) -> bool:
+    """Whether every text passes `check_text`, without a call per text."""
+    try:
+        joined = "".join(texts)
+    except TypeError:
+        return False
+    return (
+        all(map(str.strip, texts))
+        and max(map(len, texts), default=0) <= MAX_TEXT_CHARS
+        and "\x00" not in joined
+    )
+
+
+def _checked_note(n: NoteVersion) -> NoteVersion:
+    if n.clear is not None:
+        try:
+            NoteKind(n.clear.kind)
+        except ValueError:
+            raise BadInput(f"unknown note kind {n.clear.kind!r:.40}") from None
+        if clean_tags(list(n.clear.tags)) != n.clear.tags:
+            raise BadInput("note tags are not in their stored form")
+        if n.clear.body is not None and content_hash(n.clear.body) != n.content_hash:
+            raise BadInput(f"note {n.id}: the body does not match its content hash")
+    elif sealed_hash(n.nonce or b"", n.ciphertext or b"") != n.content_hash:
+        raise BadInput(f"sealed note {n.id}: the ciphertext does not match its hash")
+    return n
+
+
+class _Body(enum.Enum):
+    NOWHERE = "no body to be had for this version"
+    PARKED = "the row's own parked body is this version's"
+
+
+_NOWHERE, _KEEP_PARKED = _Body.NOWHERE, _Body.PARKED
+
+
+def _resident_body(session: Session, v: NoteVersion, row: Note | None) -> str | _Body | None:
+    """The body to store for version ``v`` (None for a sealed note), or one of
+    the two markers above. A version that came without its body takes the one
+    this replica already has under the same hash."""
+    if v.clear is None:
+        return None
+    if v.clear.body is not None:
+        return v.clear.body
+    if row is not None and row.content_hash == v.content_hash:
+        if row.body is not None:
+            return row.body
+        if row.holder is not None:
+            return _KEEP_PARKED
+    held = session.scalar(
+        select(Holding.body).where(Holding.note_id == v.id, Holding.content_hash == v.content_hash)
+    )
+    if held is not None:
+        body = bytes(held).decode("utf-8", errors="replace")
+        if content_hash(body) == v.content_hash:
+            return body
+    return _NOWHERE
+
+
+def _fill(session: Session, row: Note, v: NoteVersion, body: str | _Body | None) -> None:
+    stamp = Stamp.decode(v.stamp)
+    if v.clear is not None and body is not _KEEP_PARKED and row.holder is not None:
+        # A newer version with a body of its own makes the note resident here;
+        # the holding the row pointed at is released on this device's word.
+        release_later(session, row.id, row.content_hash, row.holder)
+        row.holder = None
+    row.updated_at = v.stamp
+    row.content_hash = v.content_hash
+    row.user_edited = v.user_edited
+    row.deleted = v.deleted
+    if v.clear is None:
+        row.zone = Zone.SEALED.value
+        row.nonce, row.ciphertext = v.nonce, v.ciphertext
+        return
+    c = v.clear
+    row.zone = Zone.CLEAR.value
+    row.kind, row.identity_key, row.title = c.kind, c.identity_key, c.title
+    if not isinstance(body, _Body):
+        row.body = body
+    row.contact_id, row.tags, row.source_ref = c.contact_id, tags_json(c.tags), c.source_ref
+    row.about_date, row.created_at = c.about_date, c.created_at
+    row.updated_wall = stamp.wall_ms * 1000
+
+
+__all__ = ["BATCH_BYTES", "NodeReplica"]

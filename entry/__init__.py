@@ -1,0 +1,1 @@
+"""The `pixie` command: assembles every package's subcommands."""

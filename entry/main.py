@@ -1,0 +1,153 @@
+"""The ``pixie`` command: one entry point for every role.
+
+It lives at the top of the import graph (the Homebase builds on the device, so
+this is the one place that may see every package) and only assembles the
+subcommands each package defines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sqlite3
+import sys
+import traceback
+from typing import NoReturn
+
+from pixie.device.cli import agent as agentcli
+from pixie.device.cli import main as device_cli
+from pixie.device.errors import BadInput, DeviceError
+from pixie.device.store.node import Node
+from pixie.device.sync.driver import PeerService
+from pixie.homebase.holder import Holder
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.faults import HOLDER_FAULTS, FaultSpecError, parse_faults
+from pixie.relay import cli as relay_cli
+from pixie.relay.errors import RelayError
+
+
+class UsageError(Exception):
+    """A command line argparse refused."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse prints usage plus a message and exits; we want one clear line.
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def holder_services(node: Node, args: argparse.Namespace) -> list[PeerService]:
+    """What `pixie run` on a Homebase answers besides sync: the holder, with
+    the faults ``--faults`` asks for (refused at start if malformed)."""
+    if node.role != "homebase":
+        return []
+    try:
+        plan = parse_faults(args.faults or "", HOLDER_FAULTS, seed=args.fault_seed)
+    except FaultSpecError as exc:
+        raise BadInput(f"--faults: {exc}") from None
+    if plan:
+        print(f"pixie run: injecting holder faults {plan.describe()}", file=sys.stderr, flush=True)
+    return [Holder(node, plan)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--data",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="data directory (default: $PIXIE_DATA or the per-user data dir)",
+    )
+    parser = _Parser(
+        prog="pixie",
+        description="Pixie Memory: local-first memory for a personal agent.",
+        epilog="Refused input is one line on stderr and exit status 2. "
+        "PIXIE_DEBUG=1 adds the traceback to an unexpected error.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+    device_cli.add_commands(sub, common, services=holder_services)
+    agentcli.add_commands(sub, common)
+    relay_cli.add_commands(sub, common)
+    return parser
+
+
+DEBUG_ENV = "PIXIE_DEBUG"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        arguments = sys.argv[1:] if argv is None else argv
+        _check_arguments(arguments)
+        args = parser.parse_args(arguments)
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        print("pixie: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``pixie grep x | head``); that is not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:
+        known = _known(exc)
+        if known is not None:
+            print(f"pixie: error: {' '.join(str(known).splitlines())}", file=sys.stderr)
+            return 2
+        # The last line of defence: input, a file or the database reached a
+        # path no check foresaw. The user still gets one line and status 2,
+        # and the line names the exception, so a bug is reported, not hidden;
+        # PIXIE_DEBUG=1 adds the traceback.
+        if os.environ.get(DEBUG_ENV) == "1":
+            traceback.print_exc()
+        print(f"pixie: error: {_unexpected(exc)}", file=sys.stderr)
+        return 2
+    return code
+
+
+def _check_arguments(arguments: list[str]) -> None:
+    """Refuse an argument that is not UTF-8 (Python hands it over with lone
+    surrogates standing for the bad bytes, which nothing can store or print)."""
+    for number, value in enumerate(arguments, 1):
+        if _SURROGATE.search(value):
+            raise UsageError(f"argument {number} ({value!r:.60}) is not valid UTF-8")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_KNOWN = (UsageError, DeviceError, ProtocolError, RelayError)
+
+
+def _known(exc: BaseException) -> BaseException | None:
+    """``exc``, or the one error a task group wrapped it in, if it is one of
+    the errors the packages raise on purpose."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, _KNOWN) else None
+
+
+def _unexpected(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    orig = getattr(exc, "orig", None)  # SQLAlchemy wraps the driver's error
+    inner = orig if isinstance(orig, Exception) else exc
+    lines = str(inner).strip().splitlines()
+    detail = f"{type(inner).__name__}: {lines[0][:200]}" if lines else type(inner).__name__
+    if isinstance(inner, sqlite3.DatabaseError):
+        message = str(inner)
+        if type(inner) is sqlite3.DatabaseError or any(w in message for w in _DAMAGE_WORDS):
+            return f"the database is damaged or not a Pixie database ({detail})"
+        return f"database error ({detail})"
+    return f"unexpected {detail} (set {DEBUG_ENV}=1 to see where)"
+
+
+# What SQLite says of a file it cannot read as a database.
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,0 @@
-"""The deterministic simulator: device, Homebase and relay in one process."""

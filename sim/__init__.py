@@ -1,0 +1,1 @@
+"""Tools for tests and demos: the sample-life generator and the convergence simulator."""

@@ -1,0 +1,958 @@
+"""One simulated world: a device, a Homebase and a relay, stepped by one seed.
+
+Everything runs in this thread as plain function calls: the real sans-IO cores
+(`SyncSession`, `OffloadAttempt`, `FetchAttempt`, `ReleaseAttempt`), the real
+stores (each peer a `Node` over its own SQLite file), the real envelopes
+(`seal`/`open_envelope`, per-sibling counters and replay windows) and the real
+holder decisions (`Holder`'s store, serve and release). No scheduler runs, so
+nothing can depend on one's order; every choice is drawn from the seed.
+
+A step is: maybe move the clock, do one thing (a workload operation or a
+fault), deliver what the relay has due, let sessions say what they have to
+say, time out what waited too long, then check every invariant. `finish` stops
+the faults, heals the network, syncs, and checks that the two replicas agree.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nacl.signing import SigningKey
+
+from pixie.device.errors import BadInput, NotFound
+from pixie.device.notebook.store import Distilled, NotebookStore
+from pixie.device.store.contacts import contact_id_for
+from pixie.device.store.datadir import DataDir
+from pixie.device.store.holdings import forget_release, pending_releases
+from pixie.device.store.keystore import FileKeyStore
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync.offload import NoteOffloadService
+from pixie.device.sync.replica import NodeReplica
+from pixie.homebase.holder import Holder, _other_id
+from pixie.protocol import envelope, syncwire
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.hlc import HybridClock
+from pixie.protocol.offload import (
+    FetchAttempt,
+    OffloadAttempt,
+    Outcome,
+    ReleaseAttempt,
+    body_hash,
+    check_offload,
+    holder_parts,
+)
+from pixie.protocol.peerwire import (
+    Body,
+    FetchPart,
+    FetchRequest,
+    HolderRefusal,
+    OffloadAck,
+    OffloadRequest,
+    PeerMessage,
+    Release,
+    Released,
+    SyncData,
+    decode_body,
+    encode_body,
+)
+from pixie.protocol.replay import Verdict as ReplayVerdict
+from pixie.protocol.sync import SyncSession
+from pixie.sim import invariants
+from pixie.sim.determinism import Entropy, SimClock, deterministic
+from pixie.sim.network import CLEAR_CANARY, LINKS, PEERS, SEALED_CANARY, FaultRates, SimRelay
+
+TRACE_KEEP = 400
+ATTEMPT_TICKS = 8  # an offload, fetch or release unanswered this long has timed out
+SESSION_IDLE_TICKS = 10  # a sync session that heard nothing this long is abandoned
+PUMP_LIMIT = 64  # messages one session may queue per turn
+CONTACTS = ("Ada Lovelace", "Grace Hopper", "Alan Turing")
+THREADS = ("t0", "t1", "t2")
+BODIES = (
+    "talked about the trip to Lyon",
+    "wants to start running again",
+    "asked about the cello lessons",
+    "moving house in the spring",
+)
+GUIDANCE = ("Be brief", "Use metric units", "No emoji")
+FINAL_SYNC_TRIES = 4
+MAX_SKEW_MS = 10 * 60 * 1000  # beyond the five minutes a sibling believes, on purpose
+IMPORTED_AT = 1_700_000_000_000_000
+
+
+OPERATIONS = (
+    "append",
+    "distil",
+    "edit",
+    "delete",
+    "pin",
+    "sealed",
+    "guidance",
+    "sync",
+    "offload",
+    "fetch",
+    "recall",
+    "release",
+    "crash",
+    "partition",
+    "clock",
+)
+
+
+def default_base() -> Path | None:
+    """Where data dirs go: a memory-backed directory where the OS has one (the
+    stores fsync every commit, and on a disk that is most of a run), else the
+    temp dir."""
+    shm = Path("/dev/shm")  # noqa: S108 - a scratch area by design, like the temp dir
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+class InvariantViolated(Exception):
+    """An invariant does not hold; ``number`` is its place in `invariants.NAMES`."""
+
+    def __init__(self, number: int, detail: str) -> None:
+        super().__init__(f"invariant {number} ({invariants.NAMES[number]}): {detail}")
+        self.number = number
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one seed decided about the run: how often each fault strikes."""
+
+    net: FaultRates
+    crash: float
+    partition: float
+    byzantine: float
+    skew: float
+    lies: bool  # the holder may ack what it never stored (off unless asked)
+
+    @classmethod
+    def draw(cls, rng: random.Random, *, faults: bool, lies: bool) -> Plan:
+        if not faults:
+            return cls(FaultRates.none(), 0.0, 0.0, 0.0, 0.0, False)
+
+        def maybe(top: float) -> float:
+            # A quarter of seeds go without each fault, so its absence is tested too.
+            return 0.0 if rng.random() < 0.25 else rng.uniform(0.0, top)
+
+        net = FaultRates(maybe(0.15), maybe(0.15), maybe(0.1), maybe(0.3))
+        return cls(net, maybe(0.06), maybe(0.06), maybe(0.4), maybe(0.08), lies)
+
+    def as_json(self) -> dict[str, object]:
+        r = self.net
+        return {
+            "drop": round(r.drop, 3),
+            "delay": round(r.delay, 3),
+            "duplicate": round(r.duplicate, 3),
+            "reorder": round(r.reorder, 3),
+            "crash": round(self.crash, 3),
+            "partition": round(self.partition, 3),
+            "byzantine": round(self.byzantine, 3),
+            "skew": round(self.skew, 3),
+            "lies": self.lies,
+        }
+
+
+@dataclass
+class Pending:
+    """One request of the device's that waits for the holder's answer."""
+
+    kind: str  # offload, fetch, recall, release
+    attempt: OffloadAttempt | FetchAttempt | ReleaseAttempt
+    since: int
+    pointer: Any = None  # recall: the pointer the body is restored against
+
+
+@dataclass
+class Peer:
+    """One peer: its data dir on disk, and what it holds in memory (lost in a crash)."""
+
+    name: str
+    path: Path
+    keys: FileKeyStore
+    wall_ms: Callable[[], int]
+    node: Node = field(init=False)
+    replica: NodeReplica = field(init=False)
+    identity: SigningKey = field(init=False)
+    key: bytes = b""
+    session: SyncSession | None = None
+    heard_at: int = 0  # the tick the session last moved
+    pending: dict[bytes, Pending] = field(default_factory=dict)
+
+    def open(self) -> None:
+        node = Node.open(self.path, key_store=self.keys)
+        # The peer's clock is the simulated wall plus its skew: injected, not patched.
+        node.notebook = NotebookStore(
+            node.db, node.origin, node.log, key_store=self.keys, wall=self.wall_ms
+        )
+        self.node = node
+        self.replica = NodeReplica(node.db, node.log, node.origin)
+        self.replica.clock = HybridClock(node.origin, wall=self.wall_ms)
+        self.identity = node.identity()
+        self.key = bytes(self.identity.verify_key)
+
+    def crash(self) -> None:
+        """Lose everything in memory; what was committed is there on reopening."""
+        self.session = None
+        self.pending.clear()
+        self.node.close()
+        self.open()
+
+
+@dataclass
+class Stats:
+    ops: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
+    crashes: int = 0
+    rejected_envelopes: int = 0
+    sessions: int = 0
+    sessions_failed: int = 0
+    offloads_cleared: int = 0
+    fetches_verified: int = 0
+    fetches_refused: int = 0
+    recalls: int = 0
+    releases: int = 0
+
+    def count(self, op: str) -> None:
+        self.ops[op] = self.ops.get(op, 0) + 1
+
+
+class World:
+    """A device, a Homebase and a relay, driven by one seed."""
+
+    def __init__(
+        self,
+        seed: int,
+        *,
+        base: Path | None = None,
+        faults: bool = True,
+        lies: bool = False,
+        trace: Callable[[str], None] | None = None,
+    ) -> None:
+        # A world starts as fresh processes would: no ephemeral keys from an
+        # earlier one (when an envelope's key rotates shows in what a fault strikes).
+        envelope.forget_ephemeral_keys()
+        self.seed = seed
+        self.rng = random.Random(f"pixie-sim-{seed}")
+        self.entropy = Entropy(random.Random(f"pixie-sim-entropy-{seed}"))
+        self.clock = SimClock()
+        self.plan = Plan.draw(self.rng, faults=faults, lies=lies)
+        self.drawn = self.plan  # what the seed chose, kept once the faults stop
+        self.tick = 0
+        self.trace: deque[str] = deque(maxlen=TRACE_KEEP)
+        self.trace_sink = trace
+        self.stats = Stats()
+        self.skew: dict[str, int] = dict.fromkeys(PEERS, 0)
+        self.relay = SimRelay(self.rng, self.plan.net, self.note)
+        self.swizzle: deque[tuple[str, bool]] = deque()
+        self.acked: set[tuple[str, str]] = set()  # (note id, hash hex) the sim saw validly acked
+        self.edited: dict[str, set[str]] = {p: set() for p in PEERS}
+        self.canary_count = 0
+        self.finished = False
+        self.tmp = Path(tempfile.mkdtemp(prefix="pixie-sim-", dir=base or default_base()))
+        keys = FileKeyStore(self.tmp / "keys")
+        self.peers: dict[str, Peer] = {}
+        try:
+            self._create(keys)
+        except BaseException:
+            self.close()
+            raise
+        self.device, self.homebase = self.peers["device"], self.peers["homebase"]
+        self.holder = Holder(self.homebase.node)
+        self.note(f"seed {seed}: plan {self.plan.as_json()}")
+
+    def _create(self, keys: FileKeyStore) -> None:
+        """Two fresh data dirs, paired as siblings (what `pixie pair` leaves behind)."""
+        with self.stepping():
+            for name in PEERS:
+                path = self.tmp / name
+                DataDir.init(path, name=name, role=name, key_store=keys)
+                peer = Peer(name, path, keys, self._wall_of(name))
+                peer.open()
+                # The seal key is minted outside Python's entropy (so outside the
+                # seed); the key store is given one drawn from the seed instead.
+                keys.put(f"{peer.node.origin}-notebook-seal", self.entropy.urandom(32))
+                self.peers[name] = peer
+            for name, peer in self.peers.items():
+                other = self.peers[self.other(name)]
+                peer.node.siblings.add(
+                    SiblingInfo(other.key, other.name, other.name, "sim", self.clock.now_us)
+                )
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _wall_of(self, name: str) -> Callable[[], int]:
+        return lambda: self.clock.now_ms() + self.skew[name]
+
+    @staticmethod
+    def other(name: str) -> str:
+        return "homebase" if name == "device" else "device"
+
+    @contextmanager
+    def stepping(self) -> Iterator[None]:
+        with deterministic(self.clock, self.entropy):
+            yield
+
+    def note(self, what: str) -> None:
+        line = f"{self.tick:4d} {what}"
+        self.trace.append(line)
+        if self.trace_sink is not None:
+            self.trace_sink(line)
+
+    def close(self) -> None:
+        for peer in self.peers.values():  # only peers whose node opened are listed
+            peer.node.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def canary(self, sealed: bool = False) -> str:
+        self.canary_count += 1
+        prefix = SEALED_CANARY if sealed else CLEAR_CANARY
+        return f"{prefix.decode()}{self.canary_count:05d}"
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def send(self, sender: Peer, message: PeerMessage) -> None:
+        recipient = self.peers[self.other(sender.name)]
+        counter = sender.node.siblings.next_send_counter(recipient.key)
+        data = envelope.seal(sender.identity, recipient.key, encode_body(message, counter))
+        self.relay.submit(sender.name, recipient.name, data, self.tick)
+        if self.relay.leaks:
+            canary, src, size = self.relay.leaks[0]
+            raise InvariantViolated(6, f"the relay carried {canary!r} from {src} ({size} B)")
+
+    def admit(self, peer: Peer, data: bytes) -> tuple[bytes, Body] | None:
+        """What `PeerLink` does on receipt: open, check the sender, decode, replay check."""
+        try:
+            opened = envelope.open_envelope(peer.identity, data)
+            if peer.node.siblings.get(opened.sender) is None:
+                raise ProtocolError("an envelope from a key that is not a sibling")
+            body = decode_body(opened.body)
+        except ProtocolError as exc:
+            self.stats.rejected_envelopes += 1
+            self.note(f"{peer.name} rejects an envelope: {exc}")
+            return None
+        verdict = peer.node.siblings.accept_counter(opened.sender, body.counter)
+        if verdict is not ReplayVerdict.NEW:
+            self.stats.rejected_envelopes += 1
+            self.note(f"{peer.name} rejects counter {body.counter}: {verdict.value}")
+            return None
+        return opened.sender, body
+
+    def deliver(self, dst: str, data: bytes) -> None:
+        peer = self.peers[dst]
+        admitted = self.admit(peer, data)
+        if admitted is None:
+            return
+        sender, body = admitted
+        message = body.message
+        self.note(f"{dst} <- {type(message).__name__}")
+        if isinstance(message, SyncData):
+            self._on_sync(peer, message)
+        elif peer is self.homebase and isinstance(message, OffloadRequest | FetchRequest | Release):
+            self._on_holder_request(sender, message, body.counter)
+        elif peer is self.device and isinstance(
+            message, OffloadAck | HolderRefusal | FetchPart | Released
+        ):
+            self._on_holder_reply(sender, message)
+
+    # -- sync -------------------------------------------------------------------------------
+
+    def open_sync(self, opener: Peer) -> None:
+        if any(p.session is not None for p in self.peers.values()):
+            self.note("sync: a session is already open; none started")
+            return
+        session = SyncSession(opener.replica, opener=True)
+        opener.session, opener.heard_at = session, self.tick
+        self.stats.sessions += 1
+        session.start()
+        self.note(f"sync opened by {opener.name}")
+        self.pump(opener)
+
+    def _on_sync(self, peer: Peer, data: SyncData) -> None:
+        try:
+            message = syncwire.decode(data.payload)
+        except ProtocolError as exc:
+            self.note(f"{peer.name} refuses a sync message: {exc}")
+            return
+        if peer.session is None:
+            if not (isinstance(message, syncwire.Hello) and not message.reply):
+                self.note(f"{peer.name} ignores {type(message).__name__}: no session")
+                return
+            peer.session = SyncSession(peer.replica, opener=False)
+        peer.heard_at = self.tick
+        peer.session.receive(message)
+        self.pump(peer)
+
+    def pump(self, peer: Peer) -> None:
+        session = peer.session
+        if session is None:
+            return
+        for _ in range(PUMP_LIMIT):
+            message = session.next_message()
+            if message is None:
+                break
+            self.send(peer, SyncData(syncwire.encode(message)))
+        if session.finished:
+            outcome = session.phase.value if session.error is None else session.error
+            if session.error is not None:
+                self.stats.sessions_failed += 1
+            self.note(f"sync {peer.name}: {outcome}")
+            peer.session = None
+
+    # -- the holder (the Homebase's side) -----------------------------------------------------
+
+    def _byzantine(self, choices: tuple[str, ...]) -> str | None:
+        if self.rng.random() < self.plan.byzantine:
+            return self.rng.choice(choices)
+        return None
+
+    def _on_holder_request(self, sender: bytes, message: PeerMessage, counter: int) -> None:
+        home, holder = self.homebase, self.holder
+        if isinstance(message, OffloadRequest):
+            lies = ("lie",) if self.plan.lies else ()
+            fault = self._byzantine(("silent", "wrong-hash", "wrong-id", "crash", *lies))
+            if fault == "silent":
+                self.note("holder fault: no answer")
+                return
+            if fault == "lie":
+                self.note("holder fault: acks without storing")
+                self.send(home, OffloadAck(message.request, message.note_id, message.content_hash))
+                return
+            why = check_offload(message) or holder._store(sender, message, counter)
+            if why:
+                self.send(home, HolderRefusal(message.request, why))
+                return
+            if fault == "crash":
+                self.note("holder fault: crash after commit, before the ack")
+                self.crash("homebase")
+                return
+            note_id, chash = message.note_id, message.content_hash
+            if fault == "wrong-hash":
+                chash = body_hash(message.body + b"\x00")
+            elif fault == "wrong-id":
+                note_id = _other_id(message.note_id)
+            if fault:
+                self.note(f"holder fault: ack with the {fault}")
+            self.send(home, OffloadAck(message.request, note_id, chash))
+        elif isinstance(message, FetchRequest):
+            body, why = holder._resident_body(message)
+            if body is None:
+                self.send(home, HolderRefusal(message.request, why))
+                return
+            if self._byzantine(("corrupt",)):
+                self.note("holder fault: serves corrupted bytes")
+                body = bytes([body[0] ^ 0x01]) + body[1:] if body else b"\x00"
+            for part in holder_parts(message, body):
+                self.send(home, part)
+        elif isinstance(message, Release):
+            why = holder._drop(sender, message, counter)
+            if why:
+                self.send(home, HolderRefusal(message.request, why))
+            else:
+                self.send(home, Released(message.request, message.note_id, message.content_hash))
+
+    # -- the device's side of offloading -----------------------------------------------------
+
+    def service(self) -> NoteOffloadService:
+        """The device's offload service, for its synchronous gates (no I/O is used)."""
+
+        async def no_io(*_: Any, **__: Any) -> Any:  # pragma: no cover - never awaited here
+            raise AssertionError("the simulator moves messages itself")
+
+        return NoteOffloadService(self.device.node, self.homebase.key, no_io, no_io)
+
+    def offload(self, note_id: str) -> None:
+        candidate = self.service()._candidate(note_id)
+        attempt = OffloadAttempt(
+            self.homebase.key, candidate.id, bytes.fromhex(candidate.content_hash)
+        )
+        self.device.pending[attempt.request] = Pending("offload", attempt, self.tick)
+        self.send(self.device, attempt.request_message(candidate.body))
+
+    def fetch(self, note_id: str, *, recall: bool) -> None:
+        pointer = self.service()._pointer(note_id)
+        attempt = FetchAttempt(self.homebase.key, note_id, bytes.fromhex(pointer.content_hash))
+        kind = "recall" if recall else "fetch"
+        self.device.pending[attempt.request] = Pending(kind, attempt, self.tick, pointer)
+        self.send(self.device, attempt.request_message())
+
+    def release(self) -> None:
+        with self.device.node.db.reading() as session:
+            todo = [
+                (p.note_id, p.content_hash)
+                for p in pending_releases(session, self.homebase.key.hex())
+            ]
+        for note_id, chash in todo[:3]:
+            attempt = ReleaseAttempt(self.homebase.key, note_id, bytes.fromhex(chash))
+            self.device.pending[attempt.request] = Pending("release", attempt, self.tick)
+            self.send(self.device, attempt.request_message())
+
+    def _on_holder_reply(self, sender: bytes, message: PeerMessage) -> None:
+        request = getattr(message, "request", b"")
+        pending = self.device.pending.get(request)
+        if pending is None:
+            self.note(f"device sets aside a stale {type(message).__name__}")
+            return
+        attempt = pending.attempt
+        # The simulator's own judgement of a valid ack, made before the real
+        # gate's: a clear it did not see a valid ack for breaks invariant 2.
+        if (
+            isinstance(message, OffloadAck)
+            and isinstance(attempt, OffloadAttempt)
+            and sender == self.homebase.key
+            and message.note_id == attempt.note_id
+            and message.content_hash == attempt.content_hash
+        ):
+            self.acked.add((attempt.note_id, attempt.content_hash.hex()))
+        verdict = attempt.on_message(sender, message)
+        if verdict is None:
+            return
+        del self.device.pending[request]
+        self.note(f"device {pending.kind} {attempt.note_id[:8]}: {verdict.outcome.value}")
+        service = self.service()
+        if pending.kind == "offload":
+            if verdict.outcome is not Outcome.HELD:
+                return
+            if self.rng.random() < self.plan.crash:
+                self.note("device crashes between the ack and the clear")
+                self.crash("device")
+                return
+            chash = attempt.content_hash.hex()
+            if service._compare_and_clear(attempt.note_id, chash):
+                self.stats.offloads_cleared += 1
+            else:
+                service._orphaned(attempt.note_id, chash)
+        elif pending.kind in ("fetch", "recall"):
+            if verdict.outcome is not Outcome.FETCHED or verdict.body is None:
+                self.stats.fetches_refused += 1
+                return
+            if body_hash(verdict.body) != attempt.content_hash:
+                raise InvariantViolated(
+                    2, f"fetched body of {attempt.note_id} accepted without re-hashing to it"
+                )
+            self.stats.fetches_verified += 1
+            if pending.kind == "recall" and service._restore(pending.pointer, verdict.body):
+                self.stats.recalls += 1
+        elif verdict.outcome is Outcome.RELEASED:
+            with self.device.node.db.writing() as session:
+                forget_release(
+                    session, attempt.note_id, attempt.content_hash.hex(), self.homebase.key.hex()
+                )
+            self.stats.releases += 1
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def crash(self, name: str) -> None:
+        self.stats.crashes += 1
+        self.note(f"crash {name}")
+        if name == "relay":
+            self.relay.crash()
+            return
+        peer = self.peers[name]
+        peer.crash()
+        if peer is self.homebase:
+            self.holder = Holder(peer.node)
+
+    def _partition(self) -> None:
+        cut = [link for link in LINKS if not self.relay.up[link]]
+        roll = self.rng.random()
+        if roll < 0.3 and not self.swizzle:
+            # FoundationDB's swizzle: cut the links one by one, restore them in
+            # another random order.
+            order = list(LINKS)
+            self.rng.shuffle(order)
+            back = list(order)
+            self.rng.shuffle(back)
+            self.swizzle.extend([(link, False) for link in order] + [(link, True) for link in back])
+            self.note("swizzle begins")
+        elif cut and roll < 0.65:
+            link = self.rng.choice(cut)
+            self.relay.up[link] = True
+            self.note(f"link {link} restored")
+        else:
+            link = self.rng.choice(LINKS)
+            self.relay.up[link] = False
+            self.note(f"link {link} cut")
+
+    def _skew(self) -> None:
+        name = self.rng.choice(PEERS)
+        if self.rng.random() < 0.5:
+            self.skew[name] = self.rng.randint(-MAX_SKEW_MS, MAX_SKEW_MS)
+            self.note(f"clock of {name} skewed by {self.skew[name]} ms")
+        else:
+            jump = self.rng.randint(1, 3_600_000)
+            self.clock.advance(jump * 1000)
+            self.note(f"the clock jumps {jump} ms ahead")
+
+    # -- the workload -------------------------------------------------------------------------
+
+    def _live_clear(self, peer: Peer, *, resident: bool | None = None) -> list[str]:
+        sql = "SELECT id FROM note WHERE zone = 'clear' AND deleted = 0"
+        if resident is True:
+            sql += " AND holder IS NULL"
+        elif resident is False:
+            sql += " AND holder IS NOT NULL"
+        return [r[0] for r in peer.node.db.peek(sql + " ORDER BY id")]
+
+    def _distilled(self, index: int, variant: int) -> Distilled:
+        if index < len(THREADS):
+            thread = THREADS[index]
+            return Distilled(
+                NoteKind.CONVERSATION_DIGEST,
+                f"thread:{thread}",
+                f"Conversation {thread}",
+                f"{BODIES[variant]} {CLEAR_CANARY.decode()}d{index}v{variant}",
+                source_ref=f"thread:{thread}",
+                tags=("family",) if variant % 2 else (),
+            )
+        name = CONTACTS[index - len(THREADS)]
+        return Distilled(
+            NoteKind.PERSON,
+            contact_id_for(name),
+            name,
+            f"{name} {BODIES[variant]} {CLEAR_CANARY.decode()}p{index}v{variant}",
+            contact_id=contact_id_for(name),
+        )
+
+    def _distil(self, peer: Peer) -> None:
+        item = self._distilled(
+            self.rng.randrange(len(THREADS) + len(CONTACTS)), self.rng.randrange(len(BODIES))
+        )
+        noop = invariants.upsert_is_noop(peer.node, item)
+        before = peer.node.digest()
+        result = peer.node.notebook.upsert_clear(item)
+        self.note(f"{peer.name} distils {item.identity_key[:12]}: {result.outcome.value}")
+        if noop and peer.node.digest() != before:
+            raise InvariantViolated(
+                5, f"{peer.name}: an upsert of unchanged content changed the digest"
+            )
+
+    def _append(self, peer: Peer) -> None:
+        count = self.rng.randint(1, 3)
+        events = []
+        for _ in range(count):
+            contact = self.rng.choice(CONTACTS)
+            text = f"{self.rng.choice(BODIES)} {self.canary()}"
+            at = self.clock.now_us - self.rng.randint(0, 86_400_000_000)
+            thread = self.rng.choice(THREADS)
+            event_id = None
+            if self.rng.random() < 0.3:
+                # An import both peers may make (the same file on both): one of
+                # eight events, each wholly determined by its id, merges to one.
+                which = self.rng.randrange(8)
+                raw = random.Random(which).randbytes(16)
+                event_id = str(uuid.UUID(bytes=raw, version=4))
+                text = f"imported {which} {CLEAR_CANARY.decode()}i{which}"
+                at, contact, thread = IMPORTED_AT + which, CONTACTS[which % 3], THREADS[which % 3]
+            events.append(
+                NewEvent(EventKind.MESSAGE, at, text, contact=contact, thread=thread, id=event_id)
+            )
+        result = peer.node.log.append(events, now=self.clock.now_us)
+        self.note(f"{peer.name} appends {count} events ({result.skipped} already held)")
+
+    def _edit(self, peer: Peer) -> None:
+        ids = self._live_clear(peer)
+        if not ids:
+            return
+        note_id = self.rng.choice(ids)
+        body = f"my own words {self.rng.randrange(5)} {self.canary()}"
+        changed = peer.node.notebook.edit(note_id, body=body)
+        self.note(f"{peer.name} edits {note_id[:8]}: {'changed' if changed else 'no change'}")
+
+    def _delete(self, peer: Peer) -> None:
+        ids = self._live_clear(peer)
+        if ids:
+            note_id = self.rng.choice(ids)
+            peer.node.notebook.delete(note_id)
+            self.note(f"{peer.name} deletes {note_id[:8]}")
+
+    def _pin(self, peer: Peer) -> None:
+        rows = peer.node.db.peek("SELECT id FROM memory_event WHERE kind = 'message' ORDER BY id")
+        if rows:
+            event_id = self.rng.choice(rows)[0]
+            note_id = peer.node.notebook.pin_spark(event_id, ["pinned"])
+            self.note(f"{peer.name} pins {event_id[:8]} as {note_id[:8]}")
+
+    def _sealed(self, peer: Peer) -> None:
+        kind = self.rng.choice(list(SealedKind))
+        secret = self.canary(sealed=True)
+        note_id = peer.node.notebook.record_sealed(
+            kind, title=f"prep {secret}", body=f"what Ada's agent said {secret}"
+        )
+        self.note(f"{peer.name} seals {note_id[:8]}")
+
+    def _user_note(self, peer: Peer) -> None:
+        title = self.rng.choice(GUIDANCE)
+        peer.node.notebook.add_user_note(NoteKind.GUIDANCE, title, f"{title}. {self.canary()}")
+        self.note(f"{peer.name} adds guidance {title!r}")
+
+    def _recall_or_fetch(self, recall: bool) -> None:
+        ids = self._live_clear(self.device, resident=False)
+        if ids:
+            self.fetch(self.rng.choice(ids), recall=recall)
+
+    def _offload(self) -> None:
+        ids = self._live_clear(self.device, resident=True)
+        if ids:
+            self.offload(self.rng.choice(ids))
+
+    def _operations(self) -> list[tuple[str, float, Callable[[], None]]]:
+        d, h = self.device, self.homebase
+        plan = self.plan
+        return [
+            ("append", 3, lambda: self._append(self.rng.choice([d, h]))),
+            ("distil", 4, lambda: self._distil(self.rng.choice([d, h]))),
+            ("edit", 2, lambda: self._edit(self.rng.choice([d, h]))),
+            ("delete", 0.5, lambda: self._delete(self.rng.choice([d, h]))),
+            ("pin", 1, lambda: self._pin(self.rng.choice([d, h]))),
+            ("sealed", 1, lambda: self._sealed(self.rng.choice([d, h]))),
+            ("guidance", 0.5, lambda: self._user_note(self.rng.choice([d, h]))),
+            ("sync", 3, lambda: self.open_sync(self.rng.choice([d, h]))),
+            ("offload", 3, self._offload),
+            ("fetch", 1.5, lambda: self._recall_or_fetch(False)),
+            ("recall", 1, lambda: self._recall_or_fetch(True)),
+            ("release", 1, self.release),
+            ("crash", 40 * plan.crash, lambda: self.crash(self.rng.choice([*PEERS, "relay"]))),
+            ("partition", 40 * plan.partition, self._partition),
+            ("clock", 40 * plan.skew, self._skew),
+        ]
+
+    # -- stepping -----------------------------------------------------------------------------
+
+    def step(self, op: str | None = None, pick: int | None = None) -> None:
+        """One step of the schedule, then every invariant; raises `InvariantViolated`.
+
+        ``op`` names the operation (see `OPERATIONS`) instead of drawing it, and
+        ``pick`` reseeds the step's choices, so that a front end such as
+        Hypothesis can choose the schedule and shrink it: with a pick per step,
+        removing one step leaves the choices of the others as they were.
+        """
+        if pick is not None:
+            self.rng.seed(f"pixie-sim-{self.seed}-{pick}")
+        with self.stepping():
+            self.tick += 1
+            self.clock.advance(self.rng.randint(1_000, 20_000_000))
+            if self.swizzle:
+                link, up = self.swizzle.popleft()
+                self.relay.up[link] = up
+                self.note(f"swizzle: link {link} {'restored' if up else 'cut'}")
+            ops = self._operations()
+            if op is None:
+                name, _, run = self.rng.choices(ops, weights=[w for _, w, _ in ops])[0]
+            else:
+                name, run = op, {n: r for n, _, r in ops}[op]
+            self.stats.count(name)
+            try:
+                run()
+            except (BadInput, NotFound) as exc:
+                self.stats.refused += 1
+                self.note(f"{name} refused: {exc}")
+            self.network()
+            invariants.check_all(self)
+
+    def network(self) -> None:
+        for packet in self.relay.due(self.tick):
+            self.deliver(packet.dst, packet.data)
+        for peer in self.peers.values():
+            self.pump(peer)
+            session = peer.session
+            if session is not None and self.tick - peer.heard_at > SESSION_IDLE_TICKS:
+                session.fail("the sibling went quiet", tell_peer=False)
+                self.note(f"sync {peer.name}: timed out")
+                self.stats.sessions_failed += 1
+                peer.session = None
+        for request, pending in list(self.device.pending.items()):
+            if self.tick - pending.since > ATTEMPT_TICKS:
+                del self.device.pending[request]
+                self.note(f"device {pending.kind} {pending.attempt.note_id[:8]}: timeout")
+
+    def quiet(self) -> None:
+        """Faults stop: links heal, clocks agree, and time passes the skewed stamps."""
+        self.plan = Plan.draw(self.rng, faults=False, lies=False)
+        self.relay.rates = self.plan.net
+        self.swizzle.clear()
+        for link in LINKS:
+            self.relay.up[link] = True
+        for name in PEERS:
+            self.skew[name] = 0
+        self.clock.advance(3_600 * 1_000_000)
+        self.note("faults stop")
+
+    def settle(self, limit: int = 200) -> None:
+        """Tick until nothing is in flight, no session is open and nothing waits."""
+        for _ in range(limit):
+            busy = (
+                not self.relay.idle()
+                or any(p.session is not None for p in self.peers.values())
+                or self.device.pending
+            )
+            if not busy:
+                return
+            self.tick += 1
+            self.clock.advance(1_000)
+            self.network()
+            invariants.check_all(self)
+        raise InvariantViolated(3, f"the network did not settle in {limit} quiet ticks")
+
+    def finish(self) -> None:
+        """Stop the faults, release, sync until converged, and check the end state."""
+        with self.stepping():
+            self.quiet()
+            self.settle()
+            for _ in range(3):
+                self.release()
+                self.settle()
+            for attempt in range(FINAL_SYNC_TRIES):
+                self.open_sync(self.peers[PEERS[attempt % 2]])
+                self.settle()
+                if self.device.node.digest() == self.homebase.node.digest():
+                    break
+            invariants.check_converged(self)
+            invariants.check_digest_only(self)
+            invariants.check_all(self, full=True)
+            self.finished = True
+
+
+def run_seed(
+    seed: int,
+    steps: int,
+    *,
+    base: Path | None = None,
+    lies: bool = False,
+    trace: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run one seed to the end (or to its first violation) and say how it went."""
+    world = World(seed, base=base, lies=lies, trace=trace)
+    try:
+        try:
+            for _ in range(steps):
+                world.step()
+            world.finish()
+        except InvariantViolated as exc:
+            return RunResult.failed(world, exc.number, exc.detail)
+        except Exception as exc:  # an error escaping real code is a finding too
+            return RunResult.failed(world, 0, f"{type(exc).__name__}: {exc}")
+        return RunResult.passed(world)
+    finally:
+        world.close()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    seed: int
+    ok: bool
+    step: int
+    invariant: int | None
+    detail: str
+    trace: tuple[str, ...]
+    digests: tuple[str, str]
+    stats: dict[str, object]
+
+    @classmethod
+    def passed(cls, world: World) -> RunResult:
+        return cls(
+            world.seed,
+            True,
+            world.tick,
+            None,
+            "",
+            tuple(world.trace),
+            _digests(world),
+            _stats(world),
+        )
+
+    @classmethod
+    def failed(cls, world: World, number: int, detail: str) -> RunResult:
+        world.note(f"VIOLATION of invariant {number}: {detail}")
+        return cls(
+            world.seed,
+            False,
+            world.tick,
+            number,
+            detail,
+            tuple(world.trace),
+            _digests(world),
+            _stats(world),
+        )
+
+    @property
+    def invariant_name(self) -> str:
+        return "" if self.invariant is None else invariants.NAMES[self.invariant]
+
+    def as_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "seed": self.seed,
+            "ok": self.ok,
+            "step": self.step,
+            "digests": list(self.digests),
+            "stats": self.stats,
+        }
+        if not self.ok:
+            out.update(
+                invariant=self.invariant,
+                invariant_name=self.invariant_name,
+                detail=self.detail,
+                trace=list(self.trace[-30:]),
+            )
+        return out
+
+
+def _digests(world: World) -> tuple[str, str]:
+    try:
+        return (
+            world.device.node.digest().digest().hex(),
+            world.homebase.node.digest().digest().hex(),
+        )
+    except Exception:  # a world that broke mid-crash
+        return ("", "")
+
+
+def _stats(world: World) -> dict[str, object]:
+    s = world.stats
+    return {
+        "ops": dict(sorted(s.ops.items())),
+        "refused": s.refused,
+        "crashes": s.crashes,
+        "envelopes": world.relay.carried_envelopes,
+        "relay_bytes": world.relay.carried_bytes,
+        "lost": world.relay.lost,
+        "rejected_envelopes": s.rejected_envelopes,
+        "sessions": s.sessions,
+        "sessions_failed": s.sessions_failed,
+        "offloads_cleared": s.offloads_cleared,
+        "fetches_verified": s.fetches_verified,
+        "fetches_refused": s.fetches_refused,
+        "recalls": s.recalls,
+        "releases": s.releases,
+        "plan": world.drawn.as_json(),
+    }
+
+
+__all__ = [
+    "OPERATIONS",
+    "InvariantViolated",
+    "Plan",
+    "RunResult",
+    "World",
+    "default_base",
+    "run_seed",
+]
