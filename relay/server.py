@@ -43,8 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from nacl.exceptions import CryptoError
-from nacl.signing import VerifyKey
 
 from pixie.protocol import relaywire
 from pixie.protocol.errors import ProtocolError
@@ -57,6 +55,7 @@ from pixie.protocol.framing import (
     encode_frame,
 )
 from pixie.protocol.keyprint import fingerprint as key_fingerprint
+from pixie.protocol.proof import verify_key_proof
 
 from .errors import RelayError
 from .faults import REORDER_HOLD_SECONDS, EnvelopeFaults
@@ -1022,9 +1021,7 @@ class Relay:
             return proof
         if not isinstance(proof, relaywire.Prove):
             return self._unexpected(proof, "Prove")
-        try:
-            VerifyKey(hello.key).verify(relaywire.auth_message(nonce, hello.key), proof.signature)
-        except (CryptoError, ValueError, TypeError):
+        if not verify_key_proof(hello.key, nonce, proof.signature):
             return Hangup("bad_signature", "signature does not prove the key")
         return hello.key
 

@@ -15,6 +15,7 @@ from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, HybridClock, Stamp
 from pixie.protocol.identity import fingerprint, new_identity
+from pixie.protocol.proof import sign_key_proof, verify_key_proof
 from pixie.protocol.replay import WINDOW, ReplayWindow, Verdict
 
 # -- framing ---------------------------------------------------------------------
@@ -70,6 +71,24 @@ def test_relay_frames_round_trip(message: relaywire.RelayMessage) -> None:
 def test_relay_decoder_only_ever_raises_protocol_error(data: bytes) -> None:
     with contextlib.suppress(ProtocolError):
         relaywire.decode(data)
+
+
+def test_a_key_proof_verifies_only_for_its_key_challenge_and_signature() -> None:
+    signer, other = new_identity(), new_identity()
+    key = bytes(signer.verify_key)
+    challenge = bytes(range(relaywire.NONCE_BYTES))
+    signature = sign_key_proof(signer, challenge)
+    assert signature == signer.sign(relaywire.auth_message(challenge, key)).signature
+    assert verify_key_proof(key, challenge, signature)
+    assert not verify_key_proof(bytes(other.verify_key), challenge, signature)
+    assert not verify_key_proof(key, bytes(relaywire.NONCE_BYTES), signature)
+    assert not verify_key_proof(key, challenge, sign_key_proof(other, challenge))
+    flipped = bytes([signature[0] ^ 1]) + signature[1:]
+    assert not verify_key_proof(key, challenge, flipped)
+    # Never an exception: wrong sizes, and 32 bytes that are no Ed25519 point.
+    assert not verify_key_proof(key[:31], challenge, signature)
+    assert not verify_key_proof(key, challenge, signature[:63])
+    assert not verify_key_proof(b"\xff" * 32, challenge, signature)
 
 
 peer_messages = st.one_of(

@@ -18,6 +18,7 @@ from pixie.device.errors import DeviceError
 from pixie.protocol import relaywire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import FrameDecoder, encode_frame
+from pixie.protocol.proof import sign_key_proof
 
 HANDSHAKE_TIMEOUT = 10.0
 RECEIVE_CHUNK = 65_536
@@ -114,8 +115,7 @@ class RelayClient:
         challenge = await self._next()
         if not isinstance(challenge, relaywire.Challenge):
             raise RelayUnavailable(f"relay refused us: {_reason(challenge)}")
-        signature = self._identity.sign(relaywire.auth_message(challenge.nonce, key)).signature
-        await self._send(relaywire.Prove(signature))
+        await self._send(relaywire.Prove(sign_key_proof(self._identity, challenge.nonce)))
         welcome = await self._next()
         if not isinstance(welcome, relaywire.Welcome):
             raise RelayUnavailable(f"relay refused us: {_reason(welcome)}")
