@@ -42,8 +42,8 @@ from typing import Any
 import trio
 
 from pixie.device.ingest.jsonl import read_events
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.daemon import sync_once
 from pixie.device.sync.driver import SyncOutcome
@@ -215,8 +215,8 @@ async def run(tmp: Path, seconds: float, connections: int) -> list[dict[str, Any
     write_life(life, 20_000, seed=7)
     with life.open("rb") as stream:
         events = list(read_events(stream))
-    DataDir.init(tmp / "device", name="phone", role="device")
-    DataDir.init(tmp / "homebase", name="mac", role="homebase")
+    create_data_dir(tmp / "device", name="phone", role="device")
+    create_data_dir(tmp / "homebase", name="mac", role="homebase")
     relay_log = tmp / "relay.log"
     results: list[dict[str, Any]] = []
     with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from pixie.device.agent.grep import MAX_HITS, GrepMemoryTool
 from pixie.device.ingest.jsonl import read_events
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import as_row
 from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us
 from pixie.sim.samplelife import generate
 
@@ -67,7 +67,7 @@ def bench_import(tmp: Path, events: int) -> dict[str, float]:
         parsed = read_events(stream)
 
     def fresh(name: str) -> Node:
-        DataDir.init(tmp / name, name="bench", role="device")
+        create_data_dir(tmp / name, name="bench", role="device")
         return Node.open(tmp / name)
 
     with fresh("import-store") as node:
@@ -131,7 +131,7 @@ def bench_import(tmp: Path, events: int) -> dict[str, float]:
 
 def bench_grep(tmp: Path, events: int, runs: int) -> dict[str, float]:
     data = tmp / f"grep-{events}"
-    DataDir.init(data, name="bench", role="device")
+    create_data_dir(data, name="bench", role="device")
     life = tmp / f"grep-{events}.jsonl"
     write_life(life, events, seed=5)
     with Node.open(data) as node:

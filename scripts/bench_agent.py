@@ -55,24 +55,24 @@ from multiprocessing.connection import Connection  # noqa: E402
 from mcp.client import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from pixie.sim import samplelife  # noqa: E402
 from pixie.device.agent.chat import ChatAgent  # noqa: E402
 from pixie.device.agent.chatmodel import ModelAnswer, ToolCallingModel  # noqa: E402
 from pixie.device.agent.tools import Tool  # noqa: E402
 from pixie.device.cli.agent import memory_tools  # noqa: E402
 from pixie.device.ingest.jsonl import read_events  # noqa: E402
 from pixie.device.notebook.store import Distilled  # noqa: E402
-from pixie.device.store.datadir import DataDir  # noqa: E402
 from pixie.device.store.node import Node  # noqa: E402
 from pixie.device.store.notes import NoteKind  # noqa: E402
+from pixie.device.store.provision import create_data_dir  # noqa: E402
 from pixie.protocol.timestamps import now_us  # noqa: E402
+from pixie.sim import samplelife  # noqa: E402
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer  # noqa: E402
 
 DAY_US = 86_400_000_000
 
 
 def build(path: Path, events: int, notes: int) -> None:
-    DataDir.init(path, name="bench", role="device")
+    create_data_dir(path, name="bench", role="device")
     buffer = io.StringIO()
     samplelife.write_jsonl(buffer, events=events)
     with Node.open(path) as node:

@@ -39,17 +39,17 @@ from pixie.device.distill.llm import ChatCompletionsBackend, LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
 from pixie.device.distill.service import NotetakingService, PassReport
 from pixie.device.ingest.jsonl import read_events
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
 from pixie.sim.samplelife import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_life(where: Path, events: int, seed: int) -> Node:
-    DataDir.init(where / "device", name="bench", role="device", key_store=FileKeyStore(where))
+    create_data_dir(where / "device", name="bench", role="device", key_store=FileKeyStore(where))
     node = Node.open(where / "device", key_store=FileKeyStore(where))
     text = io.StringIO()
     write_jsonl(text, seed=seed, events=events)

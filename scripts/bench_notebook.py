@@ -49,12 +49,12 @@ from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.notebook.clearview import query_terms
 from pixie.device.notebook.seal import NONCE_BYTES, NotebookSeal
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.db import sqlite_uri
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind
+from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us
 from pixie.sim.samplelife import CONTACTS
 
@@ -391,7 +391,7 @@ def bench_notebook(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Grow one Notebook through each size in turn; yield the figures at each."""
     data = where / "notebook-bench"
-    DataDir.init(data, name="bench", role="device")
+    create_data_dir(data, name="bench", role="device")
     with Node.open(data, key_store=FileKeyStore(where / "keys")) as node:
         builder = Builder(node, Corpus(Random(seed)), now_us())
         builder.start()

@@ -48,8 +48,8 @@ from typing import Any
 import trio
 
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.notes import NoteKind
+from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.offload import NoteOffloadService
 from pixie.device.sync.peers import PeerLink
@@ -289,8 +289,8 @@ async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
     os.environ.update(env)
     from pixie.device.store.node import Node  # after PIXIE_KEYS is set
 
-    DataDir.init(tmp / "device", name="phone", role="device")
-    DataDir.init(tmp / "homebase", name="mac", role="homebase")
+    create_data_dir(tmp / "device", name="phone", role="device")
+    create_data_dir(tmp / "homebase", name="mac", role="homebase")
     port_file = tmp / "relay.port"
     relay = await trio.lowlevel.open_process(
         [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--port-file", str(port_file)],

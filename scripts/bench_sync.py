@@ -61,11 +61,11 @@ from nacl.signing import SigningKey
 
 from pixie.device.ingest.jsonl import event_from_object
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.db import sqlite_uri
 from pixie.device.store.memlog import NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind
+from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.digest import MODULUS, Fingerprint, event_item, item_hash
 from pixie.protocol.envelope import open_envelope, seal
@@ -215,7 +215,7 @@ def encoded_size(records: Records) -> int:
 
 
 def open_node(path: Path, name: str, role: str) -> Node:
-    DataDir.init(path, name=name, role=role)
+    create_data_dir(path, name=name, role=role)
     return Node.open(path)
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import trio
 
 from pixie.device.ingest.jsonl import read_events
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import as_row
 from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.daemon import sync_once
 from pixie.device.sync.relayclient import RelayAddress
@@ -78,8 +78,8 @@ async def run(tmp: Path, events: int) -> dict[str, float | str | None]:
     os.environ.update(env)
     life = tmp / "life.jsonl"
     write_life(life, events, seed=5)
-    DataDir.init(tmp / "device", name="phone", role="device")
-    DataDir.init(tmp / "homebase", name="mac", role="homebase")
+    create_data_dir(tmp / "device", name="phone", role="device")
+    create_data_dir(tmp / "homebase", name="mac", role="homebase")
     with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:
         port_file = tmp / "relay.port"
         relay = await trio.lowlevel.open_process(

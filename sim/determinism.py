@@ -21,7 +21,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from unittest import mock
 
-from pixie.device.notebook import store as notebook_module
+from pixie.device.notebook import clear as notebook_module
+from pixie.device.notebook import sealed as sealed_module
 from pixie.protocol import ids as ids_module
 from pixie.protocol import timestamps
 
@@ -78,6 +79,7 @@ def deterministic(clock: SimClock, entropy: Entropy) -> Iterator[None]:
                 (time, "time_ns", clock.time_ns),
                 (timestamps, "now_us", lambda: clock.now_us),
                 (notebook_module, "now_us", lambda: clock.now_us),
+                (sealed_module, "now_us", lambda: clock.now_us),
             ]
             for target, name, value in patches:
                 stack.enter_context(mock.patch.object(target, name, value))

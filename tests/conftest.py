@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
 from pixie.entry.main import main
 
 settings.register_profile(
@@ -50,7 +50,7 @@ def run_cli(*argv: str, stdin: bytes | None = None) -> CliResult:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     path = tmp_path / "data"
-    DataDir.init(path, name="test", role="device")
+    create_data_dir(path, name="test", role="device")
     return path
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.sync import Loopback, SyncSession
 
 
 def open_pair(tmp: Path) -> tuple[Node, Node]:
-    DataDir.init(tmp / "device", name="phone", role="device")
-    DataDir.init(tmp / "homebase", name="mac", role="homebase")
+    create_data_dir(tmp / "device", name="phone", role="device")
+    create_data_dir(tmp / "homebase", name="mac", role="homebase")
     return Node.open(tmp / "device"), Node.open(tmp / "homebase")
 
 

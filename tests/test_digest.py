@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from pixie.device.errors import DeviceError
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.provision import create_data_dir
 
 ops = st.lists(
     st.one_of(
@@ -34,7 +34,7 @@ ops = st.lists(
 def test_incremental_digest_equals_recomputation(steps: list[tuple[object, ...]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "d"
-        DataDir.init(path, name="t", role="device")
+        create_data_dir(path, name="t", role="device")
         with Node.open(path) as node:
             events: list[str] = []
             for step in steps:

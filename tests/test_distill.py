@@ -21,12 +21,13 @@ from pixie.device.distill.service import (
     PassReport,
     merge_facts,
 )
+from pixie.device.notebook import store as notebook_module
 from pixie.device.notebook.seal import NotebookSeal
 from pixie.device.notebook.store import Distilled, UpsertOutcome
-from pixie.device.notebook import store as notebook_module
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import ClearNote, NoteKind, SealedKind
+from pixie.device.store.provision import create_data_dir
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer, good_answer
 
 MINUTE = 60_000_000
@@ -342,9 +343,8 @@ def _life(node: Node) -> None:
 async def test_a_pass_interrupted_between_sources_resumes_without_skipping_or_redoing(
     node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pixie.device.store.datadir import DataDir
 
-    DataDir.init(tmp_path / "calm", name="calm", role="device")
+    create_data_dir(tmp_path / "calm", name="calm", role="device")
     with Node.open(tmp_path / "calm") as calm:
         _life(calm)
         whole = await distil(calm)

@@ -12,16 +12,16 @@ from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.distill.llm import LLMSettings
 from pixie.device.distill.service import NotetakingService, router_for
 from pixie.device.ingest.jsonl import read_events
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.node import Node
 from pixie.device.store.notes import ClearNote, NoteKind
+from pixie.device.store.provision import create_data_dir
 from pixie.sim import samplelife
 
 EVENTS = 1500
 
 
 def sample_life(path: Path) -> Node:
-    DataDir.init(path, name=path.name, role="device")
+    create_data_dir(path, name=path.name, role="device")
     node = Node.open(path)
     text = io.StringIO()
     samplelife.write_jsonl(text, seed=7, events=EVENTS)

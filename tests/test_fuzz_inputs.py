@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from pixie.device.errors import BadInput
 from pixie.device.store import config
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import EventKind
+from pixie.device.store.provision import create_data_dir
 from tests.conftest import CliResult, run_cli
 
 from .fuzzing import fuzz_settings
@@ -174,7 +174,7 @@ def check_run(data: Path, *argv: str) -> CliResult:
 @pytest.fixture
 def fuzz_dir(tmp_path: Path) -> Path:
     path = tmp_path / "data"
-    DataDir.init(path, name="fuzz", role="device")
+    create_data_dir(path, name="fuzz", role="device")
     assert (
         run_cli("--data", str(path), "contacts", "add", "Ada Lovelace", "--alias", "Ada").code == 0
     )

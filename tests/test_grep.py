@@ -16,10 +16,10 @@ from pixie.device.agent.grep import (
     GrepMemoryTool,
     clip,
 )
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import CHAT_KINDS, EventKind, NewEvent
 from pixie.device.store.mirror import MemoryTextMirror
 from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
 
 WORDS = [
     "ada",
@@ -86,7 +86,7 @@ patterns = st.builds(
 
 def fresh_node(tmp: str) -> Node:
     path = Path(tmp) / "d"
-    DataDir.init(path, name="t", role="device")
+    create_data_dir(path, name="t", role="device")
     return Node.open(path)
 
 

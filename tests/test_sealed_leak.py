@@ -19,10 +19,10 @@ from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.agent.tools import CheckNotebookTool, GrepMemory, ToolBox, TurnGuards
 from pixie.device.notebook.huddle import HuddleRecord, record_huddle
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind, Zone
+from pixie.device.store.provision import create_data_dir
 from tests.conftest import run_cli
 
 NAMES = ["Ada Lovelace", "Priya Raman", "Jimmy Okafor", "Zoë Martin"]
@@ -106,7 +106,7 @@ def test_no_sealed_canary_reaches_any_clear_side_output(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "d"
-        DataDir.init(path, name="t", role="device")
+        create_data_dir(path, name="t", role="device")
         with Node.open(path) as node:
             for name in NAMES:
                 node.contacts.add(name, [], now=0)

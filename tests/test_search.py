@@ -39,11 +39,11 @@ from hypothesis import strategies as st
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import STOPWORDS, query_terms
 from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.provision import create_data_dir
 
 T = TypeVar("T")
 
@@ -279,7 +279,7 @@ class World:
 def world() -> Iterator[World]:
     with tempfile.TemporaryDirectory(prefix="pixie-search-", dir=_scratch_root()) as tmp:
         path = Path(tmp) / "data"
-        DataDir.init(path, name="search", role="device")
+        create_data_dir(path, name="search", role="device")
         with Node.open(path) as node:
             ids = [node.contacts.add(name, [], now=0)[0] for name in CONTACTS]
             clock_ms = [BASE_MS]
@@ -292,7 +292,7 @@ def world() -> Iterator[World]:
             )
             w = World(node, store, ids, clock_ms)
             # Pins date themselves with now_us(): tie that to the same clock.
-            with mock.patch("pixie.device.notebook.store.now_us", lambda: w.now_us):
+            with mock.patch("pixie.device.notebook.clear.now_us", lambda: w.now_us):
                 yield w
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import NumberedRows, Row
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.provision import create_data_dir
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncwire import Marks, Records
@@ -161,7 +161,7 @@ def test_a_batch_of_several_origins_is_checked_origin_by_origin(tmp_path: Path) 
     """A Homebase streams every device's log, so one batch can hold several
     origins: each must run on from what the receiver holds of it."""
     a, b = open_pair(tmp_path)
-    DataDir.init(tmp_path / "tablet", name="tablet", role="device")
+    create_data_dir(tmp_path / "tablet", name="tablet", role="device")
     tablet = Node.open(tmp_path / "tablet")
     try:
         for i in range(3):

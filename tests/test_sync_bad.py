@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 from pixie.device.notebook.store import Distilled, sealed_hash
 from pixie.device.store.contacts import contact_id_for
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind, content_hash
+from pixie.device.store.provision import create_data_dir
 from pixie.device.sync import replica as syncstore
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, Stamp
@@ -674,7 +674,7 @@ def test_a_gap_in_the_senders_copy_of_a_log_does_not_block_its_siblings(
     session, until the device that wrote the log came back. The stream must
     stop at the gap and leave the rest to repair."""
     phone, homebase = open_pair(tmp_path)
-    DataDir.init(tmp_path / "tablet", name="tablet", role="device")
+    create_data_dir(tmp_path / "tablet", name="tablet", role="device")
     tablet = Node.open(tmp_path / "tablet")
     try:
         for i in range(5):

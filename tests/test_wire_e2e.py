@@ -15,10 +15,10 @@ import trio
 
 from pixie.device.errors import BadInput
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.datadir import DataDir
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.pairing import InviteCode, PairingFailed, invite, pair
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient
@@ -63,7 +63,7 @@ async def wire(nursery: trio.Nursery) -> AsyncIterator[tuple[RelayAddress, Recor
 
 
 def make_node(tmp_path: Path, name: str, role: str) -> Node:
-    DataDir.init(tmp_path / name, name=name, role=role)
+    create_data_dir(tmp_path / name, name=name, role=role)
     return Node.open(tmp_path / name)
 
 

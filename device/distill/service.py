@@ -13,7 +13,7 @@ each asks the model `LLMRouter` resolves for a small structured result:
 
 A request carries one source's events and nothing else: no other thread, no
 note, nothing sealed (this module never reads the sealed zone; it writes clear
-notes only, through `NotebookStore.upsert_with`). Every result lands by
+notes only, through `ClearNotebookStore.upsert_with`). Every result lands by
 identity (a digest by its source id, a person page by its contact), so a
 re-run updates in place, leaves identical notes untouched and never writes over
 a note the user edited.
@@ -59,7 +59,12 @@ from pixie.device.distill.llm import (
 )
 from pixie.device.distill.offline import OfflineDistiller, day_label, person_in_group
 from pixie.device.errors import BadInput
-from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome, UpsertResult
+from pixie.device.notebook.clear import (
+    ClearNotebookStore,
+    Distilled,
+    UpsertOutcome,
+    UpsertResult,
+)
 from pixie.device.store import config
 from pixie.device.store.db import Database
 from pixie.device.store.marks import DistillMark
@@ -73,7 +78,7 @@ from pixie.device.store.notes import (
 )
 
 if TYPE_CHECKING:
-    from pixie.device.store.node import Node
+    from pixie.device.node.clear import ClearNode
 
 log = logging.getLogger("pixie.distill")
 
@@ -389,7 +394,7 @@ class NotetakingService:
     def __init__(
         self,
         db: Database,
-        notebook: NotebookStore,
+        notebook: ClearNotebookStore,
         router: LLMRouter,
         *,
         lane: trio.CapacityLimiter | None = None,
@@ -402,7 +407,7 @@ class NotetakingService:
     @classmethod
     def for_node(
         cls,
-        node: Node,
+        node: ClearNode,
         flags: dict[str, Any] | None = None,
         *,
         offline_only: bool = False,

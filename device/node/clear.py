@@ -1,0 +1,114 @@
+"""ClearNode: one peer's local state without its keys, the pieces wired together."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+from sqlalchemy import select
+
+from pixie.device.errors import DataDirError
+from pixie.device.notebook.clear import ClearNotebookStore
+from pixie.device.store import statedigest
+from pixie.device.store.contacts import Contact, ContactAlias, ContactBook
+from pixie.device.store.datadir import ROLES, DataDir
+from pixie.device.store.db import Database
+from pixie.device.store.memlog import MemoryEvent, MemoryLog
+from pixie.device.store.mirror import MemoryTextMirror
+from pixie.device.store.notes import Note
+from pixie.device.store.siblings import SiblingBook
+from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item
+
+# A peer's public key as the data dir records it: 32 bytes in lowercase hex.
+_IDENTITY = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass
+class ClearNode:
+    """The log, mirror, contacts, siblings and the clear Notebook of one data dir."""
+
+    data: DataDir
+    db: Database
+    origin: str
+    role: str
+    name: str
+    log: MemoryLog = field(init=False)
+    contacts: ContactBook = field(init=False)
+    mirror: MemoryTextMirror = field(init=False)
+    notebook: ClearNotebookStore = field(init=False)
+    siblings: SiblingBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = MemoryLog(self.db, self.origin)
+        self.contacts = ContactBook(self.db)
+        self.mirror = MemoryTextMirror(self.db)
+        self.log.subscribe(self.mirror.on_commit)
+        self.notebook = self._notebook()
+        self.siblings = SiblingBook(self.db)
+
+    def _notebook(self) -> ClearNotebookStore:
+        return ClearNotebookStore(self.db, self.origin, self.log)
+
+    def digest(self) -> Fingerprint:
+        """The state digest as maintained on every write."""
+        return statedigest.current(self.db)
+
+    def recompute_digest(self) -> Fingerprint:
+        """The state digest rebuilt from every event and note version."""
+        with self.db.reading() as session:
+            fingerprint = Fingerprint.of(
+                event_item(i) for i in session.scalars(select(MemoryEvent.id))
+            )
+            for row in session.scalars(select(Note)):
+                fingerprint = fingerprint.add(statedigest.note_version(row))
+            for cid, name in session.execute(select(Contact.id, Contact.name)):
+                fingerprint = fingerprint.add(contact_item(cid, name))
+            aliases = session.execute(
+                select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias)
+            )
+            for key, cid, alias in aliases:
+                fingerprint = fingerprint.add(alias_item(key, cid, alias))
+        return fingerprint
+
+    def public_key(self) -> bytes:
+        return bytes.fromhex(self.db.meta()["identity"])
+
+    @staticmethod
+    def _open_parts(path: Path) -> tuple[DataDir, Database, dict[str, str]]:
+        data = DataDir.open(path)
+        db = Database(data.db_path)
+        try:
+            db.check_schema()
+            meta = db.meta()
+            if (
+                not meta.get("origin")
+                or meta.get("role") not in ROLES
+                or not _IDENTITY.fullmatch(str(meta.get("identity", "")))
+            ):
+                raise DataDirError(
+                    f"{data.db_path} is missing its identity (origin, role, public key)"
+                )
+        except BaseException:
+            db.dispose()
+            raise
+        return data, db, meta
+
+    @classmethod
+    def open_clear(cls, path: Path) -> Self:
+        """Open a data dir with no way to its keys."""
+        data, db, meta = cls._open_parts(path)
+        return cls(data, db, meta["origin"], meta["role"], meta.get("name", meta["role"]))
+
+    def close(self) -> None:
+        self.db.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["ClearNode"]
