@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device.cli import main as device_cli
+from pixie.device.cli import datadir as datadir_cli
+from pixie.device.cli import nudges as nudges_cli
 from pixie.device.errors import BadInput
 from tests.conftest import CliResult, run_cli
 
@@ -323,7 +324,7 @@ def _raising(exc: Exception) -> Callable[..., int]:
 def test_an_unexpected_error_is_one_line_naming_its_type(
     full_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(device_cli, "cmd_status", _raising(RuntimeError("boom\nsecond line")))
+    monkeypatch.setattr(datadir_cli, "cmd_status", _raising(RuntimeError("boom\nsecond line")))
     res = cli(full_dir, "status")
     refused(res, "unexpected RuntimeError: boom")
     assert "PIXIE_DEBUG=1" in res.err
@@ -331,7 +332,7 @@ def test_an_unexpected_error_is_one_line_naming_its_type(
 
 
 def test_pixie_debug_shows_the_traceback(full_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(device_cli, "cmd_status", _raising(KeyError("identity")))
+    monkeypatch.setattr(datadir_cli, "cmd_status", _raising(KeyError("identity")))
     monkeypatch.setenv("PIXIE_DEBUG", "1")
     res = cli(full_dir, "status")
     assert res.code == 2
@@ -343,7 +344,7 @@ def test_a_database_error_anywhere_is_reported_as_damage(
     full_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = sqlite3.DatabaseError("database disk image is malformed")
-    monkeypatch.setattr(device_cli, "cmd_nudges", _raising(broken))
+    monkeypatch.setattr(nudges_cli, "cmd_nudges", _raising(broken))
     refused(cli(full_dir, "nudges"), "damaged or not a Pixie database (DatabaseError: database")
 
 
@@ -410,7 +411,7 @@ def test_a_database_error_that_is_not_damage_is_not_called_damage(
     full_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     busy = sqlite3.OperationalError("database is locked")
-    monkeypatch.setattr(device_cli, "cmd_nudges", _raising(busy))
+    monkeypatch.setattr(nudges_cli, "cmd_nudges", _raising(busy))
     res = cli(full_dir, "nudges")
     refused(res, "database error (OperationalError: database is locked)")
     assert "damaged" not in res.err
@@ -429,6 +430,6 @@ def test_a_database_error_that_is_not_damage_is_not_called_damage(
 def test_an_error_inside_a_task_group_is_reported_as_itself(
     full_dir: Path, monkeypatch: pytest.MonkeyPatch, exc: Exception, expected: str
 ) -> None:
-    monkeypatch.setattr(device_cli, "cmd_nudges", _raising(exc))
+    monkeypatch.setattr(nudges_cli, "cmd_nudges", _raising(exc))
     res = cli(full_dir, "nudges")
     assert (res.code, res.err) == (2, expected)

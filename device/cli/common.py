@@ -1,0 +1,160 @@
+"""What several device commands share: the argparse types for numbers and
+paths, opening the data dir's node, printing JSON, and reaching a sibling
+(the relay address, or a running `pixie run` to go through).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from pixie.device.agent.tools import MAX_DAYS_BACK
+from pixie.device.errors import BadInput
+from pixie.device.store import config
+from pixie.device.store.datadir import resolve_data_dir
+from pixie.device.store.node import Node
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync import control
+from pixie.device.sync.relayclient import RelayAddress
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.ids import parse_id
+
+# The most any timeout, interval or age flag may ask for. Beyond these a
+# number is a typo (or `inf`), and some would overflow on the way to a
+# deadline or a timestamp.
+MAX_FLAG_SECONDS = 7 * 86_400.0
+MAX_FLAG_DAYS = float(MAX_DAYS_BACK)
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        # argparse's own wording for a value that is no number at all
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r:.40}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{what} must be a finite number, not {text!r:.40}")
+    return value
+
+
+def seconds_flag(text: str) -> float:
+    """An argparse type: a number of seconds above 0, at most a week."""
+    value = _number(text, "seconds")
+    if not 0 < value <= MAX_FLAG_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {MAX_FLAG_SECONDS:g}, not {text:.40}"
+        )
+    return value
+
+
+def days_flag(text: str) -> float:
+    """An argparse type: a number of days from 0 to a century."""
+    value = _number(text, "days")
+    if not 0 <= value <= MAX_FLAG_DAYS:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of days from 0 to {MAX_FLAG_DAYS:g}, not {text:.40}"
+        )
+    return value
+
+
+def days_back_flag(text: str) -> int:
+    """An argparse type: a whole number of days from 1 to `MAX_DAYS_BACK`."""
+    value = count_flag(text)
+    if value > MAX_DAYS_BACK:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_DAYS_BACK}, not {value}")
+    return value
+
+
+def count_flag(text: str) -> int:
+    """An argparse type: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r:.40}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def file_arg(value: str, what: str) -> Path:
+    """A path named on the command line, refused if no file could have it
+    (the operating system itself raises ValueError for a NUL)."""
+    if "\x00" in value:
+        raise BadInput(f"{what} contains a NUL character")
+    return Path(value)
+
+
+def emit_json(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def data_path(args: argparse.Namespace) -> Path:
+    return resolve_data_dir(getattr(args, "data", None))
+
+
+def open_node(args: argparse.Namespace) -> Node:
+    return Node.open(data_path(args))
+
+
+def emit_id(args: argparse.Namespace, note_id: str) -> None:
+    if args.json:
+        emit_json({"id": note_id})
+    else:
+        print(note_id)
+
+
+def parse_event_id(value: str) -> str:
+    try:
+        return parse_id(value)
+    except ProtocolError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+# -- reaching siblings ----------------------------------------------------------------
+
+
+def relay_address(
+    args: argparse.Namespace, node: Node, fallback: str | None = None
+) -> RelayAddress:
+    """--relay, then PIXIE_RELAY, then the config file, then ``fallback``."""
+    settings = config.effective(node.data.config_path, {"relay": args.relay})
+    address = settings.get("relay") or fallback
+    if not address:
+        raise BadInput("no relay address: pass --relay HOST:PORT or set [relay] address")
+    return RelayAddress.parse(str(address))
+
+
+def positive(value: float, what: str) -> float:
+    if not value > 0:
+        raise BadInput(f"{what} must be a positive number of seconds")
+    return value
+
+
+def siblings_and_relay(
+    args: argparse.Namespace, node: Node
+) -> tuple[list[SiblingInfo], RelayAddress]:
+    """The siblings to sync with and the relay to reach them (by default, the
+    one they were paired through)."""
+    siblings = node.siblings.all()
+    if not siblings:
+        raise BadInput("no sibling to sync with: pair first (`pixie invite` / `pixie pair`)")
+    return siblings, relay_address(args, node, siblings[0].relay)
+
+
+def via_daemon(
+    args: argparse.Namespace, node: Node, op: str, op_args: dict[str, Any], timeout: float
+) -> Any | None:
+    """The result of ``op`` run by the `pixie run` serving this data dir over its
+    own relay connection, or None when no daemon runs here (or `--relay` asks
+    for another relay than the daemon's)."""
+    if getattr(args, "relay", None):
+        return None
+    return control.call(node.data.path, op, op_args, timeout + 5)

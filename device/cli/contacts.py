@@ -1,0 +1,45 @@
+"""``pixie contacts``: the people in your life."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pixie.device.cli.common import emit_json, json_flag, open_node
+from pixie.protocol.timestamps import now_us
+
+
+def cmd_contacts_add(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        cid, created = node.contacts.add(args.name, args.alias or [], now_us())
+    if args.json:
+        emit_json({"id": cid, "created": created})
+    else:
+        print(cid)
+    return 0
+
+
+def cmd_contacts_list(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        contacts = node.contacts.all()
+    if args.json:
+        emit_json([{"id": c.id, "name": c.name, "aliases": list(c.aliases)} for c in contacts])
+        return 0
+    for c in contacts:
+        aka = f" (also: {', '.join(c.aliases)})" if c.aliases else ""
+        print(f"{c.id}  {c.name}{aka}")
+    return 0
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``contacts add`` and ``contacts list``."""
+    contacts = sub.add_parser("contacts", parents=[common], help="people in your life")
+    csub = contacts.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    p = csub.add_parser("add", parents=[common], help="add a contact (or aliases to one)")
+    p.add_argument("name")
+    p.add_argument("--alias", action="append", metavar="A", help="another name (repeatable)")
+    json_flag(p)
+    p.set_defaults(func=cmd_contacts_add)
+    p = csub.add_parser("list", parents=[common], help="list contacts")
+    json_flag(p)
+    p.set_defaults(func=cmd_contacts_list)

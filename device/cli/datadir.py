@@ -1,0 +1,96 @@
+"""The data dir's own commands: ``init``, ``status`` and ``config show``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pixie.device.cli.common import data_path, emit_json, json_flag, open_node
+from pixie.device.store import config
+from pixie.device.store.contacts import clean_name
+from pixie.device.store.datadir import ROLES
+from pixie.device.store.node import Node
+from pixie.device.store.provision import create_data_dir
+from pixie.device.sync.driver import last_syncs
+from pixie.protocol.identity import fingerprint
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = data_path(args)
+    name = clean_name(args.name, "name") if args.name is not None else None
+    create_data_dir(path, name=name, role=args.role)
+    with Node.open(path) as node:
+        if args.json:
+            emit_json({"data": str(path), "role": node.role, "origin": node.origin})
+        else:
+            print(f"initialised a {node.role} data dir at {path}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        siblings = node.siblings.all()
+        info = {
+            "data": str(node.data.path),
+            "role": node.role,
+            "name": node.name,
+            "fingerprint": fingerprint(node.public_key()),
+            "origin": node.origin,
+            "digest": node.digest().digest().hex(),
+            "events": node.log.count(),
+            "contacts": len(node.contacts.all()),
+            **{f"{zone}_notes": count for zone, count in node.notebook.counts().items()},
+        }
+        last = last_syncs(node)
+    if args.json:
+        emit_json(
+            {
+                **info,
+                "siblings": [
+                    {**s.as_json(), "last_sync": last.get(s.fingerprint)} for s in siblings
+                ],
+            }
+        )
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value}")
+        for s in siblings:
+            print(f"sibling: {s.name} ({s.role}) {s.fingerprint} via {s.relay}")
+    return 0
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        settings = config.describe(node.data.config_path)
+        siblings = node.siblings.all()
+    relay = settings[0]
+    if relay["value"] is None and siblings:
+        relay["value"], relay["source"] = siblings[0].relay, "pairing"
+    if args.json:
+        emit_json({s["name"]: {"value": s["value"], "source": s["source"]} for s in settings})
+    else:
+        for s in settings:
+            value = "-" if s["value"] is None else s["value"]
+            print(f"{s['name']} = {value}  ({s['source']})")
+    return 0
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``config``, ``init`` and ``status``."""
+    cfg = sub.add_parser("config", parents=[common], help="the settings in force")
+    cfgsub = cfg.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    p = cfgsub.add_parser(
+        "show", parents=[common], help="each setting, its value and where it came from"
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_config_show)
+
+    p = sub.add_parser("init", parents=[common], help="create a data dir for this peer")
+    p.add_argument("--name", help="a name for this peer (shown to its siblings)")
+    p.add_argument("--role", choices=ROLES, default="device", help="device (default) or homebase")
+    json_flag(p)
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("status", parents=[common], help="what this peer holds")
+    json_flag(p)
+    p.set_defaults(func=cmd_status)

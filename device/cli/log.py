@@ -1,0 +1,115 @@
+"""``pixie log``: append to, import into and print the memory log."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from pixie.device.cli import display
+from pixie.device.cli.common import count_flag, emit_json, file_arg, json_flag, open_node
+from pixie.device.errors import BadInput
+from pixie.device.ingest.jsonl import read_events
+from pixie.device.store.contacts import clean_name
+from pixie.device.store.memlog import NewEvent, check_ref, check_text, parse_kind
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.timestamps import format_time, now_us, parse_time
+
+
+def cmd_log_add(args: argparse.Namespace) -> int:
+    try:
+        at = parse_time(args.at) if args.at is not None else now_us()
+    except ProtocolError as exc:
+        raise BadInput(f"--at: {exc}") from None
+    event = NewEvent(
+        kind=parse_kind(args.kind),
+        at=at,
+        text=check_text(args.text),
+        contact=clean_name(args.contact) if args.contact is not None else None,
+        thread=check_ref(args.thread, "--thread"),
+        source=check_ref(args.source, "--source"),
+        from_me=True if args.from_me else None,
+    )
+    with open_node(args) as node:
+        result = node.log.append([event], now=now_us())
+    if args.json:
+        emit_json({"id": result.ids[0]})
+    else:
+        print(result.ids[0])
+    return 0
+
+
+def cmd_log_import(args: argparse.Namespace) -> int:
+    # Open (and so validate) the data dir before reading a possibly long file.
+    with open_node(args) as node:
+        if args.file == "-":
+            events = read_events(sys.stdin.buffer)
+        else:
+            try:
+                with file_arg(args.file, "FILE").open("rb") as stream:
+                    size = os.fstat(stream.fileno()).st_size
+                    events = read_events(
+                        stream, lambda read: display.progress(read, size, "bytes read:")
+                    )
+            except OSError as exc:
+                raise BadInput(f"cannot read {args.file}: {exc.strerror}") from None
+        result = node.log.append(
+            events,
+            now=now_us(),
+            progress=lambda done, total: display.progress(done, total, "events written:"),
+        )
+    summary = {
+        "imported": len(result.ids),
+        "already_present": result.skipped,
+        "new_contacts": result.new_contacts,
+    }
+    if args.json:
+        emit_json(summary)
+    else:
+        print(
+            f"imported {summary['imported']} events ({summary['already_present']} already "
+            f"present), {summary['new_contacts']} new contacts"
+        )
+    return 0
+
+
+def cmd_log_show(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        records = node.log.all_records()
+        names = node.contacts.names()
+    for r in records[-args.last :] if args.last else records:
+        item = {
+            "id": r.id,
+            "kind": r.kind.value,
+            "at": format_time(r.at),
+            "contact": names.get(r.contact_id) if r.contact_id else None,
+            "thread": r.thread,
+            "source": r.source,
+            "text": r.text,
+        }
+        emit_json({k: v for k, v in item.items() if v is not None})
+    return 0
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``log add``, ``log import`` and ``log show``."""
+    log = sub.add_parser("log", parents=[common], help="the append-only memory log")
+    lsub = log.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    p = lsub.add_parser("add", parents=[common], help="append one event")
+    p.add_argument("--kind", required=True, help="journal, message, call, voicemail, post, ...")
+    p.add_argument("--text", required=True)
+    p.add_argument("--contact", metavar="NAME")
+    p.add_argument("--thread", metavar="ID")
+    p.add_argument("--source", metavar="REF")
+    p.add_argument("--at", metavar="ISO8601", help="when it happened (default: now)")
+    p.add_argument("--from-me", action="store_true", help="the user wrote it")
+    json_flag(p)
+    p.set_defaults(func=cmd_log_add)
+    p = lsub.add_parser("import", parents=[common], help="import events from JSON Lines")
+    p.add_argument("file", metavar="FILE.jsonl", help="a JSON Lines file, or - for stdin")
+    json_flag(p)
+    p.set_defaults(func=cmd_log_import)
+    p = lsub.add_parser("show", parents=[common], help="print events as JSON Lines")
+    p.add_argument("--last", type=count_flag, metavar="N", help="only the N most recently written")
+    p.set_defaults(func=cmd_log_show)

@@ -1,0 +1,233 @@
+"""``pixie notebook``, ``pin`` and ``huddle``: the distilled Notebook, read and
+written by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pixie.device.agent.tools import MAX_DAYS_BACK, CheckNotebookTool
+from pixie.device.cli import display
+from pixie.device.cli.common import (
+    days_back_flag,
+    emit_id,
+    emit_json,
+    file_arg,
+    json_flag,
+    open_node,
+    parse_event_id,
+)
+from pixie.device.errors import BadInput, NotFound
+from pixie.device.notebook.huddle import read_huddle_file, record_huddle
+from pixie.device.store.node import Node
+from pixie.device.store.notes import NoteKind, Zone
+from pixie.protocol.timestamps import now_us
+
+
+def _kind(value: str | None) -> NoteKind | None:
+    if value is None:
+        return None
+    try:
+        return NoteKind(value)
+    except ValueError:
+        names = ", ".join(k.value for k in NoteKind)
+        raise BadInput(f"unknown note kind {value!r:.40} (one of: {names})") from None
+
+
+def _check_tool(node: Node) -> CheckNotebookTool:
+    return CheckNotebookTool(node.notebook.clear_view(), node.contacts)
+
+
+def cmd_notebook_list(args: argparse.Namespace) -> int:
+    kind = _kind(args.kind)
+    with open_node(args) as node:
+        notes = display.list_notes(node.notebook.clear_view(), kind)
+        names = node.contacts.names()
+    if args.json:
+        emit_json([display.note_json(n, names) for n in notes])
+    else:
+        for note in notes:
+            print(display.note_line(note))
+    return 0
+
+
+def cmd_notebook_show(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        view = node.notebook.clear_view()
+        names = node.contacts.names()
+        if args.json:
+            note = view.get_clear(args.id)
+            if note is None:
+                raise NotFound(f"no note with id {args.id}")
+            emit_json(display.note_json(note, names))
+        else:
+            print(display.show_note(view, args.id, names))
+    return 0
+
+
+def cmd_notebook_add(args: argparse.Namespace) -> int:
+    kind = _kind(args.kind)
+    if kind not in (NoteKind.GUIDANCE, NoteKind.ABOUT_YOU):
+        raise BadInput("--kind must be guidance or about_you")
+    with open_node(args) as node:
+        note_id = node.notebook.add_user_note(kind, args.title, args.body, args.tag or [])
+    emit_id(args, note_id)
+    return 0
+
+
+def _split_tags(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [t for t in (part.strip() for part in value.split(",")) if t]
+
+
+def cmd_notebook_edit(args: argparse.Namespace) -> int:
+    if args.title is None and args.body is None and args.tags is None:
+        raise BadInput("nothing to change: give --title, --body or --tags")
+    with open_node(args) as node:
+        changed = node.notebook.edit(
+            args.id, title=args.title, body=args.body, tags=_split_tags(args.tags)
+        )
+    if args.json:
+        emit_json({"id": args.id, "changed": changed})
+    else:
+        print(f"{args.id} {'edited' if changed else 'unchanged'}")
+    return 0
+
+
+def cmd_notebook_delete(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        node.notebook.delete(args.id)
+    if args.json:
+        emit_json({"id": args.id, "deleted": True})
+    else:
+        print(f"{args.id} deleted")
+    return 0
+
+
+def cmd_notebook_search(args: argparse.Namespace) -> int:
+    if args.days is not None and not 1 <= args.days <= MAX_DAYS_BACK:
+        raise BadInput(f"--days must be from 1 to {MAX_DAYS_BACK}")
+    with open_node(args) as node:
+        tool = _check_tool(node)
+        if args.json:
+            contact_id = None
+            if args.person is not None:
+                try:
+                    contact_id = node.contacts.resolve(args.person)
+                except NotFound:
+                    emit_json({"notes": [], "message": "No notes are filed under that person."})
+                    return 0
+            since = now_us() - args.days * 86_400_000_000 if args.days else None
+            found = node.notebook.clear_view().search_clear(
+                args.query or "", contact_id, args.topic, since
+            )
+            names = node.contacts.names()
+            emit_json(
+                {
+                    "notes": [
+                        {**display.note_json(s.note, names), "score": s.score} for s in found
+                    ],
+                    "message": display.search_text(
+                        tool, args.query or "", args.person, args.topic, args.days
+                    ).splitlines()[0],
+                }
+            )
+        else:
+            print(display.search_text(tool, args.query or "", args.person, args.topic, args.days))
+    return 0
+
+
+def cmd_notebook_export(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        count = display.export_markdown(
+            node.notebook.clear_view(), file_arg(args.dir, "DIR"), node.contacts.names()
+        )
+    if args.json:
+        emit_json({"exported": count, "dir": args.dir})
+    else:
+        print(f"exported {count} notes to {args.dir}")
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        note_id = node.notebook.pin_spark(parse_event_id(args.event_id), args.tag or [])
+    emit_id(args, note_id)
+    return 0
+
+
+def cmd_huddle_record(args: argparse.Namespace) -> int:
+    record = read_huddle_file(file_arg(args.file, "FILE"))
+    with open_node(args) as node:
+        ids = record_huddle(node.notebook, node.contacts, record, zone=Zone(args.zone))
+    if args.json:
+        emit_json({"ids": ids})
+    else:
+        print("\n".join(ids))
+    return 0
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``notebook ...``, ``pin`` and ``huddle record``."""
+    nb = sub.add_parser("notebook", parents=[common], help="the distilled Notebook (clear zone)")
+    nsub = nb.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    p = nsub.add_parser("list", parents=[common], help="list notes, newest first")
+    p.add_argument("--kind", help="only notes of this kind")
+    json_flag(p)
+    p.set_defaults(func=cmd_notebook_list)
+    p = nsub.add_parser("show", parents=[common], help="show one note")
+    p.add_argument("id")
+    json_flag(p)
+    p.set_defaults(func=cmd_notebook_show)
+    p = nsub.add_parser("add", parents=[common], help="write a guidance or about_you note")
+    p.add_argument("--kind", required=True, help="guidance or about_you")
+    p.add_argument("--title", required=True)
+    p.add_argument("--body", required=True)
+    p.add_argument("--tag", action="append", metavar="T", help="a topic tag (repeatable)")
+    json_flag(p)
+    p.set_defaults(func=cmd_notebook_add)
+    p = nsub.add_parser("edit", parents=[common], help="edit a note (it becomes yours)")
+    p.add_argument("id")
+    p.add_argument("--title")
+    p.add_argument("--body")
+    p.add_argument("--tags", help="comma-separated; replaces the note's tags")
+    json_flag(p)
+    p.set_defaults(func=cmd_notebook_edit)
+    p = nsub.add_parser("delete", parents=[common], help="delete a note")
+    p.add_argument("id")
+    json_flag(p)
+    p.set_defaults(func=cmd_notebook_delete)
+    p = nsub.add_parser("search", parents=[common], help="what check_notebook returns")
+    p.add_argument("query", nargs="?", default="")
+    p.add_argument("--person", metavar="NAME")
+    p.add_argument("--topic", metavar="T")
+    p.add_argument(
+        "--days", type=days_back_flag, metavar="N", help="only notes about the last N days"
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_notebook_search)
+    p = nsub.add_parser("export", parents=[common], help="the clear zone as Markdown files")
+    p.add_argument("dir", metavar="DIR")
+    json_flag(p)
+    p.set_defaults(func=cmd_notebook_export)
+
+    p = sub.add_parser("pin", parents=[common], help="pin a moment into the Notebook (a spark)")
+    p.add_argument("event_id", metavar="EVENT_ID")
+    p.add_argument("--tag", action="append", metavar="T", help="a topic tag (repeatable)")
+    json_flag(p)
+    p.set_defaults(func=cmd_pin)
+
+    hud = sub.add_parser("huddle", parents=[common], help="huddle material (sealed)")
+    hsub = hud.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    p = hsub.add_parser("record", parents=[common], help="file a huddle record from JSON")
+    p.add_argument("file", metavar="FILE.json")
+    p.add_argument(
+        "--zone",
+        choices=[z.value for z in Zone],
+        default=Zone.SEALED.value,
+        help="zone for prep and takeaways (material from other agents is always sealed)",
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_huddle_record)

@@ -1,0 +1,91 @@
+"""``pixie invite`` and ``pixie pair``: pairing two peers through a relay."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import trio
+
+from pixie.device.cli.common import (
+    emit_json,
+    json_flag,
+    open_node,
+    positive,
+    relay_address,
+    seconds_flag,
+)
+from pixie.device.store.siblings import SiblingInfo
+from pixie.device.sync import control, pairing
+
+
+def cmd_invite(args: argparse.Namespace) -> int:
+    timeout = positive(args.timeout, "--timeout")
+    with open_node(args) as node:
+
+        def show(code: str) -> None:
+            print(code, flush=True)
+            print(
+                f"Waiting up to {timeout:g} s for `pixie pair CODE` on your other peer...",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        # With `pixie run` serving this data dir, the invite goes over its
+        # connection: one of our own would knock it off the relay (and it us).
+        via = None
+        if not args.relay:
+            via = control.call(
+                node.data.path,
+                "invite",
+                {"timeout": timeout},
+                timeout + 15,
+                on_note=lambda note: show(str(note.get("code"))),
+            )
+        if via is not None:
+            sibling = SiblingInfo.from_json(via)
+        else:
+            relay = relay_address(args, node)
+            sibling = trio.run(lambda: pairing.invite(node, relay, timeout=timeout, show_code=show))
+    _paired(args, sibling)
+    return 0
+
+
+def cmd_pair(args: argparse.Namespace) -> int:
+    timeout = positive(args.timeout, "--timeout")
+    pairing.InviteCode.parse(args.code)  # a bad code: one line, before anything else
+    with open_node(args) as node:
+        # As for invite: through a running daemon if it holds the code's relay.
+        via = control.call(
+            node.data.path, "pair", {"code": args.code, "timeout": timeout}, timeout + 15
+        )
+        if via is not None:
+            sibling = SiblingInfo.from_json(via)
+        else:
+            sibling = trio.run(lambda: pairing.pair(node, args.code, timeout=timeout))
+    _paired(args, sibling)
+    return 0
+
+
+def _paired(args: argparse.Namespace, sibling: SiblingInfo) -> None:
+    if args.json:
+        emit_json(sibling.as_json())
+    else:
+        print(f"paired with {sibling.name} ({sibling.role}), fingerprint {sibling.fingerprint}")
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``invite`` and ``pair``."""
+    p = sub.add_parser("invite", parents=[common], help="print a one-time pairing code and wait")
+    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (tls://HOST:PORT for TLS)")
+    p.add_argument(
+        "--timeout", type=seconds_flag, default=pairing.DEFAULT_TIMEOUT, metavar="SECONDS"
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_invite)
+    p = sub.add_parser("pair", parents=[common], help="pair with the peer that printed CODE")
+    p.add_argument("code", metavar="CODE")
+    p.add_argument("--timeout", type=seconds_flag, default=60.0, metavar="SECONDS")
+    json_flag(p)
+    p.set_defaults(func=cmd_pair)

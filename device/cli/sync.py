@@ -1,0 +1,82 @@
+"""``pixie sync``: one sync session with each sibling."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import trio
+
+from pixie.device.cli import display
+from pixie.device.cli.common import (
+    emit_json,
+    json_flag,
+    open_node,
+    positive,
+    seconds_flag,
+    siblings_and_relay,
+    via_daemon,
+)
+from pixie.device.sync import daemon
+from pixie.device.sync.driver import SyncOutcome, SyncReport
+from pixie.protocol.sync import SyncStats
+
+# A sync draws a progress line only when the sibling holds this many more items
+# than we do (an initial sync of a large log, not the usual handful).
+SYNC_PROGRESS_FROM = 1000
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    timeout = positive(args.timeout, "--timeout")
+    with open_node(args) as node:
+        siblings, relay = siblings_and_relay(args, node)
+        via = via_daemon(args, node, "sync", {}, timeout * 4)
+        if via is not None:
+            reports = [SyncReport.from_json(r) for r in via]
+        else:
+
+            def show(sibling: str, stats: SyncStats) -> None:
+                if stats.expected >= SYNC_PROGRESS_FROM:
+                    display.progress(stats.applied, stats.expected, f"{sibling}: records applied:")
+
+            try:
+                reports = trio.run(
+                    lambda: daemon.sync_once(
+                        node, relay, siblings, idle_timeout=timeout, progress=show
+                    )
+                )
+            finally:
+                display.end_progress()
+        digest = node.digest().digest().hex()
+    failed = [r for r in reports if r.outcome is SyncOutcome.FAILED]
+    silent = [r for r in reports if r.outcome is SyncOutcome.NO_ANSWER]
+    if args.json:
+        emit_json({"digest": digest, "sessions": [r.as_json() for r in reports]})
+    else:
+        for r in reports:
+            if r.outcome is not SyncOutcome.NO_ANSWER:  # said once, below
+                print(r.describe(timeout))
+    if failed:
+        print(f"pixie: error: sync failed: {failed[0].error}", file=sys.stderr)
+        return 1
+    if silent:
+        # Nothing was tried and nothing changed: the sibling is just not there.
+        print(f"pixie: error: {silent[0].describe(timeout)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``sync``."""
+    p = sub.add_parser("sync", parents=[common], help="run one sync session with each sibling")
+    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
+    p.add_argument(
+        "--timeout",
+        type=seconds_flag,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up when the sibling is silent this long (default 30)",
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_sync)
