@@ -52,9 +52,9 @@ class FrameDecoder:
         end = len(data)
         limit = self.limit
         while end - pos >= HEADER_BYTES:
-            (size,) = _unpack_header(data, pos)
+            (size,) = unpack_header(data, pos)
             if size > limit:
-                raise _oversize(size, limit)
+                raise oversize(size, limit)
             start = pos + HEADER_BYTES
             if start + size > end:
                 break
@@ -74,9 +74,9 @@ class FrameDecoder:
             rest += data[:pos]
             if len(rest) < HEADER_BYTES:
                 return None, len(data)
-            (size,) = _unpack_header(rest)
+            (size,) = unpack_header(rest)
             if size > self.limit:
-                raise _oversize(size, self.limit)
+                raise oversize(size, self.limit)
             self._need = HEADER_BYTES + size
         want = self._need - len(rest)
         if len(data) - pos < want:
@@ -94,7 +94,7 @@ class FrameDecoder:
         if pos < len(data):
             self._rest += memoryview(data)[pos:]
             if len(data) - pos >= HEADER_BYTES:
-                self._need = HEADER_BYTES + _unpack_header(data, pos)[0]
+                self._need = HEADER_BYTES + unpack_header(data, pos)[0]
 
     @property
     def buffered(self) -> int:
@@ -108,8 +108,11 @@ class FrameDecoder:
         return not self._rest
 
 
-_unpack_header = struct.Struct(">I").unpack_from
+# A frame's length prefix, read at an offset (a 1-tuple) and written.
+unpack_header = struct.Struct(">I").unpack_from
+pack_header = struct.Struct(">I").pack
 
 
-def _oversize(size: int, limit: int) -> ProtocolError:
+def oversize(size: int, limit: int) -> ProtocolError:
+    """The error for a frame whose length prefix announces more than ``limit`` bytes."""
     return ProtocolError(f"frame of {size} bytes announced; the limit is {limit}")

@@ -33,7 +33,6 @@ import logging
 import math
 import secrets
 import ssl
-import struct
 import traceback
 from collections.abc import Callable
 from contextlib import suppress
@@ -47,13 +46,7 @@ import trio
 from pixie.protocol import relaywire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.faults import RELAY_FAULTS, FaultSpecError, parse_faults
-from pixie.protocol.framing import (
-    HEADER_BYTES,
-    MAX_FRAME_BYTES,
-    MIN_ENVELOPE_BYTES,
-    FrameDecoder,
-    encode_frame,
-)
+from pixie.protocol.framing import MAX_FRAME_BYTES, MIN_ENVELOPE_BYTES, encode_frame
 from pixie.protocol.keyprint import fingerprint as key_fingerprint
 from pixie.protocol.proof import verify_key_proof
 
@@ -196,183 +189,6 @@ ABUSIVE = Hangup("abusive", "too many envelopes over the rate limit or too short
 
 def _frame(message: relaywire.RelayMessage) -> bytes:
     return encode_frame(relaywire.encode(message))
-
-
-# What `_Decoder.items` yields, in stream order: a frame to decode as it is, or a run
-# of Sends to one recipient, already re-framed as Delivers, with the bytes of their
-# envelopes in all.
-Run = tuple[bytes, list[bytes], int]
-Item = bytes | Run
-# In a Send frame (its length prefix aside), where the recipient key starts (after
-# the array header, the type code and the key's bin header) and where it ends and
-# the envelope's length header starts. Checked against `relaywire.parse_send`
-# before anything relies on them.
-_KEY_AT = 4
-_SEND_TO = _KEY_AT + relaywire.KEY_BYTES
-# What Sends of one frame size share, relay-wide: (the envelope's length header,
-# the envelope's size). A Deliver has the same layout and length as the Send it
-# forwards, the type code and the key aside (see `relaywire.deliver_frame`).
-_Shape = tuple[bytes, int]
-# What one connection's Sends of one frame size become: (the envelope's length
-# header, the Deliver's bytes up to the end of the sender's key, the envelope's size).
-_Known = tuple[bytes, bytes, int]
-_SHAPES = 1024  # frame sizes remembered, relay-wide (real envelopes come in size buckets)
-_KNOWN = 32  # ... and by each connection, for its own key
-_header = struct.Struct(">I").unpack_from
-_length_prefix = struct.Struct(">I").pack
-
-
-class _Decoder(FrameDecoder):
-    """Splits a client's byte stream into frames as `FrameDecoder` does (the same
-    bound, refused as soon as a length prefix announces more), and once the client
-    is authenticated (``fast``, with its proven key as ``sender``) turns its Sends
-    into Delivers in the same pass.
-
-    A Send that `relaywire.parse_send` accepts, written the way relaywire writes
-    it, teaches two things: its first bytes (type and recipient) and, for its
-    frame size, its envelope's length header (``shapes``, shared by the relay's
-    connections). parse_send reads nothing but those bytes and the frame's size,
-    so a later frame of a known size that starts with the same type and
-    recipient and has the same length header is a Send to that recipient whose
-    envelope is its tail. Its Deliver is as long as the Send and laid out alike:
-    a known head (length prefix, Deliver type, this connection's key) and the
-    Send from its length header on. Two comparisons and a slice instead of a
-    parse and an encode, and nothing accepted that relaywire would not accept
-    alike. Anything else goes to relaywire as before. Sends with an envelope
-    under ``min_envelope`` bytes teach nothing, so every Send on the fast path
-    is long enough; the short ones reach `Relay._route` as frames."""
-
-    def __init__(self, limit: int, shapes: dict[int, _Shape], min_envelope: int) -> None:
-        super().__init__(limit)
-        self.min_envelope = min_envelope
-        self.fast = False
-        self.sender = bytes(relaywire.KEY_BYTES)  # the key this connection proved
-        self._shapes = shapes
-        self._known: dict[int, _Known] = {}  # the shapes this connection used, with its key
-        self._to = b""  # the first bytes of the last Send learned, up to its recipient's end
-        self._recipient = b""  # and that recipient
-
-    def _adopt(self, size: int) -> _Known | None:
-        """What a Send of frame size ``size`` from this connection becomes, if that
-        size is known relay-wide."""
-        shape = self._shapes.get(size)
-        if shape is None:
-            return None
-        known = self._known
-        if len(known) >= _KNOWN:
-            known.clear()
-        head = _length_prefix(size) + relaywire.DELIVER_PREFIX + self.sender
-        known[size] = entry = (shape[0], head, shape[1])
-        return entry
-
-    def items(self, data: bytes) -> list[Item]:
-        """Every frame ``data`` completes, in order (see `Item`)."""
-        items: list[Item] = []
-        pos = 0
-        if self._rest:
-            frame, pos = self._finish(data)
-            if frame is None:
-                return items
-            self._frame(frame, items)
-        end = len(data)
-        limit = self.limit
-        to = self._to
-        mine = self._known.get
-        after_to = _SEND_TO
-        run: list[bytes] = []
-        run_bytes = 0
-        while end - pos >= HEADER_BYTES:
-            (size,) = _header(data, pos)
-            if size > limit:
-                raise ProtocolError(f"frame of {size} bytes announced; the limit is {limit}")
-            start = pos + HEADER_BYTES
-            if start + size > end:
-                break
-            pos = start + size
-            known = mine(size)
-            if known is None and to:  # nothing learned on this connection: no fast path
-                known = self._adopt(size)
-            if known is not None:
-                length, head, envelope = known
-                if data.startswith(to, start) and data.startswith(length, start + after_to):
-                    run.append(head + data[start + after_to : pos])
-                    run_bytes += envelope
-                    continue
-            if run:
-                items.append((self._recipient, run, run_bytes))
-                run = []
-                run_bytes = 0
-            self._frame(data[start:pos], items)
-            to = self._to
-        if run:
-            items.append((self._recipient, run, run_bytes))
-        self._keep(data, pos)
-        return items
-
-    def _frame(self, frame: bytes, items: list[Item]) -> None:
-        """One whole frame, the slower way: a Send of a known size (perhaps to another
-        recipient), or a Send relaywire parses (and what it teaches learned), or
-        else the frame itself."""
-        to = self._to
-        known = (self._known.get(len(frame)) or self._adopt(len(frame))) if to else None
-        if (
-            known is not None
-            and frame.startswith(known[0], _SEND_TO)
-            and frame.startswith(to[:_KEY_AT])  # the type, as in every Send learned
-        ):
-            if not frame.startswith(to):
-                self._to = frame[:_SEND_TO]
-                self._recipient = frame[_KEY_AT:_SEND_TO]
-            items.append((self._recipient, [known[1] + frame[_SEND_TO:]], known[2]))
-            return
-        send = relaywire.parse_send(frame) if self.fast else None
-        if send is None:
-            items.append(frame)
-            return
-        recipient, envelope = send
-        if len(envelope) < self.min_envelope:
-            items.append(frame)  # refused (and counted) by the router
-            return
-        deliver = relaywire.deliver_frame(self.sender, envelope)
-        tail = len(frame) - len(envelope)
-        length = frame[_SEND_TO:tail]
-        head = _length_prefix(len(frame)) + relaywire.DELIVER_PREFIX + self.sender
-        if (
-            frame[_KEY_AT:_SEND_TO] == recipient
-            and frame[tail:] == envelope
-            and deliver == head + length + envelope  # the layout relaywire writes, not another
-        ):
-            if frame[:_SEND_TO] != self._to:
-                self._to = frame[:_SEND_TO]
-                self._recipient = recipient
-            recipient = self._recipient
-            shapes = self._shapes
-            if len(frame) not in shapes:
-                if len(shapes) >= _SHAPES:
-                    shapes.clear()
-                shapes[len(frame)] = (length, len(envelope))
-        items.append((recipient, [deliver], len(envelope)))
-
-
-def _envelope_of(deliver: bytes) -> bytes:
-    """The envelope inside a frame `relaywire.deliver_frame` made (for the rare
-    Sends that are not forwarded at once: over the rate limit, or to a mailbox)."""
-    return deliver[_ENVELOPE_AT[deliver[_MARKER_AT]] :]
-
-
-def _envelope_offsets() -> dict[int, int]:
-    # Where the envelope starts in a Deliver frame, by the marker of its length header
-    # (bin8, bin16, bin32): taken from relaywire's own frames, one of each kind.
-    offsets = {}
-    for size in (0, 1 << 8, 1 << 16):
-        frame = relaywire.deliver_frame(bytes(relaywire.KEY_BYTES), bytes(size))
-        offsets[frame[_MARKER_AT]] = len(frame) - size
-    return offsets
-
-
-# After the length prefix, the array header, the type code and the sender's key.
-_MARKER_AT = HEADER_BYTES + _SEND_TO
-_ENVELOPE_AT = _envelope_offsets()
 
 
 class ByteBudget:
@@ -628,13 +444,13 @@ class _Connection:
         stream: trio.abc.Stream,
         config: RelayConfig,
         outboxes: ByteBudget,
-        shapes: dict[int, _Shape],
+        shapes: dict[int, relaywire.Shape],
     ) -> None:
         now = trio.current_time()
         self.number = number
         self.stream = stream
-        self.decoder = _Decoder(MAX_FRAME_BYTES, shapes, config.min_envelope_bytes)
-        self.pending: list[Item] = []  # frames that arrived with the Prove
+        self.decoder = relaywire.ForwardDecoder(MAX_FRAME_BYTES, shapes, config.min_envelope_bytes)
+        self.pending: list[relaywire.Item] = []  # frames that arrived with the Prove
         self.key = b""
         self.fp = "-"
         self.outbox = Outbox(config.outbox_frames, config.outbox_bytes, outboxes)
@@ -679,7 +495,7 @@ class Relay:
         self._wrote = self._mailboxes.correspondents.note
         self._outboxes = ByteBudget(self.config.outbox_total_bytes)
         self._receiving = ByteBudget(self.config.receive_total_bytes)
-        self._shapes: dict[int, _Shape] = {}  # what Sends of each frame size share
+        self._shapes: dict[int, relaywire.Shape] = {}  # what Sends of each frame size share
         self._clients: dict[bytes, _Connection] = {}
         self._open: set[_Connection] = set()
         # Connections that have carried no envelope yet, oldest first: the ones that
@@ -1054,7 +870,7 @@ class Relay:
 
     async def _receive(
         self, conn: _Connection, timer: trio.CancelScope | None = None
-    ) -> list[Item] | Hangup:
+    ) -> list[relaywire.Item] | Hangup:
         """The next complete frames from the client, or why there will be none.
 
         After the handshake three clocks run, on ``timer`` (the caller handles it
@@ -1212,7 +1028,7 @@ class Relay:
             # Offline, or still draining its mailbox: queue behind what waits there.
             self._mailboxes.put(recipient, envelope, now, conn.key)
 
-    def _route_run(self, conn: _Connection, run: Run, now: float) -> None:
+    def _route_run(self, conn: _Connection, run: relaywire.Run, now: float) -> None:
         """Route Sends to one recipient, as Delivers (``size`` envelope bytes in all),
         exactly as `_route` would one by one: when the rate limit and the outbox
         admit them all, at once."""
@@ -1235,14 +1051,14 @@ class Relay:
         drops = self._drops
         limited = 0
         for frame in frames:
-            if not allowed and not conn.limit.allow(len(_envelope_of(frame)), now):
+            if not allowed and not conn.limit.allow(relaywire.deliver_envelope_size(frame), now):
                 limited += 1
             elif outbox is not None:
                 refused = outbox.put(frame, True, conn.key)
                 if refused is not None:
                     drops[refused] += 1
             else:
-                self._mailboxes.put(recipient, _envelope_of(frame), now, conn.key)
+                self._mailboxes.put(recipient, relaywire.deliver_envelope(frame), now, conn.key)
         if limited:
             self._refuse(conn, "rate_limited", now, limited)
         if not allowed and limited < len(frames):
@@ -1256,10 +1072,10 @@ class Relay:
         frame = relaywire.deliver_frame(conn.key, envelope)
         self._route_faulted(conn, recipient, frame, len(envelope), now)
 
-    def _faulty_route_run(self, conn: _Connection, run: Run, now: float) -> None:
+    def _faulty_route_run(self, conn: _Connection, run: relaywire.Run, now: float) -> None:
         recipient, frames, _ = run
         for frame in frames:
-            size = len(frame) - _ENVELOPE_AT[frame[_MARKER_AT]]
+            size = relaywire.deliver_envelope_size(frame)
             self._route_faulted(conn, recipient, frame, size, now)
 
     def _route_faulted(
@@ -1285,7 +1101,7 @@ class Relay:
             faults.forward(conn, target, frame, size)
         else:
             # Offline, or still draining its mailbox: queued unfaulted behind what waits there.
-            self._mailboxes.put(recipient, _envelope_of(frame), now, conn.key)
+            self._mailboxes.put(recipient, relaywire.deliver_envelope(frame), now, conn.key)
 
     def _put(self, target: _Connection, frame: bytes) -> None:
         refused = target.outbox.put(frame, True)

@@ -22,7 +22,7 @@ from nacl.signing import SigningKey
 from pixie.protocol import relaywire as rw
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MAX_FRAME_BYTES, MIN_ENVELOPE_BYTES, encode_frame
-from pixie.relay.server import Relay, RelayConfig, _Decoder
+from pixie.relay.server import Relay, RelayConfig
 from tests.fuzzing import fuzz_settings
 from tests.test_relay import memory_client
 
@@ -112,7 +112,7 @@ def test_the_relays_frame_splitter_accepts_or_raises_protocol_error(
     stream: list[bytes], cuts: list[int], fast: bool
 ) -> None:
     data = b"".join(stream)
-    decoder = _Decoder(MAX_FRAME_BYTES, {}, MIN_ENVELOPE_BYTES)
+    decoder = rw.ForwardDecoder(MAX_FRAME_BYTES, {}, MIN_ENVELOPE_BYTES)
     decoder.fast = fast
     pos = 0
     with suppress(ProtocolError):

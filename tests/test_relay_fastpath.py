@@ -1,12 +1,12 @@
 """The relay's fast path, pinned to the general path by differential tests.
 
-`relay.server._Decoder` splits frames and turns Sends into Delivers in one pass,
-remembering recipients and frame sizes it has seen. Whatever the chunking and
-whatever the frames (canonical or not, mutated, oversized), it must yield
-exactly what a plain frame splitter followed by `relaywire.parse_send` and
-`deliver_frame` yields, and keep the same buffering state. `FrameDecoder` (which
-now slices whole frames straight out of each chunk) is checked the same way
-against a straightforward reference.
+`relaywire.ForwardDecoder`, the relay's frame splitter, turns Sends into
+Delivers in the same pass, remembering recipients and frame sizes it has seen.
+Whatever the chunking and whatever the frames (canonical or not, mutated,
+oversized), it must yield exactly what a plain frame splitter followed by
+`relaywire.parse_send` and `deliver_frame` yields, and keep the same buffering
+state. `FrameDecoder` (which slices whole frames straight out of each chunk)
+is checked the same way against a straightforward reference.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from pixie.protocol import relaywire as rw
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MAX_FRAME_BYTES, FrameDecoder, encode_frame
-from pixie.relay.server import _Decoder, _envelope_of
 
 
 class ReferenceDecoder:
@@ -115,8 +114,8 @@ def _flatten(items: list[Any]) -> list[tuple[Any, ...]]:
             out.append(("raw", item))
             continue
         recipient, frames, total = item
-        assert total == sum(len(_envelope_of(f)) for f in frames)
-        out.extend(("send", recipient, f, len(_envelope_of(f))) for f in frames)
+        assert total == sum(len(rw.deliver_envelope(f)) for f in frames)
+        out.extend(("send", recipient, f, len(rw.deliver_envelope(f))) for f in frames)
     return out
 
 
@@ -139,11 +138,11 @@ def test_fast_decoder_yields_what_the_general_path_yields(
     stream = b"".join(frames) + trailer
     shapes: dict[Any, Any] = {}
     if shared:  # another connection, with another key, taught the relay these shapes first
-        other = _Decoder(MAX_FRAME_BYTES, shapes, 0)
+        other = rw.ForwardDecoder(MAX_FRAME_BYTES, shapes, 0)
         other.fast, other.sender = True, b"\x01" * 32
         with contextlib.suppress(ProtocolError):
             other.items(stream)
-    new, old = _Decoder(MAX_FRAME_BYTES, shapes, 0), ReferenceDecoder()
+    new, old = rw.ForwardDecoder(MAX_FRAME_BYTES, shapes, 0), ReferenceDecoder()
     new.fast, new.sender = fast, SENDER
     got: list[tuple[Any, ...]] = []
     want: list[tuple[Any, ...]] = []
@@ -171,7 +170,7 @@ def test_fast_decoder_refuses_an_oversized_prefix_however_it_is_cut() -> None:
     for before in [b"", encode_frame(b"abc")]:
         data = before + (MAX_FRAME_BYTES + 1).to_bytes(4, "big") + b"x"
         for cut in range(1, 5):
-            decoder = _Decoder(MAX_FRAME_BYTES, {}, 0)
+            decoder = rw.ForwardDecoder(MAX_FRAME_BYTES, {}, 0)
             decoder.fast = True
             try:
                 decoder.items(data[: len(before) + cut])
