@@ -42,7 +42,7 @@ from pixie.device.agent.tools import (
     ToolEvent,
     TurnGuards,
 )
-from pixie.device.distill.llm import BackendFailure
+from pixie.device.distill.contract import BackendFailure
 from pixie.device.errors import BadInput
 from pixie.device.notebook.clearview import ClearNotebook
 from pixie.device.store.contacts import ContactBook

@@ -16,14 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pixie.device.distill.llm import (
-    MAX_CONTENT_CHARS,
-    BackendFailure,
-    ChatCompletionsBackend,
-    Failure,
-    LLMSettings,
-    first_choice,
-)
+from pixie.device.distill.contract import BackendFailure, Failure
+from pixie.device.distill.http import MAX_CONTENT_CHARS, ChatCompletionsBackend, first_choice
+from pixie.device.distill.settings import LLMSettings
 
 MAX_CHAT_TOKENS = 800  # the reply; a small model's window is ~4k tokens
 MAX_TOOL_CALLS = 8  # in one answer; more is a model gone wrong, not a plan

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pixie.device.distill.llm import (
+from pixie.device.distill.contract import (
     MAX_FACTS,
     MAX_PERSON_CHARS,
     MAX_SUMMARY_CHARS,

@@ -42,22 +42,22 @@ import trio
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pixie.device.distill.llm import (
+from pixie.device.distill.contract import (
     MAX_LINES,
     ME,
     Backend,
-    ChatCompletionsBackend,
     DistillRequest,
     DistillResult,
     Line,
-    LLMRouter,
-    LLMSettings,
     NoBackendAnswered,
     SourceKind,
     fact_key,
     make_request,
 )
+from pixie.device.distill.http import ChatCompletionsBackend
 from pixie.device.distill.offline import OfflineDistiller, day_label, person_in_group
+from pixie.device.distill.router import LLMRouter
+from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
 from pixie.device.notebook.clear import (
     ClearNotebookStore,
