@@ -19,6 +19,7 @@ import msgpack
 from .errors import ProtocolError, shown
 from .framing import MAX_FRAME_BYTES
 from .packing import unpack
+from .validate import non_negative, sized, text
 
 PEER_VERSION = 1
 MESSAGE_ID_BYTES = 16
@@ -40,24 +41,6 @@ class UnknownMessage(ProtocolError):
     """A well-formed body of a version or type this peer does not speak."""
 
 
-def _str(value: Any, what: str, limit: int) -> str:
-    if not isinstance(value, str) or len(value) > limit:
-        raise ProtocolError(f"{what} must be a string of at most {limit} characters")
-    return value
-
-
-def _bytes(value: Any, what: str, size: int) -> bytes:
-    if not isinstance(value, bytes) or len(value) != size:
-        raise ProtocolError(f"{what} must be {size} bytes")
-    return value
-
-
-def _uint(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
-        raise ProtocolError(f"{what} must be a non-negative integer")
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class _PairHello:
     """The two pairing greetings share a shape: who I am, and proof of the code."""
@@ -72,7 +55,9 @@ class _PairHello:
     @classmethod
     def from_fields(cls, f: list[Any]) -> Self:
         return cls(
-            _str(f[0], "name", MAX_NAME_CHARS), _role(f[1]), _bytes(f[2], "proof", PROOF_BYTES)
+            text(f[0], "name", MAX_NAME_CHARS, noun="a string"),
+            _role(f[1]),
+            sized(f[2], "proof", PROOF_BYTES),
         )
 
 
@@ -100,7 +85,7 @@ class PairReject:
 
     @classmethod
     def from_fields(cls, f: list[Any]) -> PairReject:
-        return cls(_str(f[0], "reason", MAX_REASON_CHARS))
+        return cls(text(f[0], "reason", MAX_REASON_CHARS, noun="a string"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +98,7 @@ class Ping:
 
     @classmethod
     def from_fields(cls, f: list[Any]) -> Ping:
-        return cls(_uint(f[0], "token"))
+        return cls(non_negative(f[0], "token"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +111,7 @@ class Pong:
 
     @classmethod
     def from_fields(cls, f: list[Any]) -> Pong:
-        return cls(_uint(f[0], "token"))
+        return cls(non_negative(f[0], "token"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +156,9 @@ class _NoteRef:
     @classmethod
     def from_fields(cls, f: list[Any]) -> Self:
         return cls(
-            _bytes(f[0], "request id", REQUEST_ID_BYTES),
+            sized(f[0], "request id", REQUEST_ID_BYTES),
             _note_id(f[1]),
-            _bytes(f[2], "content hash", HASH_BYTES),
+            sized(f[2], "content hash", HASH_BYTES),
         )
 
 
@@ -219,7 +204,8 @@ class HolderRefusal:
     @classmethod
     def from_fields(cls, f: list[Any]) -> HolderRefusal:
         return cls(
-            _bytes(f[0], "request id", REQUEST_ID_BYTES), _str(f[1], "reason", MAX_REASON_CHARS)
+            sized(f[0], "request id", REQUEST_ID_BYTES),
+            text(f[1], "reason", MAX_REASON_CHARS, noun="a string"),
         )
 
 
@@ -248,7 +234,7 @@ class FetchPart:
     @classmethod
     def from_fields(cls, f: list[Any]) -> FetchPart:
         ref = _NoteRef.from_fields(f[:3])
-        total, offset = _uint(f[3], "total"), _uint(f[4], "offset")
+        total, offset = non_negative(f[3], "total"), non_negative(f[4], "offset")
         data = f[5]
         if not isinstance(data, bytes) or len(data) > PART_BYTES:
             raise ProtocolError(f"a body part must be bytes, at most {PART_BYTES}")
@@ -354,7 +340,7 @@ def decode_body(data: bytes) -> Body:
     arity, build = _ARITY[kind]
     if len(fields) != arity:
         raise ProtocolError(f"message type {kind} has {len(fields)} fields, not {arity}")
-    counter = _uint(counter, "counter")
+    counter = non_negative(counter, "counter")
     if counter < 1:
         raise ProtocolError("counters start at 1")
-    return Body(_bytes(mid, "message id", MESSAGE_ID_BYTES), counter, build(fields))
+    return Body(sized(mid, "message id", MESSAGE_ID_BYTES), counter, build(fields))

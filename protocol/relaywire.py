@@ -38,6 +38,7 @@ from .framing import (
     unpack_header,
 )
 from .packing import unpack
+from .validate import binary, integer
 
 RELAY_VERSION = 2  # 2: Deliver carries the sender's proven key
 KEY_BYTES = 32
@@ -154,22 +155,6 @@ def encode(message: RelayMessage) -> bytes:
     return packed
 
 
-def _bytes(value: Any, what: str, exact: int | None = None, limit: int | None = None) -> bytes:
-    if not isinstance(value, bytes):
-        raise ProtocolError(f"{what} must be bytes")
-    if exact is not None and len(value) != exact:
-        raise ProtocolError(f"{what} must be {exact} bytes, not {len(value)}")
-    if limit is not None and len(value) > limit:
-        raise ProtocolError(f"{what} is over {limit} bytes")
-    return value
-
-
-def _uint(value: Any, what: str, limit: int = (1 << 63) - 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
-        raise ProtocolError(f"{what} must be an integer from 0 to {limit}")
-    return value
-
-
 _ARITY = {1: 2, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2, 7: 1, 8: 1, 9: 1}  # fields after the type
 
 
@@ -188,25 +173,28 @@ def decode(frame: bytes) -> RelayMessage:
     if len(fields) != _ARITY[code]:
         raise ProtocolError(f"relay frame type {code} has {len(fields)} fields")
     if code == 1:
-        return Hello(_uint(fields[0], "version", 255), _bytes(fields[1], "key", KEY_BYTES))
+        return Hello(
+            integer(fields[0], "version", 0, 255),
+            binary(fields[1], "key", size=KEY_BYTES, show_length=True),
+        )
     if code == 2:
-        return Challenge(_bytes(fields[0], "nonce", NONCE_BYTES))
+        return Challenge(binary(fields[0], "nonce", size=NONCE_BYTES, show_length=True))
     if code == 3:
-        return Prove(_bytes(fields[0], "signature", SIGNATURE_BYTES))
+        return Prove(binary(fields[0], "signature", size=SIGNATURE_BYTES, show_length=True))
     if code == 4:
-        return Welcome(_uint(fields[0], "queued", 1 << 32))
+        return Welcome(integer(fields[0], "queued", 0, 1 << 32))
     if code == 5:
         return Send(
-            _bytes(fields[0], "recipient", KEY_BYTES),
-            _bytes(fields[1], "envelope", limit=MAX_ENVELOPE_BYTES),
+            binary(fields[0], "recipient", size=KEY_BYTES, show_length=True),
+            binary(fields[1], "envelope", limit=MAX_ENVELOPE_BYTES),
         )
     if code == 6:
         return Deliver(
-            _bytes(fields[0], "sender", KEY_BYTES),
-            _bytes(fields[1], "envelope", limit=MAX_ENVELOPE_BYTES),
+            binary(fields[0], "sender", size=KEY_BYTES, show_length=True),
+            binary(fields[1], "envelope", limit=MAX_ENVELOPE_BYTES),
         )
     if code in (7, 8):
-        token = _uint(fields[0], "token")
+        token = integer(fields[0], "token")
         return Ping(token) if code == 7 else Pong(token)
     reason = fields[0]
     if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:

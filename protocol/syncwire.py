@@ -19,11 +19,11 @@ each value once and every entry is used, and no id appears twice in a batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import NoneType
-from typing import Any, TypeVar, cast, overload
+from typing import Any, cast, overload
 
 import msgpack
 
@@ -32,6 +32,19 @@ from .hlc import Stamp
 from .ids import id_text
 from .packing import unpack
 from .reconcile import FINGERPRINT_BYTES, KEY_BYTES, SHORT_HASH_BYTES, Range
+from .validate import (
+    array,
+    binary,
+    boolean,
+    coded_column,
+    column,
+    integer,
+    integer_column,
+    optional_text,
+    optional_text_column,
+    text,
+    text_column,
+)
 
 SESSION_BYTES = 8
 DIGEST_BYTES = 32
@@ -452,48 +465,8 @@ def encode(message: SyncMessage) -> bytes:
 # -- decoding -----------------------------------------------------------------------------
 
 
-def _list(value: Any, what: str, limit: int, exact: int | None = None) -> list[Any]:
-    if not isinstance(value, list) or len(value) > limit:
-        raise ProtocolError(f"{what} must be a list of at most {limit} items")
-    if exact is not None and len(value) != exact:
-        raise ProtocolError(f"{what} must have {exact} items")
-    return value
-
-
-def _bin(value: Any, what: str, exact: int | None = None, limit: int | None = None) -> bytes:
-    if not isinstance(value, bytes):
-        raise ProtocolError(f"{what} must be bytes")
-    if exact is not None and len(value) != exact:
-        raise ProtocolError(f"{what} must be {exact} bytes")
-    if limit is not None and len(value) > limit:
-        raise ProtocolError(f"{what} is over {limit} bytes")
-    return value
-
-
-def _int(value: Any, what: str, low: int = 0, high: int = (1 << 63) - 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ProtocolError(f"{what} must be an integer from {low} to {high}")
-    return value
-
-
-def _bool(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise ProtocolError(f"{what} must be true or false")
-    return value
-
-
-def _text(value: Any, what: str, limit: int) -> str:
-    if not isinstance(value, str) or len(value) > limit:
-        raise ProtocolError(f"{what} must be text of at most {limit} characters")
-    return value
-
-
-def _opt_text(value: Any, what: str, limit: int) -> str | None:
-    return None if value is None else _text(value, what, limit)
-
-
 def _opt_hex16(value: Any, what: str) -> str | None:
-    return None if value is None else _bin(value, what, 16).hex()
+    return None if value is None else binary(value, what, size=16).hex()
 
 
 def _origin(value: Any) -> str:
@@ -515,58 +488,8 @@ def _checked_origin(text: str) -> str:
 EVENT_COLUMNS = 14
 
 
-_TYPE_NAMES = {int: "integers", str: "text", bool: "booleans", NoneType: "nil"}
-
-
-def _column(value: Any, what: str, n: int, types: set[type]) -> list[Any]:
-    """A column of exactly ``n`` items, each of one of ``types`` (exactly: msgpack
-    gives no subclasses, and a bool is no integer here)."""
-    column = _list(value, what, MAX_RECORDS)
-    if len(column) != n:
-        raise ProtocolError(f"{what} must have {n} items, one per event id")
-    if not set(map(type, column)) <= types:
-        names = " or ".join(sorted(_TYPE_NAMES[t] for t in types))
-        raise ProtocolError(f"{what} must hold only {names}")
-    return column
-
-
-def _int_column(value: Any, what: str, n: int, low: int, high: int) -> tuple[int, ...]:
-    column = _column(value, what, n, {int})
-    if column and not (low <= min(column) and max(column) <= high):
-        raise ProtocolError(f"each {what} must be an integer from {low} to {high}")
-    return tuple(column)
-
-
-def _text_column(value: Any, what: str, n: int, limit: int) -> tuple[str, ...]:
-    column = _column(value, what, n, {str})
-    if max(map(len, column), default=0) > limit:
-        raise ProtocolError(f"{what} must be text of at most {limit} characters")
-    return tuple(column)
-
-
-def _opt_text_column(value: Any, what: str, n: int, limit: int) -> tuple[str | None, ...]:
-    column = _column(value, what, n, {str, NoneType})
-    if max(map(len, filter(None, column)), default=0) > limit:
-        raise ProtocolError(f"{what} must be text of at most {limit} characters")
-    return tuple(column)
-
-
-T = TypeVar("T")
-
-
-def _decoded(table: Any, index: Any, what: str, n: int, check: Callable[[Any], T]) -> tuple[T, ...]:
-    """A column sent as a table of distinct values and an index per event."""
-    values = [check(v) for v in _list(table, f"{what} table", MAX_RECORDS)]
-    if len(set(values)) != len(values):
-        raise ProtocolError(f"the {what} table holds a value twice")
-    codes = _column(index, f"{what} index", n, {int})
-    if set(codes) != set(range(len(values))):
-        raise ProtocolError(f"each {what} index must name a table entry, and each entry be used")
-    return tuple(map(values.__getitem__, codes))
-
-
 def _event_kind(value: Any) -> str:
-    return _text(value, "event kind", MAX_KIND_CHARS)
+    return text(value, "event kind", MAX_KIND_CHARS)
 
 
 def _contact_id(value: Any) -> str | None:
@@ -574,7 +497,7 @@ def _contact_id(value: Any) -> str | None:
 
 
 def _thread(value: Any) -> str | None:
-    return _opt_text(value, "thread", MAX_SHORT_CHARS)
+    return optional_text(value, "thread", MAX_SHORT_CHARS)
 
 
 # Where the 32 hex digits of an id go in its 36-character text (one more for a separator).
@@ -592,8 +515,8 @@ def _id_texts(raw: bytes) -> tuple[str, ...]:
 
 
 def _events(f: Any) -> EventColumns:
-    f = _list(f, "events", EVENT_COLUMNS, exact=EVENT_COLUMNS)
-    raw = _bin(f[0], "event ids", limit=16 * MAX_RECORDS)
+    f = array(f, "events", EVENT_COLUMNS, exact=EVENT_COLUMNS)
+    raw = binary(f[0], "event ids", limit=16 * MAX_RECORDS)
     n, odd = divmod(len(raw), 16)
     if odd:
         raise ProtocolError("event ids must be 16 bytes each")
@@ -602,54 +525,54 @@ def _events(f: Any) -> EventColumns:
         raise ProtocolError("an event id appears twice in one batch")
     columns = EventColumns(
         ids=ids,
-        origins=_decoded(f[1], f[2], "origin", n, _origin),
-        seqs=_int_column(f[3], "seq", n, 1, MAX_SEQ),
-        kinds=_decoded(f[4], f[5], "event kind", n, _event_kind),
-        ats=_int_column(f[6], "event time", n, -(1 << 62), 1 << 62),
-        contact_ids=_decoded(f[7], f[8], "contact id", n, _contact_id),
-        threads=_decoded(f[9], f[10], "thread", n, _thread),
-        sources=_opt_text_column(f[11], "source", n, MAX_SHORT_CHARS),
-        from_me=tuple(_column(f[12], "from_me", n, {bool, NoneType})),
-        texts=_text_column(f[13], "event text", n, MAX_TEXT_CHARS),
+        origins=coded_column(f[1], f[2], "origin", n, _origin, MAX_RECORDS),
+        seqs=integer_column(f[3], "seq", n, 1, MAX_SEQ, MAX_RECORDS),
+        kinds=coded_column(f[4], f[5], "event kind", n, _event_kind, MAX_RECORDS),
+        ats=integer_column(f[6], "event time", n, -(1 << 62), 1 << 62, MAX_RECORDS),
+        contact_ids=coded_column(f[7], f[8], "contact id", n, _contact_id, MAX_RECORDS),
+        threads=coded_column(f[9], f[10], "thread", n, _thread, MAX_RECORDS),
+        sources=optional_text_column(f[11], "source", n, MAX_SHORT_CHARS, MAX_RECORDS),
+        from_me=tuple(column(f[12], "from_me", n, {bool, NoneType}, MAX_RECORDS)),
+        texts=text_column(f[13], "event text", n, MAX_TEXT_CHARS, MAX_RECORDS),
     )
     object.__setattr__(columns, "id_blob", raw)
     return columns
 
 
 def _note(f: Any) -> NoteVersion:
-    f = _list(f, "note", 9, exact=9)
+    f = array(f, "note", 9, exact=9)
     stamp = Stamp(
-        _int(f[1], "stamp wall", 0, 10**15 - 1),
-        _int(f[2], "stamp counter", 0, 10**6 - 1),
+        integer(f[1], "stamp wall", 0, 10**15 - 1),
+        integer(f[2], "stamp counter", 0, 10**6 - 1),
         _origin(f[3]),
     )
-    flags = _int(f[5], "note flags", 0, 3)
-    content_hash = _bin(f[4], "content hash", 32).hex()
+    flags = integer(f[5], "note flags", 0, 3)
+    content_hash = binary(f[4], "content hash", size=32).hex()
     clear = None
     nonce = ciphertext = None
     if f[6] is not None:
-        c = _list(f[6], "clear note", 9, exact=9)
-        tags = tuple(_text(t, "tag", MAX_TAG_CHARS) for t in _list(c[5], "tags", MAX_TAGS))
+        c = array(f[6], "clear note", 9, exact=9)
+        tags = tuple(text(t, "tag", MAX_TAG_CHARS) for t in array(c[5], "tags", MAX_TAGS))
         clear = ClearFields(
-            kind=_text(c[0], "note kind", MAX_KIND_CHARS),
-            identity_key=_opt_text(c[1], "identity key", MAX_SHORT_CHARS),
-            title=_text(c[2], "title", MAX_SHORT_CHARS),
-            body=None if c[3] is None else _text(c[3], "body", MAX_BODY_CHARS),
+            kind=text(c[0], "note kind", MAX_KIND_CHARS),
+            identity_key=optional_text(c[1], "identity key", MAX_SHORT_CHARS),
+            title=text(c[2], "title", MAX_SHORT_CHARS),
+            body=None if c[3] is None else text(c[3], "body", MAX_BODY_CHARS),
             contact_id=_opt_hex16(c[4], "contact id"),
             tags=tags,
-            source_ref=_opt_text(c[6], "source ref", MAX_SHORT_CHARS),
-            about_date=None if c[7] is None else _int(c[7], "about date", -(1 << 62), 1 << 62),
-            created_at=_int(c[8], "created at", -(1 << 62), 1 << 62),
+            source_ref=optional_text(c[6], "source ref", MAX_SHORT_CHARS),
+            about_date=None if c[7] is None else integer(c[7], "about date", -(1 << 62), 1 << 62),
+            created_at=integer(c[8], "created at", -(1 << 62), 1 << 62),
         )
         if f[7] is not None or f[8] is not None:
             raise ProtocolError("a clear note carries no ciphertext")
     else:
-        nonce = _bin(f[7], "nonce", 12)
-        ciphertext = _bin(f[8], "ciphertext", limit=MAX_CIPHERTEXT)
+        nonce = binary(f[7], "nonce", size=12)
+        ciphertext = binary(f[8], "ciphertext", limit=MAX_CIPHERTEXT)
         if flags & 1:
             raise ProtocolError("a sealed note is never user-edited")
     return NoteVersion(
-        id=id_text(_bin(f[0], "note id", 16)),
+        id=id_text(binary(f[0], "note id", size=16)),
         stamp=stamp.encode(),
         content_hash=content_hash,
         user_edited=bool(flags & 1),
@@ -661,58 +584,62 @@ def _note(f: Any) -> NoteVersion:
 
 
 def _contact(f: Any) -> ContactEntry:
-    f = _list(f, "contact", 3, exact=3)
-    aliases = tuple(_text(a, "alias", MAX_SHORT_CHARS) for a in _list(f[2], "aliases", 64))
+    f = array(f, "contact", 3, exact=3)
+    aliases = tuple(text(a, "alias", MAX_SHORT_CHARS) for a in array(f[2], "aliases", 64))
     return ContactEntry(
-        _bin(f[0], "contact id", 16).hex(), _text(f[1], "contact name", MAX_SHORT_CHARS), aliases
+        binary(f[0], "contact id", size=16).hex(),
+        text(f[1], "contact name", MAX_SHORT_CHARS),
+        aliases,
     )
 
 
 def _records(f: Any) -> Records:
-    f = _list(f, "records", 3, exact=3)
+    f = array(f, "records", 3, exact=3)
     return Records(
-        contacts=tuple(_contact(c) for c in _list(f[0], "contacts", MAX_RECORDS)),
+        contacts=tuple(_contact(c) for c in array(f[0], "contacts", MAX_RECORDS)),
         events=_events(f[1]),
-        notes=tuple(_note(n) for n in _list(f[2], "notes", MAX_RECORDS)),
+        notes=tuple(_note(n) for n in array(f[2], "notes", MAX_RECORDS)),
     )
 
 
 def _marks(f: Any) -> Marks:
-    f = _list(f, "marks", 3, exact=3)
+    f = array(f, "marks", 3, exact=3)
     log = []
-    for item in _list(f[0], "log marks", MAX_ORIGINS):
-        pair = _list(item, "log mark", 2, exact=2)
-        log.append((_origin(pair[0]), _int(pair[1], "log mark", 0)))
+    for item in array(f[0], "log marks", MAX_ORIGINS):
+        pair = array(item, "log mark", 2, exact=2)
+        log.append((_origin(pair[0]), integer(pair[1], "log mark", 0)))
     notes = []
-    for item in _list(f[1], "note marks", MAX_ORIGINS):
-        triple = _list(item, "note mark", 3, exact=3)
+    for item in array(f[1], "note marks", MAX_ORIGINS):
+        triple = array(item, "note mark", 3, exact=3)
         origin = _origin(triple[0])
         stamp = Stamp(
-            _int(triple[1], "mark wall", 0, 10**15 - 1),
-            _int(triple[2], "mark counter", 0, 10**6 - 1),
+            integer(triple[1], "mark wall", 0, 10**15 - 1),
+            integer(triple[2], "mark counter", 0, 10**6 - 1),
             origin,
         )
         notes.append((origin, stamp.encode()))
     if len({o for o, _ in log}) != len(log) or len({o for o, _ in notes}) != len(notes):
         raise ProtocolError("an origin appears twice in the marks")
-    return Marks(tuple(log), tuple(notes), _bin(f[2], "contacts fingerprint", FINGERPRINT_BYTES))
+    return Marks(
+        tuple(log), tuple(notes), binary(f[2], "contacts fingerprint", size=FINGERPRINT_BYTES)
+    )
 
 
 def _range(f: Any) -> Range:
-    f = _list(f, "range", 3, exact=3)
-    lower = _bin(f[0], "range lower bound", limit=KEY_BYTES + 1)
-    upper = _bin(f[1], "range upper bound", limit=KEY_BYTES + 1)
+    f = array(f, "range", 3, exact=3)
+    lower = binary(f[0], "range lower bound", limit=KEY_BYTES + 1)
+    upper = binary(f[1], "range upper bound", limit=KEY_BYTES + 1)
     if not lower < upper:
         raise ProtocolError("a range must have its lower bound below its upper bound")
     if isinstance(f[2], bytes):
-        return Range(lower, upper, fingerprint=_bin(f[2], "fingerprint", FINGERPRINT_BYTES))
+        return Range(lower, upper, fingerprint=binary(f[2], "fingerprint", size=FINGERPRINT_BYTES))
     items = []
-    for pair in _list(f[2], "range items", 64):
-        key, short = _list(pair, "range item", 2, exact=2)
-        key = _bin(key, "item key", KEY_BYTES)
+    for pair in array(f[2], "range items", 64):
+        key, short = array(pair, "range item", 2, exact=2)
+        key = binary(key, "item key", size=KEY_BYTES)
         if not lower <= key < upper:
             raise ProtocolError("an item key lies outside its range")
-        items.append((key, _bin(short, "item hash", SHORT_HASH_BYTES)))
+        items.append((key, binary(short, "item hash", size=SHORT_HASH_BYTES)))
     return Range(lower, upper, items=tuple(items))
 
 
@@ -730,7 +657,7 @@ def decode(data: bytes) -> SyncMessage:
     if not isinstance(items, list) or len(items) < 2:
         raise ProtocolError("a sync message must be an array of at least 2 items")
     code, session, *f = items
-    session = _bin(session, "session id", SESSION_BYTES)
+    session = binary(session, "session id", size=SESSION_BYTES)
     arity = {1: 5, 2: 3, 3: 2, 4: 2, 5: 1, 6: 1}
     if isinstance(code, bool) or not isinstance(code, int) or code not in arity:
         raise ProtocolError(f"unknown sync message type {shown(code)}")
@@ -739,23 +666,23 @@ def decode(data: bytes) -> SyncMessage:
     if code == 1:
         return Hello(
             session,
-            _bool(f[0], "reply"),
-            _bin(f[1], "digest", DIGEST_BYTES),
-            _int(f[2], "count"),
+            boolean(f[0], "reply"),
+            binary(f[1], "digest", size=DIGEST_BYTES),
+            integer(f[2], "count"),
             _marks(f[3]),
-            _bool(f[4], "streaming"),
+            boolean(f[4], "streaming"),
         )
     if code == 2:
-        return Batch(session, _int(f[0], "batch number"), _bool(f[1], "last"), _records(f[2]))
+        return Batch(session, integer(f[0], "batch number"), boolean(f[1], "last"), _records(f[2]))
     if code == 3:
-        return Check(session, _bin(f[0], "digest", DIGEST_BYTES), _int(f[1], "count"))
+        return Check(session, binary(f[0], "digest", size=DIGEST_BYTES), integer(f[1], "count"))
     if code == 4:
-        ranges = tuple(_range(r) for r in _list(f[0], "ranges", MAX_RANGES))
-        need = tuple(_bin(k, "needed key", KEY_BYTES) for k in _list(f[1], "need", MAX_NEED))
+        ranges = tuple(_range(r) for r in array(f[0], "ranges", MAX_RANGES))
+        need = tuple(binary(k, "needed key", size=KEY_BYTES) for k in array(f[1], "need", MAX_NEED))
         return Repair(session, ranges, need)
     if code == 6:
-        return Ack(session, _int(f[0], "acked batch"))
-    return Abort(session, _text(f[0], "reason", MAX_REASON_CHARS))
+        return Ack(session, integer(f[0], "acked batch"))
+    return Abort(session, text(f[0], "reason", MAX_REASON_CHARS))
 
 
 __all__ = [
