@@ -106,9 +106,9 @@ class SimRelay:
         out: list[Packet] = []
         for peer in PEERS:
             if self.up[f"relay>{peer}"]:
-                for _, data in self.mailboxes.take(peer.encode(), float(tick), 1 << 30, 1 << 40):
-                    self._numbers += 1
-                    out.append(Packet(self._numbers, "relay", peer, data, tick))
+                for src, data in self.mailboxes.take(peer.encode(), float(tick), 1 << 30, 1 << 40):
+                    self._numbers += 1  # the relay attests the sender, as the real one does
+                    out.append(Packet(self._numbers, src.decode(), peer, data, tick))
         ready = [p for p in self.in_flight if p.due <= tick]
         self.in_flight = [p for p in self.in_flight if p.due > tick]
         ready.sort(key=lambda p: p.number)
@@ -116,7 +116,9 @@ class SimRelay:
             if self.up[f"relay>{packet.dst}"]:
                 out.append(packet)
             else:
-                self.mailboxes.put(packet.dst.encode(), packet.data, float(tick))
+                self.mailboxes.put(
+                    packet.dst.encode(), packet.data, float(tick), packet.src.encode()
+                )
         if len(out) > 1 and self.rng.random() < self.rates.reorder:
             i, j = self.rng.sample(range(len(out)), 2)
             out[i], out[j] = out[j], out[i]

@@ -3,9 +3,11 @@
 Everything runs in this thread as plain function calls: the real sans-IO cores
 (`SyncSession`, `OffloadAttempt`, `FetchAttempt`, `ReleaseAttempt`), the real
 stores (each peer a `Node` over its own SQLite file), the real envelopes
-(`seal`/`open_envelope`, per-sibling counters and replay windows) and the real
-holder decisions (`Holder`'s store, serve and release). No scheduler runs, so
-nothing can depend on one's order; every choice is drawn from the seed.
+(`seal`, per-sibling counters, and each peer's `Admission`, the gate every
+envelope meets in `PeerLink`), the real holder decisions (`HolderCore`: store,
+serve, release) and the device's (`OffloadLedger`: candidate, clear after the
+ack, orphan, pointer, restore). No scheduler runs, so nothing can depend on
+one's order; every choice is drawn from the seed.
 
 A step is: maybe move the clock, do one thing (a workload operation or a
 fault), deliver what the relay has due, let sessions say what they have to
@@ -15,6 +17,8 @@ the faults, heals the network, syncs, and checks that the two replicas agree.
 
 from __future__ import annotations
 
+import enum
+import logging
 import os
 import random
 import shutil
@@ -25,23 +29,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from nacl.signing import SigningKey
 
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.logs import Summarised
 from pixie.device.notebook.store import Distilled, NotebookStore
 from pixie.device.store.contacts import contact_id_for
-from pixie.device.store.datadir import DataDir
-from pixie.device.store.holdings import forget_release, pending_releases
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblings import SiblingInfo
-from pixie.device.sync.offload import NoteOffloadService
+from pixie.device.sync.admission import Admission, Incoming
+from pixie.device.sync.offload import OffloadLedger, Pointer
 from pixie.device.sync.replica import NodeReplica
-from pixie.homebase.holder import Holder, _other_id
+from pixie.homebase.holding import AckTwist, HolderCore
 from pixie.protocol import envelope, syncwire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock
@@ -51,11 +55,8 @@ from pixie.protocol.offload import (
     Outcome,
     ReleaseAttempt,
     body_hash,
-    check_offload,
-    holder_parts,
 )
 from pixie.protocol.peerwire import (
-    Body,
     FetchPart,
     FetchRequest,
     HolderRefusal,
@@ -65,10 +66,8 @@ from pixie.protocol.peerwire import (
     Release,
     Released,
     SyncData,
-    decode_body,
     encode_body,
 )
-from pixie.protocol.replay import Verdict as ReplayVerdict
 from pixie.protocol.sync import SyncSession
 from pixie.sim import invariants
 from pixie.sim.determinism import Entropy, SimClock, deterministic
@@ -90,6 +89,9 @@ GUIDANCE = ("Be brief", "Use metric units", "No emoji")
 FINAL_SYNC_TRIES = 4
 MAX_SKEW_MS = 10 * 60 * 1000  # beyond the five minutes a sibling believes, on purpose
 IMPORTED_AT = 1_700_000_000_000_000
+# What the real gates log goes here, below any level a handler shows: the
+# simulator says what happened in its own trace.
+QUIET = logging.getLogger("pixie.sim.quiet")
 
 
 OPERATIONS = (
@@ -166,14 +168,28 @@ class Plan:
         }
 
 
+class Request(enum.Enum):
+    """What the device asked the holder for."""
+
+    OFFLOAD = "offload"
+    FETCH = "fetch"
+    RECALL = "recall"
+    RELEASE = "release"
+
+
 @dataclass
 class Pending:
     """One request of the device's that waits for the holder's answer."""
 
-    kind: str  # offload, fetch, recall, release
+    kind: Request
     attempt: OffloadAttempt | FetchAttempt | ReleaseAttempt
     since: int
-    pointer: Any = None  # recall: the pointer the body is restored against
+    pointer: Pointer | None = None  # fetch, recall: the pointer the body is restored against
+
+
+def quiet(what: str) -> Summarised:
+    """A gate's summarised log, written where no handler shows it."""
+    return Summarised(QUIET, what, level=logging.DEBUG)
 
 
 @dataclass
@@ -187,6 +203,7 @@ class Peer:
     node: Node = field(init=False)
     replica: NodeReplica = field(init=False)
     identity: SigningKey = field(init=False)
+    admission: Admission = field(init=False)  # in memory: a crash starts it afresh
     key: bytes = b""
     session: SyncSession | None = None
     heard_at: int = 0  # the tick the session last moved
@@ -203,6 +220,12 @@ class Peer:
         self.replica.clock = HybridClock(node.origin, wall=self.wall_ms)
         self.identity = node.identity()
         self.key = bytes(self.identity.verify_key)
+        self.admission = Admission(
+            self.identity,
+            node.siblings,
+            rejections=quiet("envelopes rejected"),
+            clock=lambda: self.wall_ms() / 1000,
+        )
 
     def crash(self) -> None:
         """Lose everything in memory; what was committed is there on reopening."""
@@ -271,7 +294,8 @@ class World:
             self.close()
             raise
         self.device, self.homebase = self.peers["device"], self.peers["homebase"]
-        self.holder = Holder(self.homebase.node)
+        self.holder = HolderCore(self.homebase.node, refusals=quiet("requests refused"))
+        self.ledger = OffloadLedger(self.device.node, self.homebase.key)
         self.note(f"seed {seed}: plan {self.plan.as_json()}")
 
     def _create(self, keys: FileKeyStore) -> None:
@@ -279,7 +303,7 @@ class World:
         with self.stepping():
             for name in PEERS:
                 path = self.tmp / name
-                DataDir.init(path, name=name, role=name, key_store=keys)
+                create_data_dir(path, name=name, role=name, key_store=keys)
                 peer = Peer(name, path, keys, self._wall_of(name))
                 peer.open()
                 # The seal key is minted outside Python's entropy (so outside the
@@ -339,30 +363,28 @@ class World:
             canary, src, size = self.relay.leaks[0]
             raise InvariantViolated(6, f"the relay carried {canary!r} from {src} ({size} B)")
 
-    def admit(self, peer: Peer, data: bytes) -> tuple[bytes, Body] | None:
-        """What `PeerLink` does on receipt: open, check the sender, decode, replay check."""
-        try:
-            opened = envelope.open_envelope(peer.identity, data)
-            if peer.node.siblings.get(opened.sender) is None:
-                raise ProtocolError("an envelope from a key that is not a sibling")
-            body = decode_body(opened.body)
-        except ProtocolError as exc:
+    def admit(self, peer: Peer, src: str, data: bytes) -> Incoming | None:
+        """What `PeerLink` does on receipt: ``peer``'s `Admission` screens and
+        admits an envelope the relay attests ``src`` sent."""
+        sender = self.peers[src].key
+        admission = peer.admission
+        if not admission.screen(sender, len(data)):
             self.stats.rejected_envelopes += 1
-            self.note(f"{peer.name} rejects an envelope: {exc}")
+            self.note(f"{peer.name} rejects an envelope: {src} is not a sibling")
             return None
-        verdict = peer.node.siblings.accept_counter(opened.sender, body.counter)
-        if verdict is not ReplayVerdict.NEW:
+        admitted = admission.admit(sender, data)
+        if not isinstance(admitted, Incoming):
             self.stats.rejected_envelopes += 1
-            self.note(f"{peer.name} rejects counter {body.counter}: {verdict.value}")
+            self.note(f"{peer.name} rejects an envelope ({admitted.reason}): {admitted.detail}")
             return None
-        return opened.sender, body
+        return admitted
 
-    def deliver(self, dst: str, data: bytes) -> None:
+    def deliver(self, src: str, dst: str, data: bytes) -> None:
         peer = self.peers[dst]
-        admitted = self.admit(peer, data)
+        admitted = self.admit(peer, src, data)
         if admitted is None:
             return
-        sender, body = admitted
+        sender, body = admitted.sender, admitted.body
         message = body.message
         self.note(f"{dst} <- {type(message).__name__}")
         if isinstance(message, SyncData):
@@ -425,7 +447,9 @@ class World:
             return self.rng.choice(choices)
         return None
 
-    def _on_holder_request(self, sender: bytes, message: PeerMessage, counter: int) -> None:
+    def _on_holder_request(
+        self, sender: bytes, message: OffloadRequest | FetchRequest | Release, counter: int
+    ) -> None:
         home, holder = self.homebase, self.holder
         if isinstance(message, OffloadRequest):
             lies = ("lie",) if self.plan.lies else ()
@@ -435,75 +459,60 @@ class World:
                 return
             if fault == "lie":
                 self.note("holder fault: acks without storing")
-                self.send(home, OffloadAck(message.request, message.note_id, message.content_hash))
+                self.send(home, holder.ack(message))
                 return
-            why = check_offload(message) or holder._store(sender, message, counter)
+            why = holder.hold(sender, message, counter)
             if why:
-                self.send(home, HolderRefusal(message.request, why))
+                self.send(home, holder.refuse(sender, message, why))
                 return
             if fault == "crash":
                 self.note("holder fault: crash after commit, before the ack")
                 self.crash("homebase")
                 return
-            note_id, chash = message.note_id, message.content_hash
-            if fault == "wrong-hash":
-                chash = body_hash(message.body + b"\x00")
-            elif fault == "wrong-id":
-                note_id = _other_id(message.note_id)
-            if fault:
+            twist = {"wrong-hash": AckTwist.WRONG_HASH, "wrong-id": AckTwist.WRONG_ID}.get(
+                fault or ""
+            )
+            if twist is not None:
                 self.note(f"holder fault: ack with the {fault}")
-            self.send(home, OffloadAck(message.request, note_id, chash))
+            self.send(home, holder.ack(message, twist))
         elif isinstance(message, FetchRequest):
-            body, why = holder._resident_body(message)
+            body, why = holder.serve(message)
             if body is None:
-                self.send(home, HolderRefusal(message.request, why))
+                self.send(home, holder.refuse(sender, message, why))
                 return
-            if self._byzantine(("corrupt",)):
+            corrupt = self._byzantine(("corrupt",)) is not None
+            if corrupt:
                 self.note("holder fault: serves corrupted bytes")
-                body = bytes([body[0] ^ 0x01]) + body[1:] if body else b"\x00"
-            for part in holder_parts(message, body):
+            for part in holder.parts(message, body, corrupt=corrupt):
                 self.send(home, part)
-        elif isinstance(message, Release):
-            why = holder._drop(sender, message, counter)
+        else:
+            why = holder.let_go(sender, message, counter)
             if why:
-                self.send(home, HolderRefusal(message.request, why))
+                self.send(home, holder.refuse(sender, message, why))
             else:
-                self.send(home, Released(message.request, message.note_id, message.content_hash))
+                self.send(home, holder.released(message))
 
     # -- the device's side of offloading -----------------------------------------------------
 
-    def service(self) -> NoteOffloadService:
-        """The device's offload service, for its synchronous gates (no I/O is used)."""
-
-        async def no_io(*_: Any, **__: Any) -> Any:  # pragma: no cover - never awaited here
-            raise AssertionError("the simulator moves messages itself")
-
-        return NoteOffloadService(self.device.node, self.homebase.key, no_io, no_io)
-
     def offload(self, note_id: str) -> None:
-        candidate = self.service()._candidate(note_id)
+        candidate = self.ledger.candidate(note_id)
         attempt = OffloadAttempt(
             self.homebase.key, candidate.id, bytes.fromhex(candidate.content_hash)
         )
-        self.device.pending[attempt.request] = Pending("offload", attempt, self.tick)
+        self.device.pending[attempt.request] = Pending(Request.OFFLOAD, attempt, self.tick)
         self.send(self.device, attempt.request_message(candidate.body))
 
     def fetch(self, note_id: str, *, recall: bool) -> None:
-        pointer = self.service()._pointer(note_id)
+        pointer = self.ledger.pointer(note_id)
         attempt = FetchAttempt(self.homebase.key, note_id, bytes.fromhex(pointer.content_hash))
-        kind = "recall" if recall else "fetch"
+        kind = Request.RECALL if recall else Request.FETCH
         self.device.pending[attempt.request] = Pending(kind, attempt, self.tick, pointer)
         self.send(self.device, attempt.request_message())
 
     def release(self) -> None:
-        with self.device.node.db.reading() as session:
-            todo = [
-                (p.note_id, p.content_hash)
-                for p in pending_releases(session, self.homebase.key.hex())
-            ]
-        for note_id, chash in todo[:3]:
+        for note_id, chash in self.ledger.releases_due()[:3]:
             attempt = ReleaseAttempt(self.homebase.key, note_id, bytes.fromhex(chash))
-            self.device.pending[attempt.request] = Pending("release", attempt, self.tick)
+            self.device.pending[attempt.request] = Pending(Request.RELEASE, attempt, self.tick)
             self.send(self.device, attempt.request_message())
 
     def _on_holder_reply(self, sender: bytes, message: PeerMessage) -> None:
@@ -527,9 +536,9 @@ class World:
         if verdict is None:
             return
         del self.device.pending[request]
-        self.note(f"device {pending.kind} {attempt.note_id[:8]}: {verdict.outcome.value}")
-        service = self.service()
-        if pending.kind == "offload":
+        self.note(f"device {pending.kind.value} {attempt.note_id[:8]}: {verdict.outcome.value}")
+        ledger = self.ledger
+        if pending.kind is Request.OFFLOAD:
             if verdict.outcome is not Outcome.HELD:
                 return
             if self.rng.random() < self.plan.crash:
@@ -537,11 +546,11 @@ class World:
                 self.crash("device")
                 return
             chash = attempt.content_hash.hex()
-            if service._compare_and_clear(attempt.note_id, chash):
+            if ledger.compare_and_clear(attempt.note_id, chash):
                 self.stats.offloads_cleared += 1
             else:
-                service._orphaned(attempt.note_id, chash)
-        elif pending.kind in ("fetch", "recall"):
+                ledger.orphaned(attempt.note_id, chash)
+        elif pending.kind in (Request.FETCH, Request.RECALL):
             if verdict.outcome is not Outcome.FETCHED or verdict.body is None:
                 self.stats.fetches_refused += 1
                 return
@@ -550,13 +559,14 @@ class World:
                     2, f"fetched body of {attempt.note_id} accepted without re-hashing to it"
                 )
             self.stats.fetches_verified += 1
-            if pending.kind == "recall" and service._restore(pending.pointer, verdict.body):
+            if (
+                pending.kind is Request.RECALL
+                and pending.pointer is not None
+                and ledger.restore(pending.pointer, verdict.body)
+            ):
                 self.stats.recalls += 1
         elif verdict.outcome is Outcome.RELEASED:
-            with self.device.node.db.writing() as session:
-                forget_release(
-                    session, attempt.note_id, attempt.content_hash.hex(), self.homebase.key.hex()
-                )
+            ledger.released(attempt.note_id, attempt.content_hash.hex())
             self.stats.releases += 1
 
     # -- faults -----------------------------------------------------------------------------
@@ -570,7 +580,9 @@ class World:
         peer = self.peers[name]
         peer.crash()
         if peer is self.homebase:
-            self.holder = Holder(peer.node)
+            self.holder = HolderCore(peer.node, refusals=quiet("requests refused"))
+        else:
+            self.ledger = OffloadLedger(peer.node, self.homebase.key)
 
     def _partition(self) -> None:
         cut = [link for link in LINKS if not self.relay.up[link]]
@@ -771,7 +783,7 @@ class World:
 
     def network(self) -> None:
         for packet in self.relay.due(self.tick):
-            self.deliver(packet.dst, packet.data)
+            self.deliver(packet.src, packet.dst, packet.data)
         for peer in self.peers.values():
             self.pump(peer)
             session = peer.session
@@ -783,7 +795,7 @@ class World:
         for request, pending in list(self.device.pending.items()):
             if self.tick - pending.since > ATTEMPT_TICKS:
                 del self.device.pending[request]
-                self.note(f"device {pending.kind} {pending.attempt.note_id[:8]}: timeout")
+                self.note(f"device {pending.kind.value} {pending.attempt.note_id[:8]}: timeout")
 
     def quiet(self) -> None:
         """Faults stop: links heal, clocks agree, and time passes the skewed stamps."""

@@ -19,9 +19,9 @@ from pixie.device.notebook.store import NotebookStore, UpsertOutcome, UpsertResu
 from pixie.device.store import statedigest
 from pixie.device.store.notes import Note, NoteKind
 from pixie.device.sync import replica as syncstore
-from pixie.device.sync.offload import NoteOffloadService
+from pixie.device.sync.offload import OffloadLedger
 from pixie.device.sync.replica import NodeReplica
-from pixie.homebase.holder import Holder
+from pixie.homebase.holding import HolderCore
 from pixie.protocol import envelope
 from pixie.protocol.offload import FetchAttempt, Outcome, Verdict
 from pixie.protocol.peerwire import FetchPart, OffloadRequest, PeerMessage
@@ -29,14 +29,14 @@ from pixie.protocol.peerwire import FetchPart, OffloadRequest, PeerMessage
 
 def clear_before_ack(mp: pytest.MonkeyPatch) -> None:
     """The body is erased as the request leaves, not after the ack."""
-    original = NoteOffloadService._candidate
+    original = OffloadLedger.candidate
 
-    def candidate(self: NoteOffloadService, note_id: str) -> Any:
+    def candidate(self: OffloadLedger, note_id: str) -> Any:
         found = original(self, note_id)
-        self._compare_and_clear(note_id, found.content_hash)
+        self.compare_and_clear(note_id, found.content_hash)
         return found
 
-    mp.setattr(NoteOffloadService, "_candidate", candidate)
+    mp.setattr(OffloadLedger, "candidate", candidate)
 
 
 def skip_rehash(mp: pytest.MonkeyPatch) -> None:
@@ -76,10 +76,10 @@ def noop_bumps_clock(mp: pytest.MonkeyPatch) -> None:
 def holder_acks_unstored(mp: pytest.MonkeyPatch) -> None:
     """The holder says "stored" without committing anything."""
 
-    def store(self: Holder, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
+    def store(self: HolderCore, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
         return None
 
-    mp.setattr(Holder, "_store", store)
+    mp.setattr(HolderCore, "store", store)
 
 
 def merge_drops_notes(mp: pytest.MonkeyPatch) -> None:

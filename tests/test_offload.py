@@ -385,8 +385,8 @@ async def test_a_release_confirmed_elsewhere_is_not_sent_again(pair: Pair) -> No
     release is withdrawn where its counter would be reserved, never sent."""
     note_id = pair.note()
     assert (await pair.service.offload(note_id)).cleared
-    pointer = pair.service._pointer(note_id)
-    assert pair.service._restore(pointer, BODY.encode())  # as a recall does
+    pointer = pair.service.ledger.pointer(note_id)
+    assert pair.service.ledger.restore(pointer, BODY.encode())  # as a recall does
     assert pair.pending() == [note_id]
 
     def confirmed_elsewhere() -> None:

@@ -168,7 +168,7 @@ def test_identity_is_in_the_key_store_not_the_data_dir(node: Node, data_dir: Pat
 async def test_an_envelope_that_breaks_a_decoder_is_dropped_and_the_link_goes_on(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pixie.device.sync.peers as peers
+    import pixie.device.sync.admission as peers  # where envelopes are opened and decoded
 
     paired(node)
     real = peers.decode_body
@@ -250,7 +250,7 @@ def test_summaries_start_afresh_after_a_quiet_interval(caplog: pytest.LogCapture
 async def test_envelopes_from_unpaired_keys_are_dropped_before_any_crypto(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pixie.device.sync.peers as peers
+    import pixie.device.sync.admission as peers  # where envelopes are opened and decoded
 
     paired(node)
     opened: list[int] = []

@@ -6,7 +6,7 @@ The gates, in the order a body meets them:
    first (``zone = 'clear'`` in the WHERE clause of the one query that loads a
    candidate), so a sealed row never reaches the code past it.
 2. The body travels in a sealed envelope with its note id and content hash.
-3. Never clear before ack: `_compare_and_clear` is the one place a local body
+3. Never clear before ack: `OffloadLedger.compare_and_clear` is the one place a local body
    is erased, and it runs only after `OffloadAttempt` has judged a reply the
    valid ack (from the holder's key, this request, same id, same hash), in one
    transaction that re-hashes the body still there and clears it only if it
@@ -18,6 +18,10 @@ Fetching verifies the returned bytes against the stamped hash (fail closed) and
 never writes them back. Recall restores the verified body and clears the
 pointer in one transaction, and only afterwards asks the holder to release its
 copy: the mirror image of never clear before ack.
+
+Every decision over the store is `OffloadLedger`'s, a sans-IO class (plain
+calls, no trio, no socket) that the simulator drives step by step too;
+`NoteOffloadService` moves the messages.
 """
 
 from __future__ import annotations
@@ -110,59 +114,59 @@ class OffloadReport:
 
 
 @dataclass(frozen=True, slots=True)
-class _Candidate:
+class Candidate:
+    """A body that may be offloaded: clear, live, resident, matching its hash."""
+
     id: str
     body: bytes
     content_hash: str
 
 
 @dataclass(frozen=True, slots=True)
-class _Pointer:
+class Pointer:
+    """An offloaded note: the hash its body must re-hash to, and who holds it."""
+
     id: str
     content_hash: str
     holder: str
 
 
 class OffloadFailed(BadInput):
-    """A fetch or recall that ended without a verified body; nothing changed."""
+    """A fetch or recall that ended without a verified body; nothing changed.
+    ``verdict.outcome`` says how it ended."""
 
     def __init__(self, verdict: Verdict) -> None:
         super().__init__(f"{verdict.outcome.value}: {verdict.detail}")
         self.verdict = verdict
 
+    @property
+    def outcome(self) -> Outcome:
+        return self.verdict.outcome
 
-class NoteOffloadService:
-    """Offload, fetch, recall and release for one device and one holder."""
 
-    def __init__(
-        self,
-        node: Node,
-        holder: bytes,
-        send: Send,
-        receive: Receive,
-        *,
-        timeout: float = ACK_TIMEOUT,
-        lane: trio.CapacityLimiter | None = None,
-    ) -> None:
+class RecallRaced(BadInput):
+    """A recall whose note changed while its body was fetched; nothing changed."""
+
+    def __init__(self, note_id: str) -> None:
+        super().__init__(f"note {note_id} changed while its body was fetched; try again")
+        self.note_id = note_id
+
+
+class OffloadLedger:
+    """The device's offload decisions over its store, for one holder: what may
+    be offloaded, the clear after a valid ack, the restore after a verified
+    fetch, and the releases the holder still owes."""
+
+    def __init__(self, node: Node, holder: bytes) -> None:
         self.node = node
         self.holder = holder
         self.holder_hex = holder.hex()
-        self._send = send
-        self._receive = receive
-        self.timeout = timeout
-        self.lane = lane
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
-
-    async def _quick(self, fn: Callable[..., T], *args: Any) -> T:
-        """Small reads and unsynced writes: on the event loop unless they would
-        wait (see `at_once`)."""
-        return await at_once(fn, *args, otherwise=self._call)
 
     # -- the gate: what may be offloaded (storage) --------------------------------------
 
-    def _candidate(self, note_id: str) -> _Candidate:
+    def candidate(self, note_id: str) -> Candidate:
+        """The body to offload for ``note_id``; raises `NotFound` or `BadInput`
+        if it may not go."""
         # The gate: the clear zone is the first condition of the only query
         # that loads what offloading sends.
         rows = self.node.db.peek(_CANDIDATE_SQL, (note_id,))
@@ -192,9 +196,9 @@ class NoteOffloadService:
                 f"note {note_id}: the Homebase has not yet confirmed letting go of an "
                 "earlier copy of this body; offload it again once it has"
             )
-        return _Candidate(note_id, body, chash)
+        return Candidate(note_id, body, chash)
 
-    def _compare_and_clear(self, note_id: str, content_hash: str) -> bool:
+    def compare_and_clear(self, note_id: str, content_hash: str) -> bool:
         """The one place a local body is erased: only if it still hashes to the
         acknowledged hash. True if it was cleared.
 
@@ -216,8 +220,9 @@ class NoteOffloadService:
             conn.execute(_CLEAR_SQL, (self.holder_hex, note_id))
             return True
 
-    def _orphaned(self, note_id: str, content_hash: str) -> None:
-        """The holder holds a body this device ended up not pointing at."""
+    def orphaned(self, note_id: str, content_hash: str) -> None:
+        """The holder holds a body this device ended up not pointing at: queue
+        its release (unless a pointer here relies on that very holding)."""
         with self.node.db.writing() as session:
             pointer = session.execute(
                 select(Note.id).where(
@@ -232,16 +237,18 @@ class NoteOffloadService:
                 return
             release_later(session, note_id, content_hash, self.holder_hex)
 
-    def _pointer(self, note_id: str) -> _Pointer:
+    def pointer(self, note_id: str) -> Pointer:
+        """Where ``note_id``'s body is; raises `NotFound`, or `BadInput` if the
+        body is here."""
         rows = self.node.db.peek(_POINTER_SQL, (note_id,))
         if not rows:
             raise NotFound(f"no note with id {note_id}")
         chash, holder = rows[0]
         if holder is None:
             raise BadInput(f"note {note_id} is not offloaded: its body is here")
-        return _Pointer(note_id, chash, holder)
+        return Pointer(note_id, chash, holder)
 
-    def _restore(self, pointer: _Pointer, body: bytes) -> bool:
+    def restore(self, pointer: Pointer, body: bytes) -> bool:
         """Recall: body back and pointer gone in one transaction, the holding
         queued for release in the same one. False if the row moved on."""
         with self.node.db.writing() as session:
@@ -259,6 +266,57 @@ class NoteOffloadService:
             row.holder = None
             release_later(session, pointer.id, pointer.content_hash, pointer.holder)
             return True
+
+    # -- releases -----------------------------------------------------------------------
+
+    def releases_due(self) -> list[tuple[str, str]]:
+        """(note id, content hash) of each holding no note here points at."""
+        with self.node.db.reading() as session:
+            return [(p.note_id, p.content_hash) for p in pending_releases(session, self.holder_hex)]
+
+    def released(self, note_id: str, content_hash: str) -> None:
+        """The holder confirmed letting go: the release is no longer due."""
+        with self.node.db.writing() as session:
+            forget_release(session, note_id, content_hash, self.holder_hex)
+
+    def still_due(self, note_id: str, content_hash: str) -> Still:
+        """Checked as a release's counter is reserved: a release another
+        process got confirmed, followed by a new offload of the same body,
+        must not be sent after that offload (the holder would drop the copy
+        the new pointer relies on)."""
+        key = (note_id, content_hash, self.holder_hex)
+        return lambda conn: conn.execute(_RELEASING_SQL, key).fetchone() is not None
+
+
+class NoteOffloadService:
+    """Offload, fetch, recall and release for one device and one holder."""
+
+    def __init__(
+        self,
+        node: Node,
+        holder: bytes,
+        send: Send,
+        receive: Receive,
+        *,
+        timeout: float = ACK_TIMEOUT,
+        lane: trio.CapacityLimiter | None = None,
+    ) -> None:
+        self.node = node
+        self.holder = holder
+        self.holder_hex = holder.hex()
+        self.ledger = OffloadLedger(node, holder)
+        self._send = send
+        self._receive = receive
+        self.timeout = timeout
+        self.lane = lane
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
+
+    async def _quick(self, fn: Callable[..., T], *args: Any) -> T:
+        """Small reads and unsynced writes: on the event loop unless they would
+        wait (see `at_once`)."""
+        return await at_once(fn, *args, otherwise=self._call)
 
     # -- talking to the holder ----------------------------------------------------------
 
@@ -295,7 +353,7 @@ class NoteOffloadService:
 
     async def offload(self, note_id: str) -> OffloadReport:
         """Park one note's body; the local body is cleared only after a valid ack."""
-        candidate = await self._quick(self._candidate, note_id)
+        candidate = await self._quick(self.ledger.candidate, note_id)
         attempt = OffloadAttempt(self.holder, candidate.id, bytes.fromhex(candidate.content_hash))
         try:
             request = attempt.request_message(candidate.body)
@@ -307,11 +365,11 @@ class NoteOffloadService:
         if verdict.outcome is not Outcome.HELD:
             log.warning("offload of %s not acknowledged: %s", note_id, verdict.detail)
             return OffloadReport(note_id, verdict.outcome, verdict.detail, False, size, who)
-        cleared = await self._quick(self._compare_and_clear, note_id, candidate.content_hash)
+        cleared = await self._quick(self.ledger.compare_and_clear, note_id, candidate.content_hash)
         if not cleared:
             # The note changed while its body travelled: the edit wins, the
             # parked copy points at nothing and is released later.
-            await self._call(self._orphaned, note_id, candidate.content_hash)
+            await self._call(self.ledger.orphaned, note_id, candidate.content_hash)
             detail = "held, but the note changed meanwhile; kept the local body"
             return OffloadReport(note_id, Outcome.HELD, detail, False, size, who)
         log.info("offloaded %s (%d bytes) to %s", note_id, size, who)
@@ -319,11 +377,11 @@ class NoteOffloadService:
 
     async def fetch(self, note_id: str) -> str:
         """The verified body of an offloaded note, for showing; never stored."""
-        pointer = await self._quick(self._pointer, note_id)
+        pointer = await self._quick(self.ledger.pointer, note_id)
         body = await self._fetch(pointer)
         return body.decode("utf-8")
 
-    async def _fetch(self, pointer: _Pointer) -> bytes:
+    async def _fetch(self, pointer: Pointer) -> bytes:
         if pointer.holder != self.holder_hex:
             raise BadInput(
                 f"note {pointer.id} is held by {fingerprint(bytes.fromhex(pointer.holder))}, "
@@ -339,10 +397,10 @@ class NoteOffloadService:
     async def recall(self, note_id: str) -> bool:
         """Bring an offloaded note's body home; then ask the holder to let go.
         True if the holder confirmed the release (else it is retried later)."""
-        pointer = await self._quick(self._pointer, note_id)
+        pointer = await self._quick(self.ledger.pointer, note_id)
         body = await self._fetch(pointer)
-        if not await self._call(self._restore, pointer, body):
-            raise BadInput(f"note {note_id} changed while its body was fetched; try again")
+        if not await self._call(self.ledger.restore, pointer, body):
+            raise RecallRaced(note_id)
         log.info("recalled %s from %s", note_id, fingerprint(self.holder))
         released = await self.release_pending()
         return note_id in released
@@ -351,32 +409,14 @@ class NoteOffloadService:
         """Tell the holder which holdings no note here points at; forget each
         one it confirms. Returns the note ids released."""
 
-        def pending() -> list[tuple[str, str]]:
-            with self.node.db.reading() as session:
-                return [
-                    (p.note_id, p.content_hash) for p in pending_releases(session, self.holder_hex)
-                ]
-
-        def forget(note_id: str, content_hash: str) -> None:
-            with self.node.db.writing() as session:
-                forget_release(session, note_id, content_hash, self.holder_hex)
-
-        def due(note_id: str, content_hash: str) -> Still:
-            # Checked as the release's counter is reserved: a release another
-            # process got confirmed, followed by a new offload of the same
-            # body, must not be sent after that offload (the holder would drop
-            # the copy the new pointer relies on).
-            key = (note_id, content_hash, self.holder_hex)
-            return lambda conn: conn.execute(_RELEASING_SQL, key).fetchone() is not None
-
         released: set[str] = set()
-        for note_id, content_hash in await self._call(pending):
+        for note_id, content_hash in await self._call(self.ledger.releases_due):
             attempt = ReleaseAttempt(self.holder, note_id, bytes.fromhex(content_hash))
             verdict = await self._exchange(
-                attempt, attempt.request_message(), due(note_id, content_hash)
+                attempt, attempt.request_message(), self.ledger.still_due(note_id, content_hash)
             )
             if verdict.outcome is Outcome.RELEASED:
-                await self._call(forget, note_id, content_hash)
+                await self._call(self.ledger.released, note_id, content_hash)
                 released.add(note_id)
             else:
                 log.warning("release of %s not confirmed: %s", note_id, verdict.detail)
@@ -440,9 +480,13 @@ async def with_service(
 
 __all__ = [
     "ACK_TIMEOUT",
+    "Candidate",
     "NoteOffloadService",
     "OffloadFailed",
+    "OffloadLedger",
     "OffloadReport",
+    "Pointer",
+    "RecallRaced",
     "candidates",
     "holder_of",
     "relay_down_report",

@@ -1,0 +1,206 @@
+"""The holder's decisions: store, serve and release a sibling's bodies, without I/O.
+
+Sans-IO (plain calls over the Homebase's store, no trio, no socket) so that the
+trio holder (`pixie.homebase.holder.Holder`) and the simulator, which drives it
+step by step, answer every request with the same code:
+
+- `HolderCore.hold`: the body must re-hash to the hash it came with and must
+  not name a note this replica knows as sealed; it is committed (WAL,
+  synchronous=FULL) before the ack is built, so an ack always means "durably
+  held".
+- `HolderCore.serve`: a body is served only for a request naming a clear note
+  held here, and only if the resident body still re-hashes to the requested
+  hash.
+- `HolderCore.let_go`: only the device that parked a holding can release it; a
+  release sent before the offload that last stored or re-acked the holding
+  (its envelope counter is lower) is answered but changes nothing.
+
+Each returns the reason to refuse (or None); `HolderCore.refuse` counts and
+logs a refusal and builds the message that says it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+
+from sqlalchemy import delete
+
+from pixie.device.logs import Summarised
+from pixie.device.store.holdings import Holding
+from pixie.device.store.node import Node
+from pixie.device.store.notes import Zone
+from pixie.protocol.identity import fingerprint
+from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id
+from pixie.protocol.peerwire import (
+    FetchPart,
+    FetchRequest,
+    HolderRefusal,
+    OffloadAck,
+    OffloadRequest,
+    Release,
+    Released,
+)
+
+log = logging.getLogger("pixie.holder")
+
+# The replica's zone for the note (if it has the note) and the held body (if any).
+_RESIDENT_SQL = (
+    "SELECT (SELECT zone FROM note WHERE id = ?), "
+    "(SELECT body FROM holding WHERE note_id = ? AND content_hash = ?)"
+)
+_ZONE_SQL = "SELECT zone FROM note WHERE id = ?"
+_OWNER_SQL = "SELECT owner FROM holding WHERE note_id = ? AND content_hash = ?"
+_HOLD_SQL = (
+    "INSERT INTO holding (note_id, content_hash, owner, body, held_at, offload_counter) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_RESTAMP_SQL = (
+    "UPDATE holding SET offload_counter = max(offload_counter, ?) "
+    "WHERE note_id = ? AND content_hash = ?"
+)
+
+
+class AckTwist(enum.Enum):
+    """A wrong ack a misbehaving holder sends on purpose (a fault, for tests)."""
+
+    WRONG_HASH = "wrong-hash"
+    WRONG_ID = "wrong-id"
+
+
+class HolderCore:
+    """The holder's decisions for one Homebase data dir."""
+
+    def __init__(self, node: Node, *, refusals: Summarised | None = None) -> None:
+        self.node = node
+        self.refused: dict[str, int] = {}
+        self.refusals = refusals or Summarised(log, "requests refused")
+
+    def refuse(
+        self, sender: bytes, request: OffloadRequest | FetchRequest | Release, reason: str
+    ) -> HolderRefusal:
+        """Count and log the refusal of ``request``; the message that says it."""
+        what = {OffloadRequest: "offload", FetchRequest: "fetch", Release: "release"}[type(request)]
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        self.refusals.log(
+            reason,
+            "refused %s of %s from %s: %s",
+            what,
+            request.note_id,
+            fingerprint(sender),
+            reason,
+        )
+        return HolderRefusal(request.request, reason)
+
+    # -- offload -------------------------------------------------------------------------
+
+    def hold(self, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
+        """Check ``req``'s body against its hash and commit the holding durably;
+        the reason to refuse, or None (it is held: the ack may go)."""
+        return check_offload(req) or self.store(sender, req, counter)
+
+    def store(self, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
+        """Commit the holding durably (synchronous=FULL), on the plain driver
+        connection, stamped with the request's envelope counter (see
+        `let_go`); the reason to refuse, or None."""
+        owner = sender.hex()
+        with self.node.db.bookkeeping(durable=True) as conn:
+            zone = conn.execute(_ZONE_SQL, (req.note_id,)).fetchone()
+            if zone is not None and zone[0] == Zone.SEALED.value:
+                return "that id names a sealed note; sealed notes are never offloaded"
+            held = conn.execute(_OWNER_SQL, (req.note_id, req.content_hash.hex())).fetchone()
+            if held is not None:
+                if held[0] != owner:
+                    return "another device holds that note here"
+                # Already held: the ack is idempotent, and this offload now
+                # backs the holding too.
+                conn.execute(_RESTAMP_SQL, (counter, req.note_id, req.content_hash.hex()))
+                return None
+            conn.execute(
+                _HOLD_SQL,
+                (
+                    req.note_id,
+                    req.content_hash.hex(),
+                    owner,
+                    req.body,
+                    time.time_ns() // 1000,
+                    counter,
+                ),
+            )
+        return None
+
+    @staticmethod
+    def ack(req: OffloadRequest, twist: AckTwist | None = None) -> OffloadAck:
+        """The ack of a held body (``twist``: a wrong one, as a fault sends)."""
+        note_id, content_hash = req.note_id, req.content_hash
+        if twist is AckTwist.WRONG_HASH:
+            content_hash = body_hash(req.body + b"\x00")
+        elif twist is AckTwist.WRONG_ID:
+            note_id = other_id(req.note_id)
+        return OffloadAck(req.request, note_id, content_hash)
+
+    # -- fetch ---------------------------------------------------------------------------
+
+    def serve(self, req: FetchRequest) -> tuple[bytes | None, str]:
+        """The held body that answers ``req``, or None and the reason to refuse."""
+        rows = self.node.db.peek(_RESIDENT_SQL, (req.note_id, req.note_id, req.content_hash.hex()))
+        zone, body = rows[0] if rows else (None, None)
+        if zone == Zone.SEALED.value:
+            return None, "that id names a sealed note"
+        if body is None:
+            return None, "no holding for that note and hash"
+        if body_hash(body) != req.content_hash:
+            log.error("holding %s no longer matches its hash: not served", req.note_id)
+            return None, "the held body no longer matches its hash"
+        return bytes(body), ""
+
+    @staticmethod
+    def parts(req: FetchRequest, body: bytes, *, corrupt: bool = False) -> list[FetchPart]:
+        """The parts that serve ``body`` (``corrupt``: one bit flipped, as a fault does)."""
+        if corrupt:
+            body = bytes([body[0] ^ 0x01]) + body[1:] if body else b"\x00"
+        return holder_parts(req, body)
+
+    # -- release -------------------------------------------------------------------------
+
+    def let_go(self, sender: bytes, req: Release, counter: int) -> str | None:
+        """Let go of a holding; the reason to refuse, or None (also when there
+        is nothing to drop, or when the release predates the holding's latest
+        offload, whose copy the device may point at: both are answered as
+        done, since the copy the release spoke of is no longer the device's
+        concern)."""
+        with self.node.db.writing() as session:
+            held = session.get(Holding, (req.note_id, req.content_hash.hex()))
+            if held is None:
+                return None  # nothing to drop: releasing twice is fine
+            if held.owner != sender.hex():
+                return "only the device that parked a holding can release it"
+            if held.offload_counter > counter:
+                log.info(
+                    "kept %s: %s parked it again after asking to release it",
+                    req.note_id,
+                    fingerprint(sender),
+                )
+                return None
+            session.execute(
+                delete(Holding).where(
+                    Holding.note_id == req.note_id, Holding.content_hash == req.content_hash.hex()
+                )
+            )
+        log.info("released %s for %s", req.note_id, fingerprint(sender))
+        return None
+
+    @staticmethod
+    def released(req: Release) -> Released:
+        return Released(req.request, req.note_id, req.content_hash)
+
+
+def other_id(note_id: str) -> str:
+    """A well-formed note id that is not ``note_id`` (for the wrong-id fault)."""
+    raw = new_request_id().hex()
+    other = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:32]}"
+    return other if other != note_id else other_id(note_id)
+
+
+__all__ = ["AckTwist", "HolderCore", "other_id"]
