@@ -67,7 +67,7 @@ class Challenge:
 
 @dataclass(frozen=True, slots=True)
 class Prove:
-    """client -> relay: Ed25519 signature over AUTH_CONTEXT + nonce + key."""
+    """client -> relay: Ed25519 signature over AUTH_CONTEXT + nonce + key (see `proof`)."""
 
     signature: bytes
 
