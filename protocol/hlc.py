@@ -19,10 +19,10 @@ time in a while and still keeps a wrong clock from mattering for long.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .clock import SYSTEM_CLOCK, Clock
 from .errors import ProtocolError
 
 MAX_FORWARD_MS = 5 * 60 * 1000
@@ -62,21 +62,28 @@ class Stamp:
 
 
 def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    """The system clock in milliseconds."""
+    return SYSTEM_CLOCK.now_ms()
 
 
 class HybridClock:
-    """Issues stamps for one origin. Not thread-safe: one owner per peer."""
+    """Issues stamps for one origin. Not thread-safe: one owner per peer.
+
+    The physical part comes from ``clock`` (its `now_ms`), or from ``wall``, a
+    callable giving milliseconds, when one is given.
+    """
 
     def __init__(
         self,
         origin: str,
         last: Stamp | None = None,
-        wall: Callable[[], int] = wall_clock_ms,
+        wall: Callable[[], int] | None = None,
         max_forward_ms: int = MAX_FORWARD_MS,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.origin = origin
-        self._wall = wall
+        self._wall = wall if wall is not None else clock.now_ms
         self.max_forward_ms = max_forward_ms
         self._last_wall = last.wall_ms if last else 0
         self._last_counter = last.counter if last else 0

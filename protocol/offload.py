@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import os
 from dataclasses import dataclass, field
 
+from .clock import SYSTEM_ENTROPY, Entropy
 from .peerwire import (
     MAX_HELD_BYTES,
     PART_BYTES,
@@ -41,8 +41,10 @@ def body_hash(body: bytes) -> bytes:
     return hashlib.sha256(body).digest()
 
 
-def new_request_id() -> bytes:
-    return os.urandom(REQUEST_ID_BYTES)
+def new_request_id(entropy: Entropy = SYSTEM_ENTROPY) -> bytes:
+    """A fresh request id. An attempt draws one from the system's entropy
+    unless given ``request=new_request_id(entropy)``."""
+    return entropy.token_bytes(REQUEST_ID_BYTES)
 
 
 class Outcome(enum.StrEnum):

@@ -45,12 +45,12 @@ store's answers and queues messages for the driver to send.
 from __future__ import annotations
 
 import enum
-import os
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .clock import SYSTEM_ENTROPY, Entropy
 from .errors import ProtocolError
 from .reconcile import ItemSet, Range
 from .syncwire import (
@@ -153,8 +153,8 @@ class SyncStats:
     expected: int = 0
 
 
-def new_session_id() -> bytes:
-    return os.urandom(SESSION_BYTES)
+def new_session_id(entropy: Entropy = SYSTEM_ENTROPY) -> bytes:
+    return entropy.token_bytes(SESSION_BYTES)
 
 
 @dataclass
@@ -175,10 +175,11 @@ class SyncSession:
         opener: bool,
         session_id: bytes | None = None,
         max_repairs: int = MAX_REPAIRS,
+        entropy: Entropy = SYSTEM_ENTROPY,
     ) -> None:
         self.replica = replica
         self.opener = opener
-        self.session_id = session_id or (new_session_id() if opener else b"")
+        self.session_id = session_id or (new_session_id(entropy) if opener else b"")
         self.max_repairs = max_repairs
         self.phase = Phase.IDLE
         self.stats = SyncStats()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from . import clock
 from .errors import ProtocolError
 
 # Bounds keep arithmetic and display sane; nothing in a life log is outside them.
@@ -49,5 +50,5 @@ def format_date(us: int) -> str:
 
 
 def now_us() -> int:
-    delta = datetime.now(UTC) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    """The system clock's time. Code that may be given a clock reads that instead."""
+    return clock.SYSTEM_CLOCK.now_us()

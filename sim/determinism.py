@@ -2,13 +2,14 @@
 
 Most of the time the simulator injects what it controls: each peer's hybrid
 logical clock reads the peer's own (skewed) simulated wall, session and request
-ids are passed in. A few sources of entropy and time are read deep inside the
-stores, though (UUIDv7 event ids, the seal's nonces, a data dir's origin, the
-`now_us` of a pin), and threading a clock through all of them would change
-every signature for the sake of tests. So `deterministic` patches exactly those
-reads, in this one place, only while the simulator is stepping: ``os.urandom``
-draws from the seed's entropy stream and ``time.time``/``time.time_ns`` read
-the simulated clock. Everything outside a step sees the real world.
+ids are passed in. The stores can be given a clock and an entropy source as
+well (`pixie.protocol.clock`), for the UUIDv7 event ids, the seal's nonces, a
+data dir's origin and the `now_us` of a pin; but the drivers this world runs
+hand them none, so they read the system defaults, which look the real world up
+at each call. So `deterministic` patches exactly those reads, in this one
+place, only while the simulator is stepping: ``os.urandom`` draws from the
+seed's entropy stream and ``time.time``/``time.time_ns`` read the simulated
+clock. Everything outside a step sees the real world.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from unittest import mock
 
-from pixie.device.notebook import clear as notebook_module
-from pixie.device.notebook import sealed as sealed_module
 from pixie.protocol import ids as ids_module
 from pixie.protocol import timestamps
 
@@ -53,9 +52,10 @@ class SimClock:
 class Entropy:
     """The seed's stream of "random" bytes, plus the id minter's memory.
 
-    `pixie.protocol.ids` keeps its last millisecond and counter in globals so
-    ids stay increasing within a process; a run carries its own copy, so what
-    ran before it in the same process cannot change its ids.
+    The process's default id minter (`pixie.protocol.ids.DEFAULT_MINTER`)
+    remembers its last millisecond and counter so ids stay increasing within a
+    process; a run carries its own copy, so what ran before it in the same
+    process cannot change its ids.
     """
 
     rng: random.Random
@@ -69,8 +69,9 @@ class Entropy:
 @contextmanager
 def deterministic(clock: SimClock, entropy: Entropy) -> Iterator[None]:
     """Within this block, entropy and wall time come from the simulation."""
-    saved = (ids_module._last_ms, ids_module._last_counter)
-    ids_module._last_ms, ids_module._last_counter = entropy.last_ms, entropy.last_counter
+    minter = ids_module.DEFAULT_MINTER
+    saved = minter.state
+    minter.state = (entropy.last_ms, entropy.last_counter)
     try:
         with ExitStack() as stack:
             patches = [
@@ -78,15 +79,13 @@ def deterministic(clock: SimClock, entropy: Entropy) -> Iterator[None]:
                 (time, "time", clock.time),
                 (time, "time_ns", clock.time_ns),
                 (timestamps, "now_us", lambda: clock.now_us),
-                (notebook_module, "now_us", lambda: clock.now_us),
-                (sealed_module, "now_us", lambda: clock.now_us),
             ]
             for target, name, value in patches:
                 stack.enter_context(mock.patch.object(target, name, value))
             yield
     finally:
-        entropy.last_ms, entropy.last_counter = ids_module._last_ms, ids_module._last_counter
-        ids_module._last_ms, ids_module._last_counter = saved
+        entropy.last_ms, entropy.last_counter = minter.state
+        minter.state = saved
 
 
 __all__ = ["EPOCH_US", "Entropy", "SimClock", "deterministic"]

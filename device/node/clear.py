@@ -19,7 +19,9 @@ from pixie.device.store.memlog import MemoryEvent, MemoryLog
 from pixie.device.store.mirror import MemoryTextMirror
 from pixie.device.store.notes import Note
 from pixie.device.store.siblings import SiblingBook
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item
+from pixie.protocol.ids import IdMinter, minter_for
 
 # A peer's public key as the data dir records it: 32 bytes in lowercase hex.
 _IDENTITY = re.compile(r"[0-9a-f]{64}")
@@ -27,7 +29,12 @@ _IDENTITY = re.compile(r"[0-9a-f]{64}")
 
 @dataclass
 class ClearNode:
-    """The log, mirror, contacts, siblings and the clear Notebook of one data dir."""
+    """The log, mirror, contacts, siblings and the clear Notebook of one data dir.
+
+    ``clock`` and ``entropy`` are where the log and the Notebook read the time
+    and draw randomness (event and note ids, stamps, pin times); both share one
+    id minter, ``ids``. The defaults are the system's.
+    """
 
     data: DataDir
     db: Database
@@ -39,9 +46,15 @@ class ClearNode:
     mirror: MemoryTextMirror = field(init=False)
     notebook: ClearNotebookStore = field(init=False)
     siblings: SiblingBook = field(init=False)
+    ids: IdMinter = field(init=False)
+    clock: Clock = field(default=SYSTEM_CLOCK, kw_only=True)
+    entropy: Entropy = field(default=SYSTEM_ENTROPY, kw_only=True)
 
     def __post_init__(self) -> None:
-        self.log = MemoryLog(self.db, self.origin)
+        self.ids = minter_for(self.clock, self.entropy)
+        self.log = MemoryLog(
+            self.db, self.origin, clock=self.clock, entropy=self.entropy, ids=self.ids
+        )
         self.contacts = ContactBook(self.db)
         self.mirror = MemoryTextMirror(self.db)
         self.log.subscribe(self.mirror.on_commit)
@@ -49,7 +62,9 @@ class ClearNode:
         self.siblings = SiblingBook(self.db)
 
     def _notebook(self) -> ClearNotebookStore:
-        return ClearNotebookStore(self.db, self.origin, self.log)
+        return ClearNotebookStore(
+            self.db, self.origin, self.log, clock=self.clock, entropy=self.entropy, ids=self.ids
+        )
 
     def digest(self) -> Fingerprint:
         """The state digest as maintained on every write."""
@@ -96,10 +111,20 @@ class ClearNode:
         return data, db, meta
 
     @classmethod
-    def open_clear(cls, path: Path) -> Self:
+    def open_clear(
+        cls, path: Path, *, clock: Clock = SYSTEM_CLOCK, entropy: Entropy = SYSTEM_ENTROPY
+    ) -> Self:
         """Open a data dir with no way to its keys."""
         data, db, meta = cls._open_parts(path)
-        return cls(data, db, meta["origin"], meta["role"], meta.get("name", meta["role"]))
+        return cls(
+            data,
+            db,
+            meta["origin"],
+            meta["role"],
+            meta.get("name", meta["role"]),
+            clock=clock,
+            entropy=entropy,
+        )
 
     def close(self) -> None:
         self.db.dispose()

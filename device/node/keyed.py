@@ -15,6 +15,7 @@ from pixie.device.node.clear import ClearNode
 from pixie.device.notebook.store import NotebookStore
 from pixie.device.store.keystore import KeyStore, KeyStoreError, open_key_store
 from pixie.device.store.provision import identity_key_name
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.identity import identity_from_seed
 
 
@@ -26,7 +27,15 @@ class Node(ClearNode):
     notebook: NotebookStore = field(init=False)  # the full store, both zones
 
     def _notebook(self) -> NotebookStore:
-        return NotebookStore(self.db, self.origin, self.log, key_store=self.key_store)
+        return NotebookStore(
+            self.db,
+            self.origin,
+            self.log,
+            key_store=self.key_store,
+            clock=self.clock,
+            entropy=self.entropy,
+            ids=self.ids,
+        )
 
     def identity(self) -> SigningKey:
         """This peer's identity key, from the key store (never from the data dir)."""
@@ -43,10 +52,24 @@ class Node(ClearNode):
         return key
 
     @classmethod
-    def open(cls, path: Path, key_store: KeyStore | None = None) -> Node:
+    def open(
+        cls,
+        path: Path,
+        key_store: KeyStore | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        entropy: Entropy = SYSTEM_ENTROPY,
+    ) -> Node:
         data, db, meta = cls._open_parts(path)
         return cls(
-            data, db, meta["origin"], meta["role"], meta.get("name", meta["role"]), key_store
+            data,
+            db,
+            meta["origin"],
+            meta["role"],
+            meta.get("name", meta["role"]),
+            key_store,
+            clock=clock,
+            entropy=entropy,
         )
 
 

@@ -41,9 +41,9 @@ from pixie.device.store.notes import (
     tags_json,
     to_clear_note,
 )
-from pixie.protocol.hlc import Stamp, wall_clock_ms
-from pixie.protocol.ids import new_id
-from pixie.protocol.timestamps import now_us
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
+from pixie.protocol.hlc import Stamp
+from pixie.protocol.ids import IdMinter, minter_for
 
 _CONTACT_ID = re.compile(r"[0-9a-f]{32}")
 PIN_TITLE_CHARS = 80
@@ -89,8 +89,30 @@ def identity_for(kind: NoteKind, identity_key: str | None, title: str) -> str | 
     return clean_text(identity_key, "identity key", 200)
 
 
+def now_us() -> int:
+    """The time a store given no clock dates its pins with: the system's."""
+    return SYSTEM_CLOCK.now_us()
+
+
+class _DefaultClock:
+    """The clock of a store given none: the system's, with pin times read
+    through this module's `now_us` at each call (so replacing that function
+    still dates pins)."""
+
+    def now_us(self) -> int:
+        return now_us()
+
+    def now_ms(self) -> int:
+        return SYSTEM_CLOCK.now_ms()
+
+
 class ClearNotebookStore:
-    """The clear zone: the read API for tools and displays, and every clear write."""
+    """The clear zone: the read API for tools and displays, and every clear write.
+
+    ``clock`` dates pins and, unless ``wall`` (milliseconds) is given, stamps
+    every version; new note ids come from ``ids`` (by default the minter for
+    ``clock`` and ``entropy``).
+    """
 
     def __init__(
         self,
@@ -98,13 +120,20 @@ class ClearNotebookStore:
         origin: str,
         log: MemoryLog,
         *,
-        wall: Callable[[], int] = wall_clock_ms,
+        wall: Callable[[], int] | None = None,
         stamper: NoteStamper | None = None,
+        clock: Clock | None = None,
+        entropy: Entropy = SYSTEM_ENTROPY,
+        ids: IdMinter | None = None,
     ) -> None:
         self._db = db
         self._origin = origin
         self._log = log
-        self._stamper = stamper or NoteStamper(origin, wall)
+        system = clock if clock is not None else SYSTEM_CLOCK
+        self._clock: Clock = clock if clock is not None else _DefaultClock()
+        self._entropy = entropy
+        self._ids = ids if ids is not None else minter_for(system, entropy)
+        self._stamper = stamper or NoteStamper(origin, wall, clock=system)
         self._clear = ClearNotebook(db)
 
     @property
@@ -232,7 +261,7 @@ class ClearNotebookStore:
         old = statedigest.note_version(row)
         stamp = self._stamp(session)
         row.title, row.tags = title, tags_json(tags)
-        make_resident(session, row, body, content_hash(body))
+        make_resident(session, row, body, content_hash(body), clock=self._clock)
         row.contact_id, row.source_ref = item.contact_id, item.source_ref
         row.about_date = item.about_date
         row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
@@ -324,7 +353,7 @@ class ClearNotebookStore:
             stamp = self._stamp(session)
             row.deleted, row.user_edited = True, True
             row.title, row.tags = "", None
-            make_resident(session, row, "", content_hash(""))
+            make_resident(session, row, "", content_hash(""), clock=self._clock)
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
             self._versioned(session, old, row)
 
@@ -336,7 +365,7 @@ class ClearNotebookStore:
         carries it like any other note.)
         """
         clean = clean_tags(list(tags))
-        now = now_us()
+        now = self._clock.now_us()
         with self._db.writing() as session:
             source = session.scalar(select(MemoryEvent).where(MemoryEvent.id == event_id))
             if source is None:
@@ -434,7 +463,7 @@ class ClearNotebookStore:
         user_edited: bool,
     ) -> str:
         stamp = self._stamp(session)
-        note_id = new_id() if identity is None else identity_note_id(kind.value, identity)
+        note_id = self._ids.new_id() if identity is None else identity_note_id(kind.value, identity)
         row = Note(
             id=note_id,
             zone=Zone.CLEAR.value,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from functools import lru_cache
 
 from cryptography.exceptions import InvalidTag
@@ -23,6 +22,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pixie.device.errors import DeviceError
 from pixie.device.store.keystore import KeyStore
+from pixie.protocol.clock import SYSTEM_ENTROPY, Entropy, is_system
 
 NONCE_BYTES = 12
 KEY_BYTES = 32
@@ -44,10 +44,13 @@ def key_fingerprint(key: bytes) -> str:
 
 
 class NotebookSeal:
-    def __init__(self, key: bytes) -> None:
+    """AES-GCM under one key; each seal draws its nonce from ``entropy``."""
+
+    def __init__(self, key: bytes, entropy: Entropy = SYSTEM_ENTROPY) -> None:
         if len(key) != KEY_BYTES:
             raise SealError("the sealed zone's key has the wrong length")
         self._aead = AESGCM(key)
+        self._entropy = entropy
         self.fingerprint = key_fingerprint(key)
 
     def __repr__(self) -> str:  # never show the key
@@ -55,7 +58,7 @@ class NotebookSeal:
 
     def seal(self, note_id: str, zone: str, plaintext: bytes) -> tuple[bytes, bytes]:
         """(nonce, ciphertext): kept apart so neither side ever copies the ciphertext."""
-        nonce = os.urandom(NONCE_BYTES)
+        nonce = self._entropy.token_bytes(NONCE_BYTES)
         return nonce, self._aead.encrypt(nonce, plaintext, _aad(note_id, zone))
 
     def open(self, note_id: str, zone: str, nonce: bytes, ciphertext: bytes) -> bytes:
@@ -69,7 +72,13 @@ class NotebookSeal:
             ) from None
 
     @classmethod
-    def load(cls, store: KeyStore, key_name: str, expected: str | None) -> NotebookSeal | None:
+    def load(
+        cls,
+        store: KeyStore,
+        key_name: str,
+        expected: str | None,
+        entropy: Entropy = SYSTEM_ENTROPY,
+    ) -> NotebookSeal | None:
         """The existing key, checked against the recorded fingerprint, or None if never minted."""
         key = store.get(key_name)
         if key is None:
@@ -79,13 +88,20 @@ class NotebookSeal:
                     "longer be opened"
                 )
             return None
-        seal = cls(key)
+        seal = cls(key, entropy)
         if expected is not None and not hmac.compare_digest(seal.fingerprint, expected):
             raise SealError("the key store holds a different key than the one this Notebook used")
         return seal
 
     @classmethod
-    def mint(cls, store: KeyStore, key_name: str) -> NotebookSeal:
-        key = AESGCM.generate_key(bit_length=256)
+    def mint(
+        cls, store: KeyStore, key_name: str, entropy: Entropy = SYSTEM_ENTROPY
+    ) -> NotebookSeal:
+        """A new key, kept in ``store``: the crypto library's own, or drawn from
+        ``entropy`` when that is not the system's (a seeded Notebook)."""
+        if is_system(entropy):
+            key = AESGCM.generate_key(bit_length=256)
+        else:
+            key = entropy.token_bytes(KEY_BYTES)
         store.put(key_name, key)
-        return cls(key)
+        return cls(key, entropy)

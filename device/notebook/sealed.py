@@ -30,9 +30,9 @@ from pixie.device.store.notes import (
     clean_text,
     clean_title,
 )
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.hlc import Stamp
-from pixie.protocol.ids import new_id
-from pixie.protocol.timestamps import now_us
+from pixie.protocol.ids import IdMinter, minter_for
 
 SEAL_FINGERPRINT_KEY = "seal_key_fingerprint"
 
@@ -55,7 +55,13 @@ class SealedNote:
 
 
 class SealedZone:
-    """Sealed writes and the huddle's decrypting read, for one data dir."""
+    """Sealed writes and the huddle's decrypting read, for one data dir.
+
+    A sealed note's id comes from ``ids`` (by default the minter for ``clock``
+    and ``entropy``), its creation time from ``clock``, and the seal's nonces
+    (and its key, the first time, unless ``entropy`` is the system's) from
+    ``entropy``.
+    """
 
     def __init__(
         self,
@@ -64,11 +70,17 @@ class SealedZone:
         stamper: NoteStamper,
         *,
         key_store: KeyStore | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        entropy: Entropy = SYSTEM_ENTROPY,
+        ids: IdMinter | None = None,
     ) -> None:
         self._db = db
         self._origin = origin
         self._stamper = stamper
         self._key_store = key_store
+        self._clock = clock
+        self._entropy = entropy
+        self._ids = ids if ids is not None else minter_for(clock, entropy)
         self._seal: NotebookSeal | None = None
 
     def record_sealed(
@@ -87,8 +99,8 @@ class SealedZone:
         title = clean_title(title)
         body = clean_text(body, "body", MAX_BODY_CHARS)
         clean = clean_tags(list(tags))
-        note_id = new_id()
-        created = now_us()
+        note_id = self._ids.new_id()
+        created = self._clock.now_us()
         plaintext = json.dumps(
             {
                 "v": 1,
@@ -134,7 +146,9 @@ class SealedZone:
             expected = session.scalar(select(Meta.value).where(Meta.key == SEAL_FINGERPRINT_KEY))
         if not rows:
             return []
-        seal = self._seal or NotebookSeal.load(self._keys(), self._key_name, expected)
+        seal = self._seal or NotebookSeal.load(
+            self._keys(), self._key_name, expected, self._entropy
+        )
         if seal is None:
             raise SealError("sealed notes exist but no key was ever recorded for them")
         self._seal = seal
@@ -175,9 +189,11 @@ class SealedZone:
         if self._seal is not None:
             return self._seal
         recorded = session.get(Meta, SEAL_FINGERPRINT_KEY)
-        seal = NotebookSeal.load(self._keys(), self._key_name, recorded.value if recorded else None)
+        seal = NotebookSeal.load(
+            self._keys(), self._key_name, recorded.value if recorded else None, self._entropy
+        )
         if seal is None:
-            seal = NotebookSeal.mint(self._keys(), self._key_name)
+            seal = NotebookSeal.mint(self._keys(), self._key_name, self._entropy)
         if recorded is None:
             session.add(Meta(key=SEAL_FINGERPRINT_KEY, value=seal.fingerprint))
         self._seal = seal

@@ -31,11 +31,15 @@ from pixie.device.store.db import Database
 from pixie.device.store.keystore import KeyStore
 from pixie.device.store.memlog import MemoryLog
 from pixie.device.store.notes import SealedKind
-from pixie.protocol.hlc import wall_clock_ms
+from pixie.protocol.clock import SYSTEM_ENTROPY, Clock, Entropy
+from pixie.protocol.ids import IdMinter
 
 
 class NotebookStore(ClearNotebookStore):
-    """The clear zone's store, plus the sealed zone for callers holding the keys."""
+    """The clear zone's store, plus the sealed zone for callers holding the keys.
+
+    Both zones share the stamper, the clock, the entropy and the id minter.
+    """
 
     def __init__(
         self,
@@ -44,10 +48,21 @@ class NotebookStore(ClearNotebookStore):
         log: MemoryLog,
         *,
         key_store: KeyStore | None = None,
-        wall: Callable[[], int] = wall_clock_ms,
+        wall: Callable[[], int] | None = None,
+        clock: Clock | None = None,
+        entropy: Entropy = SYSTEM_ENTROPY,
+        ids: IdMinter | None = None,
     ) -> None:
-        super().__init__(db, origin, log, wall=wall)
-        self._sealed = SealedZone(db, origin, self._stamper, key_store=key_store)
+        super().__init__(db, origin, log, wall=wall, clock=clock, entropy=entropy, ids=ids)
+        self._sealed = SealedZone(
+            db,
+            origin,
+            self._stamper,
+            key_store=key_store,
+            clock=self._clock,
+            entropy=self._entropy,
+            ids=self._ids,
+        )
 
     # -- the sealed zone -----------------------------------------------------------
 

@@ -14,14 +14,24 @@ from sqlalchemy.orm import Session
 
 from pixie.device.store import statedigest
 from pixie.device.store.notes import Note, record_marks
-from pixie.protocol.hlc import HybridClock, Stamp, wall_clock_ms
+from pixie.protocol.clock import SYSTEM_CLOCK, Clock
+from pixie.protocol.hlc import HybridClock, Stamp
 
 
 class NoteStamper:
-    """Hands out note stamps later than every stamp already stored."""
+    """Hands out note stamps later than every stamp already stored.
 
-    def __init__(self, origin: str, wall: Callable[[], int] = wall_clock_ms) -> None:
-        self._clock = HybridClock(origin, wall=wall)
+    The stamps' wall time is ``clock``'s, or ``wall``'s (milliseconds) if given.
+    """
+
+    def __init__(
+        self,
+        origin: str,
+        wall: Callable[[], int] | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._clock = HybridClock(origin, wall=wall, clock=clock)
 
     def stamp(self, session: Session) -> Stamp:
         """A fresh stamp, later than every stamp in the database (whoever wrote it).

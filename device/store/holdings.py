@@ -15,13 +15,12 @@ All of this is per-replica state: never synced, never part of the state digest.
 
 from __future__ import annotations
 
-import time
-
 from sqlalchemy import LargeBinary, String, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.store.db import Base
 from pixie.device.store.notes import Note
+from pixie.protocol.clock import SYSTEM_CLOCK, Clock
 
 
 class PendingRelease(Base):
@@ -51,19 +50,31 @@ class Holding(Base):
     offload_counter: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
-def release_later(session: Session, note_id: str, content_hash: str, holder: str) -> None:
-    """Queue the release of a holding (inside the caller's transaction)."""
+def release_later(
+    session: Session,
+    note_id: str,
+    content_hash: str,
+    holder: str,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+) -> None:
+    """Queue the release of a holding (inside the caller's transaction), dated
+    by ``clock``."""
     if session.get(PendingRelease, (note_id, content_hash, holder)) is None:
         session.add(
-            PendingRelease(note_id=note_id, content_hash=content_hash, holder=holder, since=_now())
+            PendingRelease(
+                note_id=note_id, content_hash=content_hash, holder=holder, since=clock.now_us()
+            )
         )
 
 
-def make_resident(session: Session, row: Note, body: str, content_hash: str) -> None:
+def make_resident(
+    session: Session, row: Note, body: str, content_hash: str, *, clock: Clock = SYSTEM_CLOCK
+) -> None:
     """Give an offloaded row a resident body again (a new version, a deletion or
     a recall), queueing the release of the holding it pointed at."""
     if row.holder is not None:
-        release_later(session, row.id, row.content_hash, row.holder)
+        release_later(session, row.id, row.content_hash, row.holder, clock=clock)
         row.holder = None
     row.body = body
     row.content_hash = content_hash
@@ -87,10 +98,6 @@ def forget_release(session: Session, note_id: str, content_hash: str, holder: st
             PendingRelease.holder == holder,
         )
     )
-
-
-def _now() -> int:
-    return time.time_ns() // 1000
 
 
 __all__ = [

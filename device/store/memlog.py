@@ -23,8 +23,9 @@ from pixie.device.errors import BadInput, DataDirError
 from pixie.device.store import statedigest
 from pixie.device.store.contacts import ContactBook
 from pixie.device.store.db import Base, Database
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.digest import event_item
-from pixie.protocol.ids import new_ids
+from pixie.protocol.ids import IdMinter, minter_for
 
 MAX_TEXT_CHARS = 65_536
 MAX_REF_CHARS = 200
@@ -190,11 +191,25 @@ Listener = Callable[[Sequence[Row]], None]
 
 
 class MemoryLog:
-    """Append and insert-if-absent; there is deliberately no other write path."""
+    """Append and insert-if-absent; there is deliberately no other write path.
 
-    def __init__(self, db: Database, origin: str) -> None:
+    New event ids come from ``ids`` (by default the minter for ``clock`` and
+    ``entropy``), and an append given no ``now`` reads ``clock``.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        origin: str,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        entropy: Entropy = SYSTEM_ENTROPY,
+        ids: IdMinter | None = None,
+    ) -> None:
         self.db = db
         self.origin = origin
+        self.clock = clock
+        self.ids = ids if ids is not None else minter_for(clock, entropy)
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -205,7 +220,7 @@ class MemoryLog:
         self,
         events: Sequence[NewEvent],
         *,
-        now: int,
+        now: int | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> AppendResult:
         """Write a batch of new events in one durable transaction.
@@ -213,8 +228,9 @@ class MemoryLog:
         Events that carry an id already present (in the log or earlier in the
         batch) are skipped, so re-importing a file is harmless. Sequence numbers
         are given only to rows actually written, keeping each origin's sequence
-        gap-free. ``progress`` hears (events done, events in all) now and then;
-        it reaches the total only once the batch is committed.
+        gap-free. ``now`` dates the contacts the batch creates (the log's
+        clock if not given). ``progress`` hears (events done, events in all)
+        now and then; it reaches the total only once the batch is committed.
         """
         with self.db.writing() as session:
             result, rows = self.append_in(session, events, now=now, progress=progress)
@@ -228,16 +244,18 @@ class MemoryLog:
         session: Session,
         events: Sequence[NewEvent],
         *,
-        now: int,
+        now: int | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> tuple[AppendResult, list[Row]]:
         """`append` inside a caller's write transaction (a pin writes a note and
         its event together). The caller passes the rows to `committed` after
         its commit."""
+        if now is None:
+            now = self.clock.now_us()
         rows: list[Row] = []
         skipped = 0
         new_contacts = 0
-        fresh = iter(new_ids(sum(1 for e in events if e.id is None)))
+        fresh = iter(self.ids.new_ids(sum(1 for e in events if e.id is None)))
         seen = _existing_ids(session, [e.id for e in events if e.id is not None])
         names: dict[str, str] = {}
         n = session.scalar(select(func.max(MemoryEvent.n))) or 0

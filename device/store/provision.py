@@ -19,8 +19,8 @@ from pixie.device.store.marks import DistillMark  # noqa: F401  (its table is cr
 from pixie.device.store.memlog import MEMLOG_DDL
 from pixie.device.store.notes import NOTEBOOK_DDL
 from pixie.device.store.siblings import Sibling  # noqa: F401  (its tables are created here too)
-from pixie.protocol.identity import new_identity
-from pixie.protocol.timestamps import now_us
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy, is_system
+from pixie.protocol.identity import identity_from_seed, new_identity
 
 _CONFIG_TEMPLATE = """\
 # Pixie Memory settings for this data dir. Flags and PIXIE_* environment
@@ -33,19 +33,39 @@ def identity_key_name(origin: str) -> str:
 
 
 def create_data_dir(
-    path: Path, *, name: str | None, role: str, key_store: KeyStore | None = None
+    path: Path,
+    *,
+    name: str | None,
+    role: str,
+    key_store: KeyStore | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    entropy: Entropy = SYSTEM_ENTROPY,
 ) -> DataDir:
     """Create a fresh data dir and this peer's identity key; all or nothing.
 
     The identity's private half goes to the key store, never to the data dir.
+    The origin is drawn from ``entropy`` and the creation time read from
+    ``clock``; the identity key is libsodium's own unless ``entropy`` is not
+    the system's, which then gives the key's seed (a seeded data dir is the
+    same data dir every time).
     """
     try:
-        return _create(path, name=name, role=role, key_store=key_store)
+        return _create(
+            path, name=name, role=role, key_store=key_store, clock=clock, entropy=entropy
+        )
     except OSError as exc:  # a name too long, a parent we may not write to
         raise DataDirError(f"cannot create a data dir at {path}: {exc.strerror or exc}") from None
 
 
-def _create(path: Path, *, name: str | None, role: str, key_store: KeyStore | None) -> DataDir:
+def _create(
+    path: Path,
+    *,
+    name: str | None,
+    role: str,
+    key_store: KeyStore | None,
+    clock: Clock,
+    entropy: Entropy,
+) -> DataDir:
     if role not in ROLES:
         raise BadInput(f"unknown role {role!r} (device or homebase)")
     if path.exists() and not path.is_dir():
@@ -55,8 +75,8 @@ def _create(path: Path, *, name: str | None, role: str, key_store: KeyStore | No
     created_dir = not path.exists()
     partial = path / (DB_NAME + ".partial")
     keys = key_store or open_key_store()
-    origin = uuid.uuid4().hex
-    identity = new_identity()
+    origin = uuid.UUID(bytes=entropy.token_bytes(16), version=4).hex
+    identity = new_identity() if is_system(entropy) else identity_from_seed(entropy.token_bytes(32))
     key_name = identity_key_name(origin)
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -73,7 +93,7 @@ def _create(path: Path, *, name: str | None, role: str, key_store: KeyStore | No
                         Meta(key="identity", value=bytes(identity.verify_key).hex()),
                         Meta(key="role", value=role),
                         Meta(key="name", value=name or role),
-                        Meta(key="created_at", value=str(now_us())),
+                        Meta(key="created_at", value=str(clock.now_us())),
                     ]
                 )
         finally:
