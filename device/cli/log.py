@@ -10,7 +10,7 @@ from typing import Any
 from pixie.device.cli import display
 from pixie.device.cli.common import count_flag, emit_json, file_arg, json_flag, open_node
 from pixie.device.errors import BadInput
-from pixie.device.ingest.jsonl import read_events
+from pixie.device.ingest import registry as importers
 from pixie.device.store.contacts import clean_name
 from pixie.device.store.memlog import NewEvent, check_ref, check_text, parse_kind
 from pixie.protocol.errors import ProtocolError
@@ -44,12 +44,14 @@ def cmd_log_import(args: argparse.Namespace) -> int:
     # Open (and so validate) the data dir before reading a possibly long file.
     with open_node(args) as node:
         if args.file == "-":
-            events = read_events(sys.stdin.buffer)
+            events = importers.get(importers.DEFAULT).read_events(sys.stdin.buffer)
         else:
+            path = file_arg(args.file, "FILE")
+            importer = importers.for_path(path)
             try:
-                with file_arg(args.file, "FILE").open("rb") as stream:
+                with path.open("rb") as stream:
                     size = os.fstat(stream.fileno()).st_size
-                    events = read_events(
+                    events = importer.read_events(
                         stream, lambda read: display.progress(read, size, "bytes read:")
                     )
             except OSError as exc:

@@ -21,11 +21,11 @@ from typing import Any
 from sqlalchemy import func, select
 
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.ingest.jsonl import loads_strict
 from pixie.device.notebook.store import Distilled, NotebookStore
 from pixie.device.store.contacts import Contact, ContactBook, clean_name
 from pixie.device.store.memlog import EventKind, MemoryEvent
 from pixie.device.store.notes import MAX_BODY_CHARS, NoteKind, SealedKind, Zone, clean_text
+from pixie.device.store.strictjson import loads_strict
 from pixie.protocol.timestamps import format_date
 
 MAX_HUDDLE_ITEMS = 50
