@@ -5,9 +5,11 @@ Everything runs in this thread as plain function calls: the real sans-IO cores
 stores (each peer a `Node` over its own SQLite file), the real envelopes
 (`seal`, per-sibling counters, and each peer's `Admission`, the gate every
 envelope meets in `PeerLink`), the real holder decisions (`HolderCore`: store,
-serve, release) and the device's (`OffloadLedger`: candidate, clear after the
-ack, orphan, pointer, restore). No scheduler runs, so nothing can depend on
-one's order; every choice is drawn from the seed.
+serve, release), the device's (`OffloadLedger`: candidate, clear after the
+ack, orphan, pointer, restore) and each peer's `SessionTable` (which session a
+sync message is for, and which of two sessions opened at once goes on). No
+scheduler runs, so nothing can depend on one's order; every choice is drawn
+from the seed.
 
 A step is: maybe move the clock, do one thing (a workload operation or a
 fault), deliver what the relay has due, let sessions say what they have to
@@ -45,6 +47,7 @@ from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.admission import Admission, Incoming
 from pixie.device.sync.offload import OffloadLedger, Pointer
 from pixie.device.sync.replica import NodeReplica
+from pixie.device.sync.sessions import Route, SessionTable
 from pixie.homebase.holding import AckTwist, HolderCore
 from pixie.protocol import envelope, syncwire
 from pixie.protocol.errors import ProtocolError
@@ -68,7 +71,7 @@ from pixie.protocol.peerwire import (
     SyncData,
     encode_body,
 )
-from pixie.protocol.sync import SyncSession
+from pixie.protocol.sync import Ending, SyncSession, refusal
 from pixie.sim import invariants
 from pixie.sim.determinism import Entropy, SimClock, deterministic
 from pixie.sim.network import CLEAR_CANARY, LINKS, PEERS, SEALED_CANARY, FaultRates, SimRelay
@@ -187,6 +190,18 @@ class Pending:
     pointer: Pointer | None = None  # fetch, recall: the pointer the body is restored against
 
 
+@dataclass
+class OpenSession:
+    """A sync session open at one peer (what its `SessionTable` tracks)."""
+
+    session: SyncSession
+    peer: bytes
+    heard_at: int  # the tick the session last moved
+    opened_by: syncwire.Hello | None = None
+    shown: set[bytes] = field(default_factory=set)
+    moved_on: bool = False  # the sibling opened a newer one: it did the work instead
+
+
 def quiet(what: str) -> Summarised:
     """A gate's summarised log, written where no handler shows it."""
     return Summarised(QUIET, what, level=logging.DEBUG)
@@ -203,10 +218,10 @@ class Peer:
     node: Node = field(init=False)
     replica: NodeReplica = field(init=False)
     identity: SigningKey = field(init=False)
-    admission: Admission = field(init=False)  # in memory: a crash starts it afresh
+    # In memory, so a crash starts them afresh:
+    admission: Admission = field(init=False)
+    table: SessionTable[OpenSession] = field(init=False)
     key: bytes = b""
-    session: SyncSession | None = None
-    heard_at: int = 0  # the tick the session last moved
     pending: dict[bytes, Pending] = field(default_factory=dict)
 
     def open(self) -> None:
@@ -226,10 +241,10 @@ class Peer:
             rejections=quiet("envelopes rejected"),
             clock=lambda: self.wall_ms() / 1000,
         )
+        self.table = SessionTable(self.key)
 
     def crash(self) -> None:
         """Lose everything in memory; what was committed is there on reopening."""
-        self.session = None
         self.pending.clear()
         self.node.close()
         self.open()
@@ -388,7 +403,7 @@ class World:
         message = body.message
         self.note(f"{dst} <- {type(message).__name__}")
         if isinstance(message, SyncData):
-            self._on_sync(peer, message)
+            self._on_sync(peer, sender, message)
         elif peer is self.homebase and isinstance(message, OffloadRequest | FetchRequest | Release):
             self._on_holder_request(sender, message, body.counter)
         elif peer is self.device and isinstance(
@@ -399,46 +414,85 @@ class World:
     # -- sync -------------------------------------------------------------------------------
 
     def open_sync(self, opener: Peer) -> None:
-        if any(p.session is not None for p in self.peers.values()):
-            self.note("sync: a session is already open; none started")
+        """``opener`` opens a session with its sibling, unless one is open with it
+        here (a peer opens one only after its earlier ones have ended)."""
+        other = self.peers[self.other(opener.name)].key
+        if opener.table.with_peer(other):
+            self.note(f"sync: {opener.name} has a session open; none started")
             return
+        opener.table.take_held(other)
         session = SyncSession(opener.replica, opener=True)
-        opener.session, opener.heard_at = session, self.tick
+        opener.table.open(OpenSession(session, other, self.tick))
         self.stats.sessions += 1
         session.start()
         self.note(f"sync opened by {opener.name}")
         self.pump(opener)
 
-    def _on_sync(self, peer: Peer, data: SyncData) -> None:
+    def _answer(self, peer: Peer, sender: bytes, hello: syncwire.Hello) -> None:
+        """Start a responder session for ``hello``."""
+        session = SyncSession(peer.replica, opener=False, session_id=hello.session)
+        peer.table.open(OpenSession(session, sender, self.tick, opened_by=hello))
+        session.receive(hello)
+
+    def _on_sync(self, peer: Peer, sender: bytes, data: SyncData) -> None:
         try:
             message = syncwire.decode(data.payload)
         except ProtocolError as exc:
             self.note(f"{peer.name} refuses a sync message: {exc}")
             return
-        if peer.session is None:
-            if not (isinstance(message, syncwire.Hello) and not message.reply):
-                self.note(f"{peer.name} ignores {type(message).__name__}: no session")
-                return
-            peer.session = SyncSession(peer.replica, opener=False)
-        peer.heard_at = self.tick
-        peer.session.receive(message)
+        route, entry = peer.table.route(sender, message)
+        if route is Route.NEW_HELLO:
+            assert isinstance(message, syncwire.Hello)
+            settlement = peer.table.settle(sender, message, len(data.payload))
+            for opening in settlement.say_again:
+                assert opening.session.hello is not None
+                self.note(f"sync {peer.name}: says its Hello again")
+                self.send(peer, SyncData(syncwire.encode(opening.session.hello)))
+                opening.heard_at = self.tick
+            if settlement.refuse:
+                self.note(f"sync {peer.name}: both sides opened a session; keeps its own")
+                self.send(peer, SyncData(syncwire.encode(refusal(message.session))))
+            for older in settlement.superseded:
+                older.moved_on = True
+                older.session.fail("the sibling opened a newer session", tell_peer=False)
+            self.pump(peer)
+            if settlement.answer:
+                self._answer(peer, sender, message)
+            else:
+                self.note(f"sync {peer.name}: holds back or refuses the sibling's Hello")
+        elif route is Route.DELIVER and entry is not None:
+            entry.heard_at = self.tick
+            entry.session.receive(message)
+        else:
+            self.note(f"{peer.name} drops {type(message).__name__}: {route.value}")
+            return
         self.pump(peer)
 
     def pump(self, peer: Peer) -> None:
-        session = peer.session
-        if session is None:
-            return
-        for _ in range(PUMP_LIMIT):
-            message = session.next_message()
-            if message is None:
-                break
-            self.send(peer, SyncData(syncwire.encode(message)))
-        if session.finished:
-            outcome = session.phase.value if session.error is None else session.error
-            if session.error is not None:
+        for entry in list(peer.table.sessions.values()):
+            session = entry.session
+            for _ in range(PUMP_LIMIT):
+                message = session.next_message()
+                if message is None:
+                    break
+                self.send(peer, SyncData(syncwire.encode(message)))
+            if not session.finished:
+                continue
+            peer.table.close(session.session_id)
+            ending = session.ending
+            failed = ending in (Ending.FAILED, Ending.ABORTED) and not entry.moved_on
+            if failed:
                 self.stats.sessions_failed += 1
-            self.note(f"sync {peer.name}: {outcome}")
-            peer.session = None
+            why = f" ({session.error})" if failed and session.error else ""
+            self.note(f"sync {peer.name}: {ending.value if ending else 'ended'}{why}")
+            if not session.opener:
+                continue
+            held = peer.table.take_held(entry.peer)
+            free = not peer.table.with_peer(entry.peer)
+            if ending is Ending.REFUSED and held is not None and free:
+                # The sibling refused ours for its own: the Hello held back goes on.
+                self._answer(peer, entry.peer, held[0])
+                self.pump(peer)
 
     # -- the holder (the Homebase's side) -----------------------------------------------------
 
@@ -786,12 +840,12 @@ class World:
             self.deliver(packet.src, packet.dst, packet.data)
         for peer in self.peers.values():
             self.pump(peer)
-            session = peer.session
-            if session is not None and self.tick - peer.heard_at > SESSION_IDLE_TICKS:
-                session.fail("the sibling went quiet", tell_peer=False)
-                self.note(f"sync {peer.name}: timed out")
-                self.stats.sessions_failed += 1
-                peer.session = None
+            for entry in list(peer.table.sessions.values()):
+                if self.tick - entry.heard_at > SESSION_IDLE_TICKS:
+                    entry.session.fail("the sibling went quiet", tell_peer=False)
+                    self.note(f"sync {peer.name}: timed out")
+                    self.stats.sessions_failed += 1
+                    peer.table.close(entry.session.session_id)
         for request, pending in list(self.device.pending.items()):
             if self.tick - pending.since > ATTEMPT_TICKS:
                 del self.device.pending[request]
@@ -814,7 +868,7 @@ class World:
         for _ in range(limit):
             busy = (
                 not self.relay.idle()
-                or any(p.session is not None for p in self.peers.values())
+                or any(p.table.sessions for p in self.peers.values())
                 or self.device.pending
             )
             if not busy:

@@ -8,7 +8,9 @@ knock the command off). So `pixie run` listens on a Unix socket in the data dir
 there, ask it to do the work over its connection instead.
 
 The protocol is one JSON line each way: ``{"op": ..., "args": {...}}`` and
-``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``; before its
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}`` (a fetch or
+recall that got no verified body adds its typed ``outcome`` and ``detail``, and
+the command raises `OffloadFailed` again from them); before its
 answer, an operation may send ``{"note": {...}}`` lines (`pixie invite` prints
 the code the daemon made that way). Requests are bounded (64 KiB) and every
 wait has a deadline. Pairing (`invite`, `pair`) goes through the daemon too,
@@ -35,9 +37,10 @@ from pixie.device.errors import BadInput, DeviceError
 from pixie.device.store.node import Node
 from pixie.device.sync import pairing
 from pixie.device.sync.driver import SyncEndpoint
-from pixie.device.sync.offload import NoteOffloadService, holder_of
+from pixie.device.sync.offload import NoteOffloadService, OffloadFailed, holder_of
 from pixie.device.sync.peers import Incoming
 from pixie.device.sync.relayclient import RelayAddress
+from pixie.protocol.offload import Outcome, Verdict
 from pixie.protocol.peerwire import (
     FetchPart,
     HolderRefusal,
@@ -215,6 +218,9 @@ async def _dispatch(live: Live, request: Any, note: Note) -> dict[str, Any]:
                 if op == "fetch":
                     return {"ok": True, "result": await service.fetch(note_id)}
                 return {"ok": True, "result": await service.recall(note_id)}
+    except OffloadFailed as exc:
+        detail = exc.verdict.detail
+        return {"ok": False, "error": str(exc), "outcome": exc.outcome.value, "detail": detail}
     except DeviceError as exc:
         return {"ok": False, "error": str(exc)}
     except Exception as exc:
@@ -353,8 +359,24 @@ def call(
             raise BadInput(f"lost the running daemon: {exc}") from None
     if not isinstance(answer, dict) or not answer.get("ok"):
         error = answer.get("error") if isinstance(answer, dict) else None
+        failed = _offload_failed(answer)
+        if failed is not None:
+            raise failed
         raise BadInput(str(error or "the running daemon refused the request"))
     return answer.get("result")
+
+
+def _offload_failed(answer: Any) -> OffloadFailed | None:
+    """The typed failure of a fetch or recall the daemon reported, if it was one."""
+    if not isinstance(answer, dict):
+        return None
+    outcome, detail = answer.get("outcome"), answer.get("detail")
+    if not isinstance(outcome, str) or not isinstance(detail, str):
+        return None
+    try:
+        return OffloadFailed(Verdict(Outcome(outcome), detail))
+    except ValueError:
+        return None
 
 
 __all__ = ["CONTROL_NAME", "DaemonBusy", "HolderReplies", "Live", "call", "serve_control"]

@@ -42,13 +42,16 @@ with that sibling have ended. Hence, for a Hello of a session not open here:
   the sibling has just shown it is there. A Hello is taken in once: a copy of
   the one that opened a session still running here is dropped before it
   reaches the session, and so is a Hello of a session that has ended here or
-  was refused here (`_ended`), so no session runs or applies twice.
+  was refused here (`SessionTable.ended`), so no session runs or applies twice.
 - Otherwise, any session still running here with that sibling is one it has
   moved on from: it takes in what arrived for it, then ends as superseded
   (telling the sibling nothing), and the new Hello is answered.
 
 A message for no open session (an answer to a leftover, an Abort of a session
 long over) is dropped.
+
+These rules are `SessionTable`'s (`pixie.device.sync.sessions`), sans-IO so
+that the simulator drives them step by step too; this module moves messages.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ from pixie.device.store.node import Node
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayUnavailable
 from pixie.device.sync.replica import NodeReplica
+from pixie.device.sync.sessions import Route, SessionTable
 from pixie.protocol import syncwire
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
@@ -86,7 +90,7 @@ from pixie.protocol.peerwire import (
     SyncData,
 )
 from pixie.protocol.replay import ReplayWindow
-from pixie.protocol.sync import Ending, Phase, SyncSession, SyncStats, refusal
+from pixie.protocol.sync import Ending, SyncSession, SyncStats, refusal
 
 log = logging.getLogger("pixie.sync")
 T = TypeVar("T")
@@ -98,7 +102,6 @@ LAST_SYNC_KEY = "last_sync"
 PAIRING_QUEUE = 64
 DESK_GRACE = 5.0  # seconds an invite or pairing waits for one that is ending
 MOVED_ON = "the sibling opened a newer session"
-ENDED_KEPT = 4_096  # ids of sessions over (run or refused here) remembered
 
 
 class SyncOutcome(enum.StrEnum):
@@ -265,14 +268,10 @@ class SyncEndpoint:
         self.on_progress: Callable[[str, SyncStats], None] | None = None
         self.lane = trio.CapacityLimiter(1)
         link.lane = self.lane  # envelope crypto and replay state share the database lane
-        self._sessions: dict[bytes, _Running] = {}
+        # The sessions open here, the Hellos held back and the sessions over
+        # (see the module's docstring).
+        self.table: SessionTable[_Running] = SessionTable(bytes(link.identity.verify_key))
         self._registered = trio.Event()  # set when a sibling's session arrives
-        # Per sibling, its newest Hello held back while a session of ours with it
-        # opens (see the module's docstring), with its size.
-        self._held: dict[bytes, tuple[syncwire.Hello, int]] = {}
-        # Ids of sessions that have ended here or that we refused (oldest
-        # first): a later copy of their Hello opens nothing.
-        self._ended: dict[bytes, None] = {}
         self._desk: PairingDesk | None = None
         self._desk_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
@@ -281,6 +280,11 @@ class SyncEndpoint:
         # a paired key that floods us grows the log by a bounded amount.
         self.notices = Summarised(log, "sync messages dropped")
         self.dropped: Counter[str] = Counter()
+
+    @property
+    def _sessions(self) -> dict[bytes, _Running]:
+        """The sessions open here, by id (the table's)."""
+        return self.table.sessions
 
     def _replica(self) -> NodeReplica:
         return NodeReplica(self.node.db, self.node.log, self.node.origin)
@@ -381,26 +385,23 @@ class SyncEndpoint:
             self.dropped["malformed"] += 1
             self.notices.log("malformed", "malformed sync message from %s: %s", who, exc)
             return
-        running = self._sessions.get(message.session)
-        if running is not None and running.peer != sender:
+        route, running = self.table.route(sender, message)
+        if route is Route.MISADDRESSED:
             self.dropped["misaddressed"] += 1
             self.notices.log(
                 "misaddressed", "sync message from %s for another sibling's session", who
             )
             return
-        if running is None:
-            if (
-                not isinstance(message, syncwire.Hello)
-                or message.reply
-                or message.session in self._ended
-            ):
-                kind = type(message).__name__
-                log.info("sync message from %s for no open session (%s)", who, kind)
-                return
+        if route is Route.NO_SESSION:
+            kind = type(message).__name__
+            log.info("sync message from %s for no open session (%s)", who, kind)
+            return
+        if route is Route.NEW_HELLO:
+            assert isinstance(message, syncwire.Hello)
             if self._nursery is not None and await self._settle(sender, message, len(payload)):
                 self._answer(sender, message, len(payload))
             return
-        if message == running.opened_by:
+        if route is Route.REPEAT or running is None:
             return  # the sibling said its Hello again: the session has it already
         try:
             running.send.send_nowait((message, len(payload)))
@@ -416,50 +417,27 @@ class SyncEndpoint:
     async def _settle(self, peer: bytes, hello: syncwire.Hello, size: int) -> bool:
         """A Hello of a session not open here: True if it is to be answered now
         (the rules are in the module's docstring)."""
-        mine = [r for r in self._sessions.values() if r.peer == peer]
-        opening = [
-            r
-            for r in mine
-            if r.session.opener and r.session.phase in (Phase.IDLE, Phase.HELLO_SENT)
-        ]
-        if opening:
-            lower = bytes(self.link.identity.verify_key) < peer
-            if lower:
-                self._remember(hello.session)  # refused: a copy of it opens nothing
-            else:
-                self._held[peer] = (hello, size)  # the newest wins: only it can be open
-            for running in opening:
-                ours = running.session.hello
-                if ours is None or hello.session in running.shown:
-                    continue  # not sent yet, or already said again for this Hello
-                running.shown.add(hello.session)
-                await self._send_peer(peer, SyncData(syncwire.encode(ours)))
-                if running.idle is not None:
-                    running.idle.deadline = trio.current_time() + self.idle_timeout
-            if lower:
-                log.info(
-                    "sync with %s: both sides opened a session; keeping ours", fingerprint(peer)
-                )
-                await self._send_peer(peer, SyncData(syncwire.encode(refusal(hello.session))))
-            return False
-        for running in mine:  # the sibling has ended these: it opens one session at a time
+        settlement = self.table.settle(peer, hello, size)
+        for running in settlement.say_again:
+            ours = running.session.hello
+            assert ours is not None
+            await self._send_peer(peer, SyncData(syncwire.encode(ours)))
+            if running.idle is not None:
+                running.idle.deadline = trio.current_time() + self.idle_timeout
+        if settlement.refuse:
+            log.info("sync with %s: both sides opened a session; keeping ours", fingerprint(peer))
+            await self._send_peer(peer, SyncData(syncwire.encode(refusal(hello.session))))
+        for running in settlement.superseded:
             running.send.close()
-        return True
-
-    def _remember(self, session_id: bytes) -> None:
-        """Note a session as over here, forgetting the oldest beyond ENDED_KEPT."""
-        self._ended[session_id] = None
-        if len(self._ended) > ENDED_KEPT:
-            del self._ended[next(iter(self._ended))]
+        return settlement.answer
 
     def _answer(self, peer: bytes, hello: syncwire.Hello, size: int) -> None:
         """Start a responder session for ``hello``."""
         assert self._nursery is not None
-        self._held.pop(peer, None)  # anything held back is older
         session = SyncSession(self._replica(), opener=False, session_id=hello.session)
         running = self._register(session, peer)
         running.opened_by = hello
-        self._sessions[hello.session] = running
+        self.table.open(running)  # anything held back from the sibling is older, and goes
         running.send.send_nowait((hello, size))
         self._registered.set()
         self._nursery.start_soon(self._respond, running)
@@ -479,22 +457,19 @@ class SyncEndpoint:
     async def sync_with(self, peer: bytes) -> SyncReport:
         """Open a session with ``peer`` and run it to the end (after any session
         already running with it, so that the two never overlap)."""
-        while True:
-            running_now = [r for r in self._sessions.values() if r.peer == peer]
-            if not running_now:
-                break
+        while running_now := self.table.with_peer(peer):
             await running_now[0].done.wait()
-        self._held.pop(peer, None)
+        self.table.take_held(peer)
         session = SyncSession(self._replica(), opener=True)
         running = self._register(session, peer)
-        self._sessions[session.session_id] = running
+        self.table.open(running)
         try:
             await self._call(session.start)
             report = await self._pump(running)
             self._finish(report)
         finally:
             running.done.set()
-            held = self._held.pop(peer, None)
+            held = self.table.take_held(peer)
         if report.outcome is not SyncOutcome.SUPERSEDED:
             return report
         # The sibling refused ours for a session of its own: that one goes on in
@@ -521,7 +496,7 @@ class SyncEndpoint:
         return report
 
     def _with(self, peer: bytes) -> list[_Running]:
-        return [r for r in self._sessions.values() if r.peer == peer]
+        return self.table.with_peer(peer)
 
     def _finish(self, report: SyncReport) -> None:
         self.reports.append(report)
@@ -600,8 +575,7 @@ class SyncEndpoint:
                 nursery.start_soon(sender, nursery.cancel_scope)
         finally:
             running.idle = None
-            self._sessions.pop(session.session_id, None)
-            self._remember(session.session_id)
+            self.table.close(session.session_id)
         stats = session.stats
         outcome: SyncOutcome
         if session.ending is Ending.DONE:
