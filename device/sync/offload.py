@@ -318,6 +318,11 @@ class NoteOffloadService:
         wait (see `at_once`)."""
         return await at_once(fn, *args, otherwise=self._call)
 
+    def _compare_and_clear(self, note_id: str, content_hash: str) -> bool:
+        """The ledger's compare-and-clear, as the offload path calls it (a seam
+        a crash test replaces to kill the process between the ack and the clear)."""
+        return self.ledger.compare_and_clear(note_id, content_hash)
+
     # -- talking to the holder ----------------------------------------------------------
 
     async def _exchange(
@@ -365,7 +370,7 @@ class NoteOffloadService:
         if verdict.outcome is not Outcome.HELD:
             log.warning("offload of %s not acknowledged: %s", note_id, verdict.detail)
             return OffloadReport(note_id, verdict.outcome, verdict.detail, False, size, who)
-        cleared = await self._quick(self.ledger.compare_and_clear, note_id, candidate.content_hash)
+        cleared = await self._quick(self._compare_and_clear, note_id, candidate.content_hash)
         if not cleared:
             # The note changed while its body travelled: the edit wins, the
             # parked copy points at nothing and is released later.
