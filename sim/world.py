@@ -471,6 +471,8 @@ class World:
     def pump(self, peer: Peer) -> None:
         for entry in list(peer.table.sessions.values()):
             session = entry.session
+            if peer.table.sessions.get(session.session_id) is not entry:
+                continue  # closed meanwhile (by a turn this one started)
             for _ in range(PUMP_LIMIT):
                 message = session.next_message()
                 if message is None:
