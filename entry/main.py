@@ -18,7 +18,7 @@ from typing import NoReturn
 from pixie.device.cli import agent as agentcli
 from pixie.device.cli import main as device_cli
 from pixie.device.errors import BadInput, DeviceError
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.sync.driver import PeerService
 from pixie.homebase.holder import Holder
 from pixie.protocol.errors import ProtocolError

@@ -39,8 +39,8 @@ import trio
 
 from pixie.device.errors import DeviceError
 from pixie.device.logs import Summarised
+from pixie.device.node.keyed import Node
 from pixie.device.store.db import at_once
-from pixie.device.store.node import Node
 from pixie.device.sync.peers import Incoming
 from pixie.homebase.holding import AckTwist, HolderCore
 from pixie.protocol.faults import HOLDER_FAULTS, FaultPlan

@@ -28,8 +28,8 @@ import time
 from sqlalchemy import delete
 
 from pixie.device.logs import Summarised
+from pixie.device.node.keyed import Node
 from pixie.device.store.holdings import Holding
-from pixie.device.store.node import Node
 from pixie.device.store.notes import Zone
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id

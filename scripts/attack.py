@@ -42,7 +42,7 @@ from typing import Any
 import trio
 
 from pixie.device.ingest.jsonl import read_events
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.daemon import sync_once

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from pixie.device.agent.grep import MAX_HITS, GrepMemoryTool
 from pixie.device.ingest.jsonl import read_events
+from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import as_row
-from pixie.device.store.node import Node
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us
 from pixie.sim.samplelife import generate

@@ -60,8 +60,8 @@ from pixie.device.agent.chatmodel import ModelAnswer, ToolCallingModel  # noqa: 
 from pixie.device.agent.tools import Tool  # noqa: E402
 from pixie.device.cli.agent import memory_tools  # noqa: E402
 from pixie.device.ingest.jsonl import read_events  # noqa: E402
+from pixie.device.node.keyed import Node  # noqa: E402
 from pixie.device.notebook.store import Distilled  # noqa: E402
-from pixie.device.store.node import Node  # noqa: E402
 from pixie.device.store.notes import NoteKind  # noqa: E402
 from pixie.device.store.provision import create_data_dir  # noqa: E402
 from pixie.protocol.timestamps import now_us  # noqa: E402

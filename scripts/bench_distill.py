@@ -39,9 +39,9 @@ from pixie.device.distill.llm import ChatCompletionsBackend, LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
 from pixie.device.distill.service import NotetakingService, PassReport
 from pixie.device.ingest.jsonl import read_events
+from pixie.device.node.keyed import Node
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.provision import create_data_dir
 from pixie.sim.samplelife import write_jsonl
 

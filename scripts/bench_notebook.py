@@ -46,13 +46,13 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pixie.device.agent.tools import CheckNotebookTool
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.clearview import query_terms
 from pixie.device.notebook.seal import NONCE_BYTES, NotebookSeal
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.db import sqlite_uri
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us

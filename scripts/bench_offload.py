@@ -287,7 +287,7 @@ async def _forwarded(
 async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
     env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
     os.environ.update(env)
-    from pixie.device.store.node import Node  # after PIXIE_KEYS is set
+    from pixie.device.node.keyed import Node  # after PIXIE_KEYS is set
 
     create_data_dir(tmp / "device", name="phone", role="device")
     create_data_dir(tmp / "homebase", name="mac", role="homebase")

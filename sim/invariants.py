@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.node import Node
 from pixie.device.store.notes import clean_tags, content_hash, tags_json
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.offload import body_hash

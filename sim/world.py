@@ -36,11 +36,11 @@ from nacl.signing import SigningKey
 
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.logs import Summarised
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, NotebookStore
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblings import SiblingInfo

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.provision import create_data_dir
 from pixie.entry.main import main
 

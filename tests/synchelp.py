@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.sync import Loopback, SyncSession

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import trio
 
+from pixie.device.node.keyed import Node
 from pixie.device.store import db
 from pixie.device.store.db import at_once
-from pixie.device.store.node import Node
 
 COUNTER_SQL = "SELECT sent FROM peer_counter WHERE key = ?"
 KEY = bytes(32)

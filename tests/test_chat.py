@@ -26,10 +26,10 @@ from pixie.device.agent.chatmodel import MAX_TOOL_CALLS, ToolCallingModel
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.agent.tools import DEFAULT_BUDGETS, CheckNotebookTool, ToolBox, ToolEvent
 from pixie.device.cli.agent import NO_MODEL, memory_tools
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.huddle import HuddleRecord, record_huddle
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import CHAT_KINDS, EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from tests.conftest import run_cli
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 import trio
 
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.sync import pairing
 from pixie.device.sync.control import Live, partial_handler
 from pixie.device.sync.driver import SyncEndpoint

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pixie.device.errors import DeviceError
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 

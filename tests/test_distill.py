@@ -21,11 +21,11 @@ from pixie.device.distill.service import (
     PassReport,
     merge_facts,
 )
+from pixie.device.node.keyed import Node
 from pixie.device.notebook import store as notebook_module
 from pixie.device.notebook.seal import NotebookSeal
 from pixie.device.notebook.store import Distilled, UpsertOutcome
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import ClearNote, NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from tests.llmserver import Recorded, Reply, ScriptedLLMServer, good_answer

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from pixie.device.distill.service import NotetakingService
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.daemon import run_peer

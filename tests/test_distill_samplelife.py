@@ -12,7 +12,7 @@ from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.distill.llm import LLMSettings
 from pixie.device.distill.service import NotetakingService, router_for
 from pixie.device.ingest.jsonl import read_events
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.notes import ClearNote, NoteKind
 from pixie.device.store.provision import create_data_dir
 from pixie.sim import samplelife

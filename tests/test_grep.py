@@ -16,9 +16,9 @@ from pixie.device.agent.grep import (
     GrepMemoryTool,
     clip,
 )
+from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import CHAT_KINDS, EventKind, NewEvent
 from pixie.device.store.mirror import MemoryTextMirror
-from pixie.device.store.node import Node
 from pixie.device.store.provision import create_data_dir
 
 WORDS = [

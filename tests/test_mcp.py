@@ -23,9 +23,9 @@ from mcp.shared.exceptions import MCPError
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.agent.mcpserver import SERVER_NAME, MemoryMCPSession, SessionGuards
 from pixie.device.agent.tools import DEFAULT_BUDGETS, CheckNotebookTool, GrepMemory
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind
 from tests.conftest import run_cli
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pixie.device.errors import BadInput, DataDirError
+from pixie.device.node.keyed import Node
 from pixie.device.store.db import SCHEMA_VERSION
 from pixie.device.store.memlog import EventKind, EventRecord, NewEvent
-from pixie.device.store.node import Node
 from pixie.protocol.ids import id_time_ms, new_id, parse_id
 from pixie.protocol.timestamps import parse_time
 

@@ -12,12 +12,12 @@ import pytest
 
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.huddle import HuddleRecord, nudges, record_huddle
 from pixie.device.notebook.seal import NotebookSeal, SealError
 from pixie.device.notebook.store import Distilled, UpsertOutcome
 from pixie.device.store.keystore import FileKeyStore, KeyStoreError
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind, Zone
 from pixie.protocol.timestamps import now_us
 

@@ -21,9 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.holdings import PendingRelease, forget_release
-from pixie.device.store.node import Node
 from pixie.device.store.notes import ABOUT_YOU_KEY, NoteKind, SealedKind, content_hash
 from pixie.device.store.siblings import Still, Withdrawn
 from pixie.device.sync import offload

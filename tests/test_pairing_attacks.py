@@ -12,7 +12,7 @@ import pytest
 import trio
 from nacl.signing import SigningKey
 
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.sync.pairing import InviteCode, _proof, await_joiner, invite, join, pair
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import Delivered, RelayAddress, RelayClient

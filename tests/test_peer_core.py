@@ -13,7 +13,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from pixie.device.errors import BadInput
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.admission import Admission, Incoming, Rejected, Rejection

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import Delivered

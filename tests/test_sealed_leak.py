@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.agent.tools import CheckNotebookTool, GrepMemory, ToolBox, TurnGuards
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.huddle import HuddleRecord, record_huddle
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind, Zone
 from pixie.device.store.provision import create_data_dir
 from tests.conftest import run_cli

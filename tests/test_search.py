@@ -37,11 +37,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.clearview import STOPWORDS, query_terms
 from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 

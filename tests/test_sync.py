@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import NumberedRows, Row
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.errors import ProtocolError

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, sealed_hash
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind, content_hash
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync import replica as syncstore

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.driver import SyncOutcome, SyncReport
 from pixie.protocol.identity import fingerprint, new_identity

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.daemon import sync_once
 from pixie.device.sync.driver import SyncEndpoint, SyncOutcome

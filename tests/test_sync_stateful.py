@@ -38,10 +38,10 @@ from hypothesis.stateful import (
 )
 
 from pixie.device.errors import BadInput
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, UpsertOutcome
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.sync import replica as syncstore
 from pixie.device.sync.replica import NodeReplica

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import trio
 
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.daemon import run_peer, sync_once

@@ -29,9 +29,9 @@ from pixie.device.agent.tools import (
     TurnGuards,
 )
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind
 from pixie.protocol.timestamps import now_us
 

@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from pixie.device.errors import BadInput
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.pairing import InviteCode, PairingFailed, invite, pair

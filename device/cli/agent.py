@@ -28,16 +28,16 @@ from pixie.device.agent.tools import (
     CheckNotebookTool,
     GrepMemory,
 )
-from pixie.device.cli.main import emit_json, open_node
-from pixie.device.distill.llm import LLMSettings
+from pixie.device.cli.common import data_path, emit_json
+from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
 from pixie.device.logs import configure_logging
+from pixie.device.node.clear import ClearNode
 from pixie.device.store import config
 
 if TYPE_CHECKING:
     from pixie.device.agent.chat import ChatTurn
     from pixie.device.agent.tools import Tool, ToolEvent
-    from pixie.device.store.node import Node
 
 # The chat loop, the model client and the MCP SDK load only when `chat` or
 # `mcp` runs: the MCP SDK alone would add most of a second to every command.
@@ -49,7 +49,7 @@ NO_MODEL = (
 )
 
 
-def memory_tools(node: Node) -> list[Tool]:
+def memory_tools(node: ClearNode) -> list[Tool]:
     """The model-facing tools over a node: the clear zone and the log's mirror."""
     return [
         CheckNotebookTool(node.notebook.clear_view(), node.contacts),
@@ -57,7 +57,7 @@ def memory_tools(node: Node) -> list[Tool]:
     ]
 
 
-def _settings(args: argparse.Namespace, node: Node) -> LLMSettings:
+def _settings(args: argparse.Namespace, node: ClearNode) -> LLMSettings:
     flags = {"llm_url": args.url, "llm_model": args.model, "llm_timeout": args.timeout}
     return LLMSettings.from_values(config.llm(node.data.config_path, flags), config.llm_api_key())
 
@@ -76,7 +76,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from pixie.device.agent.chatmodel import ToolCallingModel
 
     question = check_question(args.question)
-    with open_node(args) as node:
+    with ClearNode.open_clear(data_path(args)) as node:
         settings = _settings(args, node)
         model = ToolCallingModel.from_settings(settings)
         tools = memory_tools(node)
@@ -142,7 +142,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from pixie.device.agent.mcpserver import MemoryMCPSession, serve_stdio
 
     configure_logging(level=logging.DEBUG if args.verbose else logging.WARNING)
-    with open_node(args) as node:
+    with ClearNode.open_clear(data_path(args)) as node:
         session = MemoryMCPSession(memory_tools(node), guards=args.guards, turn_gap=gap)
         logging.getLogger("pixie.mcp").info(
             "serving %s on stdio (guards: %s)", node.role, args.guards

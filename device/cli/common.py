@@ -10,16 +10,10 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
 
 from pixie.device.agent.tools import MAX_DAYS_BACK
 from pixie.device.errors import BadInput
-from pixie.device.store import config
 from pixie.device.store.datadir import resolve_data_dir
-from pixie.device.store.node import Node
-from pixie.device.store.siblings import SiblingInfo
-from pixie.device.sync import control
-from pixie.device.sync.relayclient import RelayAddress
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.ids import parse_id
 
@@ -96,10 +90,6 @@ def data_path(args: argparse.Namespace) -> Path:
     return resolve_data_dir(getattr(args, "data", None))
 
 
-def open_node(args: argparse.Namespace) -> Node:
-    return Node.open(data_path(args))
-
-
 def emit_id(args: argparse.Namespace, note_id: str) -> None:
     if args.json:
         emit_json({"id": note_id})
@@ -118,43 +108,7 @@ def json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-# -- reaching siblings ----------------------------------------------------------------
-
-
-def relay_address(
-    args: argparse.Namespace, node: Node, fallback: str | None = None
-) -> RelayAddress:
-    """--relay, then PIXIE_RELAY, then the config file, then ``fallback``."""
-    settings = config.effective(node.data.config_path, {"relay": args.relay})
-    address = settings.get("relay") or fallback
-    if not address:
-        raise BadInput("no relay address: pass --relay HOST:PORT or set [relay] address")
-    return RelayAddress.parse(str(address))
-
-
 def positive(value: float, what: str) -> float:
     if not value > 0:
         raise BadInput(f"{what} must be a positive number of seconds")
     return value
-
-
-def siblings_and_relay(
-    args: argparse.Namespace, node: Node
-) -> tuple[list[SiblingInfo], RelayAddress]:
-    """The siblings to sync with and the relay to reach them (by default, the
-    one they were paired through)."""
-    siblings = node.siblings.all()
-    if not siblings:
-        raise BadInput("no sibling to sync with: pair first (`pixie invite` / `pixie pair`)")
-    return siblings, relay_address(args, node, siblings[0].relay)
-
-
-def via_daemon(
-    args: argparse.Namespace, node: Node, op: str, op_args: dict[str, Any], timeout: float
-) -> Any | None:
-    """The result of ``op`` run by the `pixie run` serving this data dir over its
-    own relay connection, or None when no daemon runs here (or `--relay` asks
-    for another relay than the daemon's)."""
-    if getattr(args, "relay", None):
-        return None
-    return control.call(node.data.path, op, op_args, timeout + 5)

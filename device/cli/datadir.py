@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pixie.device.cli.common import data_path, emit_json, json_flag, open_node
+from pixie.device.cli.common import data_path, emit_json, json_flag
+from pixie.device.cli.nodes import open_node
+from pixie.device.node.keyed import Node
 from pixie.device.store import config
 from pixie.device.store.contacts import clean_name
 from pixie.device.store.datadir import ROLES
-from pixie.device.store.node import Node
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.driver import last_syncs
 from pixie.protocol.identity import fingerprint

@@ -9,7 +9,8 @@ from typing import Any
 import trio
 
 from pixie.device.cli import display
-from pixie.device.cli.common import emit_json, json_flag, open_node
+from pixie.device.cli.common import emit_json, json_flag
+from pixie.device.cli.nodes import open_node
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import BadInput
 

@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from pixie.device.agent.grep import GrepMemoryTool
-from pixie.device.cli.common import emit_json, json_flag, open_node
+from pixie.device.cli.common import emit_json, json_flag
+from pixie.device.cli.nodes import open_node
 
 
 def cmd_grep(args: argparse.Namespace) -> int:

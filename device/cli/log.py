@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from pixie.device.cli import display
-from pixie.device.cli.common import count_flag, emit_json, file_arg, json_flag, open_node
+from pixie.device.cli.common import count_flag, emit_json, file_arg, json_flag
+from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput
 from pixie.device.ingest import registry as importers
 from pixie.device.store.contacts import clean_name

@@ -28,8 +28,9 @@ from pixie.device.cli import (
     run,
     sync,
 )
-from pixie.device.cli.common import emit_json, open_node
-from pixie.device.store.node import Node
+from pixie.device.cli.common import emit_json
+from pixie.device.cli.nodes import open_node
+from pixie.device.node.keyed import Node
 from pixie.device.sync.driver import PeerService
 
 __all__ = ["add_commands", "emit_json", "open_node"]

@@ -15,12 +15,12 @@ from pixie.device.cli.common import (
     emit_json,
     file_arg,
     json_flag,
-    open_node,
     parse_event_id,
 )
+from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.node.keyed import Node
 from pixie.device.notebook.huddle import read_huddle_file, record_huddle
-from pixie.device.store.node import Node
 from pixie.device.store.notes import NoteKind, Zone
 from pixie.protocol.timestamps import now_us
 

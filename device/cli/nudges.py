@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pixie.device.cli.common import emit_json, json_flag, open_node
+from pixie.device.cli.common import emit_json, json_flag
+from pixie.device.cli.nodes import open_node
 from pixie.device.notebook.huddle import nudges
 from pixie.protocol.timestamps import now_us
 

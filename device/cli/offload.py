@@ -15,15 +15,14 @@ from pixie.device.cli.common import (
     days_flag,
     emit_json,
     json_flag,
-    open_node,
     parse_event_id,
     positive,
     seconds_flag,
-    siblings_and_relay,
-    via_daemon,
 )
+from pixie.device.cli.nodes import open_node
+from pixie.device.cli.reach import siblings_and_relay, via_daemon
 from pixie.device.errors import BadInput
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.sync import offload
 from pixie.device.sync.relayclient import RelayAddress, RelayUnavailable
 from pixie.protocol.offload import Outcome

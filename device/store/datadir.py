@@ -54,13 +54,6 @@ class DataDir:
         return self.path / CONFIG_NAME
 
     @classmethod
-    def init(cls, path: Path, *, name: str | None, role: str, key_store: object = None) -> DataDir:
-        """Deprecated spelling of `provision.create_data_dir`."""
-        from pixie.device.store.provision import create_data_dir
-
-        return create_data_dir(path, name=name, role=role, key_store=key_store)  # type: ignore[arg-type]
-
-    @classmethod
     def open(cls, path: Path) -> DataDir:
         try:
             return cls._open(path)

@@ -34,7 +34,7 @@ from typing import Any
 import trio
 
 from pixie.device.errors import BadInput, DeviceError
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.sync import pairing
 from pixie.device.sync.driver import SyncEndpoint
 from pixie.device.sync.offload import NoteOffloadService, OffloadFailed, holder_of

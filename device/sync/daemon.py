@@ -23,7 +23,7 @@ import trio
 
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import DeviceError
-from pixie.device.store.node import Node
+from pixie.device.node.keyed import Node
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.control import HolderReplies, Live, serve_control
 from pixie.device.sync.driver import PeerService, SyncEndpoint, SyncOutcome, SyncReport

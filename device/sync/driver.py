@@ -71,8 +71,8 @@ import trio
 
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.logs import Summarised
+from pixie.device.node.keyed import Node
 from pixie.device.store.db import Meta
-from pixie.device.store.node import Node
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayUnavailable
 from pixie.device.sync.replica import NodeReplica

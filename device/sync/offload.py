@@ -36,9 +36,9 @@ import trio
 from sqlalchemy import func, select
 
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.node.keyed import Node
 from pixie.device.store.db import at_once
 from pixie.device.store.holdings import forget_release, pending_releases, release_later
-from pixie.device.store.node import Node
 from pixie.device.store.notes import Note, NoteKind, Zone
 from pixie.device.store.siblings import Still, Withdrawn
 from pixie.device.sync.peers import Incoming, PeerLink
