@@ -9,13 +9,13 @@ every field checked, frozen dataclasses out, `ProtocolError` for anything else
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 import msgpack
 
+from .clock import SYSTEM_ENTROPY, Entropy
 from .errors import ProtocolError, shown
 from .framing import MAX_FRAME_BYTES
 from .packing import unpack
@@ -305,14 +305,23 @@ class Body:
     message: PeerMessage
 
 
-def new_message_id() -> bytes:
-    return os.urandom(MESSAGE_ID_BYTES)
+def new_message_id(entropy: Entropy = SYSTEM_ENTROPY) -> bytes:
+    """A fresh message id, drawn from ``entropy``."""
+    return entropy.token_bytes(MESSAGE_ID_BYTES)
 
 
-def encode_body(message: PeerMessage, counter: int, message_id: bytes | None = None) -> bytes:
+def encode_body(
+    message: PeerMessage,
+    counter: int,
+    message_id: bytes | None = None,
+    *,
+    entropy: Entropy = SYSTEM_ENTROPY,
+) -> bytes:
+    """The body of ``message``: its id is ``message_id``, else one drawn from
+    ``entropy`` (the sender's; the system's unless given)."""
     if counter < 1:
         raise ProtocolError("counters start at 1")
-    mid = message_id or new_message_id()
+    mid = message_id or new_message_id(entropy)
     packed: bytes = msgpack.packb(
         [PEER_VERSION, message.TYPE, mid, counter, *message.fields()], use_bin_type=True
     )

@@ -260,12 +260,14 @@ async def _pairing(
     if op == "invite":
         if live.relay is None:
             raise BadInput("the daemon is not connected to the relay right now")
-        code = pairing.new_code(live.node.public_key(), live.relay, timeout)
+        node = live.node
+        code = pairing.new_code(node.public_key(), live.relay, timeout, node.clock, node.entropy)
         async with endpoint.pairing() as desk:
             await note({"code": code.encode()})
             info = await pairing.await_joiner(live.node, code, desk, timeout=timeout)
         return {"ok": True, "result": info.as_json()}
-    invite = pairing.InviteCode.parse(str(args.get("code", "")))
+    now = live.node.clock.now_us() / 1_000_000
+    invite = pairing.InviteCode.parse(str(args.get("code", "")), now=now)
     if live.relay is None or str(invite.relay) != str(live.relay):
         # Another relay: the command pairs over a connection of its own, which
         # knocks no daemon off (the relay keeps one connection per key).

@@ -55,7 +55,8 @@ async def sync_once(
     client = await RelayClient.connect(relay, identity)
     reports: list[SyncReport] = []
     try:
-        endpoint = SyncEndpoint(node, PeerLink(identity, node.siblings, client))
+        link = PeerLink(identity, node.siblings, client, entropy=node.entropy)
+        endpoint = SyncEndpoint(node, link)
         endpoint.idle_timeout = idle_timeout
         endpoint.on_progress = progress
         async with trio.open_nursery() as nursery:
@@ -151,7 +152,7 @@ async def _stay_connected(
         backoff = BACKOFF_FIRST
         log.info("connected to relay %s as %s", relay, fingerprint(bytes(identity.verify_key)))
         try:
-            link = PeerLink(identity, node.siblings, client)
+            link = PeerLink(identity, node.siblings, client, entropy=node.entropy)
             endpoint = SyncEndpoint(node, link, services=services)
             if idle_timeout is not None:
                 endpoint.idle_timeout = idle_timeout

@@ -78,6 +78,7 @@ from pixie.device.sync.relayclient import RelayUnavailable
 from pixie.device.sync.replica import NodeReplica
 from pixie.device.sync.sessions import Route, SessionTable
 from pixie.protocol import syncwire
+from pixie.protocol.clock import Clock, Entropy
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.peerwire import (
@@ -152,7 +153,7 @@ class SyncReport:
     repair_rounds: int = 0
     seconds: float = 0.0
     error: str | None = None
-    finished_at: float = field(default_factory=time.time)
+    finished_at: float = field(default_factory=time.time)  # unix seconds (the endpoint's clock)
 
     def as_json(self) -> dict[str, object]:
         return {**asdict(self), "outcome": self.outcome.value}
@@ -257,9 +258,15 @@ class SyncEndpoint:
         idle_timeout: float = IDLE_TIMEOUT,
         send_timeout: float = SEND_TIMEOUT,
         services: Sequence[PeerService] = (),
+        clock: Clock | None = None,
+        entropy: Entropy | None = None,
     ) -> None:
         self.node = node
         self.link = link
+        # Where the sessions' ids and the reports' times come from: the node's
+        # unless given.
+        self.clock = node.clock if clock is None else clock
+        self.entropy = node.entropy if entropy is None else entropy
         self.services = tuple(services)
         self.idle_timeout = idle_timeout
         self.send_timeout = send_timeout
@@ -434,7 +441,9 @@ class SyncEndpoint:
     def _answer(self, peer: bytes, hello: syncwire.Hello, size: int) -> None:
         """Start a responder session for ``hello``."""
         assert self._nursery is not None
-        session = SyncSession(self._replica(), opener=False, session_id=hello.session)
+        session = SyncSession(
+            self._replica(), opener=False, session_id=hello.session, entropy=self.entropy
+        )
         running = self._register(session, peer)
         running.opened_by = hello
         self.table.open(running)  # anything held back from the sibling is older, and goes
@@ -460,7 +469,7 @@ class SyncEndpoint:
         while running_now := self.table.with_peer(peer):
             await running_now[0].done.wait()
         self.table.take_held(peer)
-        session = SyncSession(self._replica(), opener=True)
+        session = SyncSession(self._replica(), opener=True, entropy=self.entropy)
         running = self._register(session, peer)
         self.table.open(running)
         try:
@@ -601,6 +610,7 @@ class SyncEndpoint:
             repair_rounds=stats.repair_rounds,
             seconds=round(time.monotonic() - started, 3),
             error=session.error,
+            finished_at=self.clock.now_us() / 1_000_000,
         )
 
     async def _send_peer(self, peer: bytes, message: PeerMessage) -> int:

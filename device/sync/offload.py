@@ -27,7 +27,6 @@ calls, no trio, no socket) that the simulator drives step by step too;
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -43,6 +42,7 @@ from pixie.device.store.notes import Note, NoteKind, Zone
 from pixie.device.store.siblings import Still, Withdrawn
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient, RelayUnavailable
+from pixie.protocol.clock import Clock, Entropy
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.offload import (
@@ -52,6 +52,7 @@ from pixie.protocol.offload import (
     ReleaseAttempt,
     Verdict,
     body_hash,
+    new_request_id,
 )
 from pixie.protocol.peerwire import MAX_OFFLOAD_BYTES, PeerMessage
 
@@ -157,10 +158,11 @@ class OffloadLedger:
     be offloaded, the clear after a valid ack, the restore after a verified
     fetch, and the releases the holder still owes."""
 
-    def __init__(self, node: Node, holder: bytes) -> None:
+    def __init__(self, node: Node, holder: bytes, *, clock: Clock | None = None) -> None:
         self.node = node
         self.holder = holder
         self.holder_hex = holder.hex()
+        self.clock = node.clock if clock is None else clock  # what dates a queued release
 
     # -- the gate: what may be offloaded (storage) --------------------------------------
 
@@ -235,7 +237,7 @@ class OffloadLedger:
                 # Another offload of the same body won the race and points at
                 # this very holding: releasing it would leave the note nowhere.
                 return
-            release_later(session, note_id, content_hash, self.holder_hex)
+            release_later(session, note_id, content_hash, self.holder_hex, clock=self.clock)
 
     def pointer(self, note_id: str) -> Pointer:
         """Where ``note_id``'s body is; raises `NotFound`, or `BadInput` if the
@@ -264,7 +266,9 @@ class OffloadLedger:
                 return False
             row.body = body.decode("utf-8")
             row.holder = None
-            release_later(session, pointer.id, pointer.content_hash, pointer.holder)
+            release_later(
+                session, pointer.id, pointer.content_hash, pointer.holder, clock=self.clock
+            )
             return True
 
     # -- releases -----------------------------------------------------------------------
@@ -300,11 +304,17 @@ class NoteOffloadService:
         *,
         timeout: float = ACK_TIMEOUT,
         lane: trio.CapacityLimiter | None = None,
+        clock: Clock | None = None,
+        entropy: Entropy | None = None,
     ) -> None:
         self.node = node
         self.holder = holder
         self.holder_hex = holder.hex()
-        self.ledger = OffloadLedger(node, holder)
+        # Where request ids and the dates of queued releases come from: the
+        # node's unless given.
+        self.clock = node.clock if clock is None else clock
+        self.entropy = node.entropy if entropy is None else entropy
+        self.ledger = OffloadLedger(node, holder, clock=self.clock)
         self._send = send
         self._receive = receive
         self.timeout = timeout
@@ -359,7 +369,12 @@ class NoteOffloadService:
     async def offload(self, note_id: str) -> OffloadReport:
         """Park one note's body; the local body is cleared only after a valid ack."""
         candidate = await self._quick(self.ledger.candidate, note_id)
-        attempt = OffloadAttempt(self.holder, candidate.id, bytes.fromhex(candidate.content_hash))
+        attempt = OffloadAttempt(
+            self.holder,
+            candidate.id,
+            bytes.fromhex(candidate.content_hash),
+            request=new_request_id(self.entropy),
+        )
         try:
             request = attempt.request_message(candidate.body)
         except ProtocolError as exc:  # pragma: no cover - bounded above
@@ -392,7 +407,12 @@ class NoteOffloadService:
                 f"note {pointer.id} is held by {fingerprint(bytes.fromhex(pointer.holder))}, "
                 "which is not the sibling asked"
             )
-        attempt = FetchAttempt(self.holder, pointer.id, bytes.fromhex(pointer.content_hash))
+        attempt = FetchAttempt(
+            self.holder,
+            pointer.id,
+            bytes.fromhex(pointer.content_hash),
+            request=new_request_id(self.entropy),
+        )
         verdict = await self._exchange(attempt, attempt.request_message())
         if verdict.outcome is not Outcome.FETCHED or verdict.body is None:
             log.warning("fetch of %s failed: %s", pointer.id, verdict.detail)
@@ -416,7 +436,12 @@ class NoteOffloadService:
 
         released: set[str] = set()
         for note_id, content_hash in await self._call(self.ledger.releases_due):
-            attempt = ReleaseAttempt(self.holder, note_id, bytes.fromhex(content_hash))
+            attempt = ReleaseAttempt(
+                self.holder,
+                note_id,
+                bytes.fromhex(content_hash),
+                request=new_request_id(self.entropy),
+            )
             verdict = await self._exchange(
                 attempt, attempt.request_message(), self.ledger.still_due(note_id, content_hash)
             )
@@ -431,10 +456,10 @@ class NoteOffloadService:
 
 def candidates(node: Node, older_than_days: float) -> list[str]:
     """Live, resident clear notes about a date (or last changed) more than
-    ``older_than_days`` ago, oldest first."""
+    ``older_than_days`` ago (by the node's clock), oldest first."""
     if not older_than_days >= 0:
         raise BadInput("--older-than must be a number of days, at least 0")
-    cutoff = int(time.time() * 1_000_000 - older_than_days * DAY_US)
+    cutoff = int(node.clock.now_us() - older_than_days * DAY_US)
     when = func.coalesce(Note.about_date, Note.updated_wall)
     with node.db.reading() as session:
         return list(
@@ -477,7 +502,7 @@ async def with_service(
     identity = await trio.to_thread.run_sync(node.identity)
     client = await RelayClient.connect(relay, identity, timeout=timeout)
     try:
-        link = PeerLink(identity, node.siblings, client)
+        link = PeerLink(identity, node.siblings, client, entropy=node.entropy)
         return await fn(NoteOffloadService(node, holder, link.send, link.receive, timeout=timeout))
     finally:
         await client.aclose()

@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint, verify_key
 from pixie.protocol.peerwire import PairAccept, PairReject, PairRequest, PeerMessage
@@ -82,6 +82,8 @@ class InviteCode:
 
     @classmethod
     def parse(cls, text: str, now: float | None = None) -> InviteCode:
+        """A code as `encode` wrote it, unexpired at ``now`` (unix seconds; the
+        system's clock unless given)."""
         text = text.strip()
         if not text.startswith(CODE_PREFIX) or len(text) > 400:
             raise BadInput("that is not a Pixie invite code")
@@ -106,7 +108,7 @@ class InviteCode:
             raise BadInput("that invite code is damaged (check it was copied whole)") from None
         if version != 1 or not isinstance(secret, bytes) or len(secret) != SECRET_BYTES:
             raise BadInput("that invite code is damaged (check it was copied whole)")
-        if not isinstance(expires, int) or expires < (now or time.time()):
+        if not isinstance(expires, int) or expires < (time.time() if now is None else now):
             raise BadInput("that invite code has expired; ask for a new one")
         return cls(inviter, address, secret, expires)
 
@@ -143,8 +145,17 @@ class _OwnLine:
         return self.link.seen_from_stranger(key)
 
 
-def new_code(inviter: bytes, relay: RelayAddress, timeout: float) -> InviteCode:
-    return InviteCode(inviter, relay, os.urandom(SECRET_BYTES), int(time.time() + timeout))
+def new_code(
+    inviter: bytes,
+    relay: RelayAddress,
+    timeout: float,
+    clock: Clock = SYSTEM_CLOCK,
+    entropy: Entropy = SYSTEM_ENTROPY,
+) -> InviteCode:
+    """A fresh code: its secret drawn from ``entropy``, good for ``timeout``
+    seconds from ``clock``'s now (a driver passes its node's)."""
+    expires = int(clock.now_us() / 1_000_000 + timeout)
+    return InviteCode(inviter, relay, entropy.token_bytes(SECRET_BYTES), expires)
 
 
 async def invite(
@@ -156,10 +167,10 @@ async def invite(
 ) -> SiblingInfo:
     """Print a code, wait for one joiner, pair with it; or fail after ``timeout``."""
     identity = node.identity()
-    code = new_code(bytes(identity.verify_key), relay, timeout)
+    code = new_code(bytes(identity.verify_key), relay, timeout, node.clock, node.entropy)
     client = await RelayClient.connect(relay, identity)
     try:
-        line = _OwnLine(PeerLink(identity, node.siblings, client))
+        line = _OwnLine(PeerLink(identity, node.siblings, client, entropy=node.entropy))
         show_code(code.encode())
         return await await_joiner(node, code, line, timeout=timeout)
     finally:
@@ -191,7 +202,9 @@ async def await_joiner(
                     with contextlib.suppress(CryptoError, ProtocolError):
                         await line.send(joiner, PairReject("wrong invite code"))
                 continue
-            info = SiblingInfo(joiner, request.name, request.role, str(code.relay), _now_us())
+            info = SiblingInfo(
+                joiner, request.name, request.role, str(code.relay), node.clock.now_us()
+            )
             await trio.to_thread.run_sync(node.siblings.add, info, _seen(line, incoming))
             await line.send(
                 joiner, PairAccept(node.name, node.role, _proof(secret, b"accept", me, joiner))
@@ -202,13 +215,13 @@ async def await_joiner(
 
 async def pair(node: Node, code_text: str, *, timeout: float = 60.0) -> SiblingInfo:
     """Use an invite code: prove it to the inviter and store it as a sibling."""
-    code = InviteCode.parse(code_text)
+    code = InviteCode.parse(code_text, now=_now(node))
     identity = node.identity()
     if bytes(identity.verify_key) == code.inviter:
         raise BadInput("that invite code is this peer's own")
     client = await RelayClient.connect(code.relay, identity)
     try:
-        line = _OwnLine(PeerLink(identity, node.siblings, client))
+        line = _OwnLine(PeerLink(identity, node.siblings, client, entropy=node.entropy))
         return await join(node, code, line, timeout=timeout)
     finally:
         await client.aclose()
@@ -251,7 +264,9 @@ async def _answer(node: Node, code: InviteCode, line: PairingLine) -> SiblingInf
         expected = _proof(code.secret, b"accept", code.inviter, me)
         if not hmac.compare_digest(answer.proof, expected):
             raise PairingFailed("the inviter's answer did not prove the code; not paired")
-        info = SiblingInfo(code.inviter, answer.name, answer.role, str(code.relay), _now_us())
+        info = SiblingInfo(
+            code.inviter, answer.name, answer.role, str(code.relay), node.clock.now_us()
+        )
         await trio.to_thread.run_sync(node.siblings.add, info, _seen(line, incoming))
         return info
 
@@ -263,5 +278,6 @@ def _seen(line: PairingLine, incoming: Incoming) -> ReplayWindow:
     return seen if seen is not None else ReplayWindow().accept(incoming.body.counter)
 
 
-def _now_us() -> int:
-    return time.time_ns() // 1000
+def _now(node: Node) -> float:
+    """The node's clock in unix seconds (what a code's expiry is compared with)."""
+    return node.clock.now_us() / 1_000_000

@@ -33,6 +33,7 @@ from pixie.device.sync.admission import (
     Incoming,
 )
 from pixie.device.sync.relayclient import RelayClient
+from pixie.protocol.clock import SYSTEM_ENTROPY, Entropy
 from pixie.protocol.envelope import seal
 from pixie.protocol.peerwire import PeerMessage, encode_body
 from pixie.protocol.replay import ReplayWindow
@@ -55,6 +56,7 @@ class PeerLink:
         client: RelayClient,
         *,
         lane: trio.CapacityLimiter | None = None,
+        entropy: Entropy = SYSTEM_ENTROPY,
     ) -> None:
         self.identity = identity
         self.siblings = siblings
@@ -64,6 +66,8 @@ class PeerLink:
         # (two Python threads contending for the GIL, one of them in SQLite,
         # made a bulk sync three times slower).
         self.lane = lane
+        # Where message ids come from: a driver passes its node's.
+        self.entropy = entropy
         self.admission = Admission(identity, siblings)
 
     @property
@@ -94,7 +98,7 @@ class PeerLink:
         counter = await at_once(
             self.siblings.next_send_counter, recipient, still, otherwise=self._in_lane
         )
-        body = encode_body(message, counter)
+        body = encode_body(message, counter, entropy=self.entropy)
         if len(body) <= AT_ONCE_BYTES:
             envelope = seal(self.identity, recipient, body)
         else:
