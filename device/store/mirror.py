@@ -19,9 +19,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
 
 from pixie.device.store.contacts import Contact
 from pixie.device.store.db import Database
@@ -64,8 +65,49 @@ class MirrorHit:
     match_end: int
 
 
-# One line of the mirror before packing: (at, id bytes, n, kind code, prefix bytes, line bytes).
-_Entry = tuple[int, bytes, int, int, int, bytes]
+class _Entry(NamedTuple):
+    """One line of the mirror before packing."""
+
+    at: int
+    id: bytes  # the event id's 16 bytes
+    n: int
+    kind: int  # the kind's code, `_FROM_ME` set if the user wrote it
+    plen: int  # bytes of the contact prefix at the start of `line`
+    line: bytes
+
+
+def _order(e: _Entry) -> tuple[int, bytes]:
+    """Where a line goes: by time, then id."""
+    return e.at, e.id
+
+
+class _Logged(NamedTuple):
+    """A row the log hands its listeners (memlog's `Row`), by the names of
+    memlog's `COLUMNS`."""
+
+    n: int
+    id: str
+    origin: str
+    seq: int
+    kind: str
+    at: int
+    contact_id: str | None
+    thread: str | None
+    source: str | None
+    from_me: bool | None
+    text: str
+
+
+class _Searchable(NamedTuple):
+    """What the mirror reads of an event: `_rows_query` selects these names."""
+
+    n: int
+    id: str
+    kind: str
+    at: int
+    contact_id: str | None
+    text: str
+    from_me: bool | None
 
 
 class _Block:
@@ -74,17 +116,17 @@ class _Block:
     __slots__ = ("at", "ids", "kinds", "ns", "plens", "starts", "text")
 
     def __init__(self, entries: Sequence[_Entry]) -> None:
-        self.at = array("q", (e[0] for e in entries))
-        self.ids = b"".join(e[1] for e in entries)
-        self.ns = array("q", (e[2] for e in entries))
-        self.kinds = bytes(e[3] for e in entries)
-        self.plens = array("l", (e[4] for e in entries))
-        self.text = b"\n".join(e[5] for e in entries)
+        self.at = array("q", (e.at for e in entries))
+        self.ids = b"".join(e.id for e in entries)
+        self.ns = array("q", (e.n for e in entries))
+        self.kinds = bytes(e.kind for e in entries)
+        self.plens = array("l", (e.plen for e in entries))
+        self.text = b"\n".join(e.line for e in entries)
         starts = array("q")
         pos = 0
         for e in entries:
             starts.append(pos)
-            pos += len(e[5]) + 1
+            pos += len(e.line) + 1
         self.starts = starts
 
     def __len__(self) -> int:
@@ -100,13 +142,13 @@ class _Block:
     def entries(self) -> list[_Entry]:
         lines = self.text.split(b"\n")
         return [
-            (
-                self.at[i],
-                self.ids[16 * i : 16 * i + 16],
-                self.ns[i],
-                self.kinds[i],
-                self.plens[i],
-                lines[i],
+            _Entry(
+                at=self.at[i],
+                id=self.ids[16 * i : 16 * i + 16],
+                n=self.ns[i],
+                kind=self.kinds[i],
+                plen=self.plens[i],
+                line=lines[i],
             )
             for i in range(len(self))
         ]
@@ -131,17 +173,14 @@ class MemoryTextMirror:
         with self._lock:
             if not self._loaded:
                 return  # the cold-start build will read them from the log
-            if rows[0][0] != self._watermark + 1:
+            logged = list(map(_Logged._make, rows))
+            if logged[0].n != self._watermark + 1:
                 self._catch_up()  # another writer got in between: read the gap
                 return
-            if any(r[6] and r[6] not in self._names for r in rows):
+            if any(r.contact_id and r.contact_id not in self._names for r in logged):
                 self._names = self._load_names()
-            self._ingest(
-                self._entry(r[0], r[1], r[4], r[5], r[6], r[10], r[9])
-                for r in rows
-                if r[4] in _SEARCHABLE
-            )
-            self._watermark = max(self._watermark, rows[-1][0])
+            self._ingest(self._entry(r) for r in logged if r.kind in _SEARCHABLE)
+            self._watermark = max(self._watermark, logged[-1].n)
 
     def ensure_current(self) -> None:
         """Build on first use; afterwards index whatever the log gained since."""
@@ -157,9 +196,9 @@ class MemoryTextMirror:
             self._names = self._load_names()
             with self.db.reading() as session:
                 top = session.scalar(select(func.max(MemoryEvent.n))) or 0
-                rows = session.connection().execute(self._rows_query(0, top)).all()
-            entries = [self._entry(*row) for row in rows]
-            entries.sort(key=lambda e: (e[0], e[1]))
+                rows = self._searchable(session, 0, top)
+            entries = list(map(self._entry, rows))
+            entries.sort(key=_order)
             self._blocks = [
                 _Block(entries[i : i + BLOCK_LINES]) for i in range(0, len(entries), BLOCK_LINES)
             ]
@@ -172,56 +211,46 @@ class MemoryTextMirror:
             top = session.scalar(select(func.max(MemoryEvent.n))) or 0
             if top <= self._watermark:
                 return
-            rows = session.connection().execute(self._rows_query(self._watermark, top)).all()
-        if any(row[4] and row[4] not in self._names for row in rows):
+            rows = self._searchable(session, self._watermark, top)
+        if any(row.contact_id and row.contact_id not in self._names for row in rows):
             self._names = self._load_names()
-        self._ingest(self._entry(*row) for row in rows)
+        self._ingest(map(self._entry, rows))
         self._watermark = top
 
     @staticmethod
-    def _rows_query(after: int, upto: int):  # type: ignore[no-untyped-def]
+    def _rows_query(after: int, upto: int) -> Select[Any]:
+        """The searchable events with ``after < n <= upto``: `_Searchable`'s columns."""
         return (
-            select(
-                MemoryEvent.n,
-                MemoryEvent.id,
-                MemoryEvent.kind,
-                MemoryEvent.at,
-                MemoryEvent.contact_id,
-                MemoryEvent.text,
-                MemoryEvent.from_me,
-            )
+            select(*(getattr(MemoryEvent, name) for name in _Searchable._fields))
             .where(MemoryEvent.n > after, MemoryEvent.n <= upto)
             .where(MemoryEvent.kind.in_(_SEARCHABLE_VALUES))
         )
+
+    @classmethod
+    def _searchable(cls, session: Session, after: int, upto: int) -> list[_Searchable]:
+        result = session.connection().execute(cls._rows_query(after, upto))
+        return list(map(_Searchable._make, result))
 
     def _load_names(self) -> dict[str, str]:
         with self.db.reading() as session:
             return dict(session.execute(select(Contact.id, Contact.name)).all())
 
-    def _entry(
-        self,
-        n: int,
-        event_id: str,
-        kind: str,
-        at: int,
-        contact_id: str | None,
-        text: str,
-        from_me: bool | None,
-    ) -> _Entry:
+    def _entry(self, row: _Searchable | _Logged) -> _Entry:
+        contact_id = row.contact_id
         name = self._names.get(contact_id) if contact_id else None
-        prefix, body = mirror_line(name, text)
+        prefix, body = mirror_line(name, row.text)
         pbytes = prefix.encode()
-        return (
-            at,
-            bytes.fromhex(event_id.replace("-", "")),
-            n,
-            _KIND_CODE[kind] | (_FROM_ME if from_me else 0),
+        return _Entry(
+            row.at,
+            bytes.fromhex(row.id.replace("-", "")),
+            row.n,
+            _KIND_CODE[row.kind] | (_FROM_ME if row.from_me else 0),
             len(pbytes),
             pbytes + body.encode(),
         )
 
     def _ingest(self, new: Iterable[_Entry]) -> None:
-        batch = sorted(new, key=lambda e: (e[0], e[1]))
+        batch = sorted(new, key=_order)
         if not batch:
             return
         # Group the new lines by the block whose key range takes them; anything
@@ -229,11 +258,11 @@ class MemoryTextMirror:
         groups: dict[int, list[_Entry]] = {}
         last = len(self._blocks) - 1
         for entry in batch:
-            i = bisect_left(self._last_keys, (entry[0], entry[1]))
+            i = bisect_left(self._last_keys, _order(entry))
             groups.setdefault(min(i, last) if last >= 0 else 0, []).append(entry)
         for i in sorted(groups, reverse=True):  # right to left keeps indices valid
             old = self._blocks[i].entries() if i <= last else []
-            merged = sorted(old + groups[i], key=lambda e: (e[0], e[1]))
+            merged = sorted(old + groups[i], key=_order)
             pieces = [
                 _Block(merged[j : j + BLOCK_LINES]) for j in range(0, len(merged), BLOCK_LINES)
             ]

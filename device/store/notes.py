@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import CheckConstraint, Index, LargeBinary, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
@@ -251,42 +251,47 @@ def to_clear_note(row: Note) -> ClearNote:
     return clear_note_from_columns([getattr(row, name) for name in CLEAR_COLUMNS])
 
 
-# The columns a ClearNote is made of, in the order `clear_note_from_columns` takes.
-CLEAR_COLUMNS = (
-    "id",
-    "kind",
-    "identity_key",
-    "title",
-    "body",
-    "contact_id",
-    "tags",
-    "source_ref",
-    "about_date",
-    "created_at",
-    "updated_at",
-    "user_edited",
-    "content_hash",
-    "deleted",
-)
+class ClearColumns(NamedTuple):
+    """A clear row's values as stored, by column name: what a ClearNote is made
+    of. `CLEAR_COLUMNS` (the select lists) are these names, in this order."""
+
+    id: str
+    kind: str
+    identity_key: str | None
+    title: str
+    body: str | None
+    contact_id: str | None
+    tags: str | None  # as `tags_json` stores them
+    source_ref: str | None
+    about_date: int | None
+    created_at: int | None
+    updated_at: str  # an encoded stamp
+    user_edited: bool | int  # 0/1 straight from the driver
+    content_hash: str
+    deleted: bool | int
 
 
-def clear_note_from_columns(r: Sequence[Any]) -> ClearNote:
+CLEAR_COLUMNS: tuple[str, ...] = ClearColumns._fields
+
+
+def clear_note_from_columns(values: Sequence[Any]) -> ClearNote:
     """A ClearNote from a clear row's values in `CLEAR_COLUMNS` order."""
+    r = ClearColumns._make(values)
     return ClearNote(
-        id=r[0],
-        kind=NoteKind(r[1]),
-        identity_key=r[2],
-        title=r[3],
-        body=r[4],
-        contact_id=r[5],
-        tags=tuple(json.loads(r[6])) if r[6] else (),
-        source_ref=r[7],
-        about_date=r[8],
-        created_at=r[9] or 0,
-        updated_at=Stamp.decode(r[10]),
-        user_edited=bool(r[11]),
-        content_hash=r[12],
-        deleted=bool(r[13]),
+        id=r.id,
+        kind=NoteKind(r.kind),
+        identity_key=r.identity_key,
+        title=r.title,
+        body=r.body,
+        contact_id=r.contact_id,
+        tags=tuple(json.loads(r.tags)) if r.tags else (),
+        source_ref=r.source_ref,
+        about_date=r.about_date,
+        created_at=r.created_at or 0,
+        updated_at=Stamp.decode(r.updated_at),
+        user_edited=bool(r.user_edited),
+        content_hash=r.content_hash,
+        deleted=bool(r.deleted),
     )
 
 

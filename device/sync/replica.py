@@ -30,7 +30,7 @@ import enum
 import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -63,6 +63,7 @@ from pixie.device.store.notes import (
     record_marks,
     tags_json,
 )
+from pixie.protocol.clock import Clock
 from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item, item_hash
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock, Stamp
@@ -84,11 +85,31 @@ log = logging.getLogger("pixie.sync")
 BATCH_BYTES = 480 * 1024
 BATCH_RECORDS = 10_000
 _PAGE = 2_000
-# Events are read straight from the driver, as plain tuples in `LogEvent` field
-# order, and go into a batch's columns as they are: loading ORM objects (or
-# building one object per event) cost more than everything else on the sending
-# side together.
-_EVENT_COLUMNS = "id, origin, seq, kind, at, contact_id, thread, source, from_me, text"
+
+
+class _EventRow(NamedTuple):
+    """An event as a batch reads it from the log: the `LogEvent` fields, in order.
+
+    The select below is built from these names. Events are read straight from
+    the driver and go into a batch's columns as they are: loading ORM objects
+    cost more than everything else on the sending side together, so a row is
+    the driver's tuple, only made a `_EventRow` (one `_make` each) to be read
+    by name.
+    """
+
+    id: str
+    origin: str
+    seq: int
+    kind: str
+    at: int
+    contact_id: str | None
+    thread: str | None
+    source: str | None
+    from_me: int | None  # SQLite hands booleans back as 0/1: see `_FROM_ME`
+    text: str
+
+
+_EVENT_COLUMNS = ", ".join(_EventRow._fields)
 _EVENTS_AFTER = (
     f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE origin = ? AND seq > ? ORDER BY seq LIMIT ?"
 )
@@ -139,8 +160,8 @@ def _size(record: NoteVersion | ContactEntry) -> int:
     )
 
 
-# Driver rows of events, one tuple each in `_EVENT_COLUMNS` order.
-_EventRows: TypeAlias = list[tuple[Any, ...]]
+# Driver rows of events, read by name.
+_EventRows: TypeAlias = list[_EventRow]
 _Part: TypeAlias = ContactEntry | NoteVersion | _EventRows
 
 
@@ -167,22 +188,22 @@ class _Chunker:
     def add_events(self, rows: _EventRows) -> Iterator[Records]:
         """Take a page of event rows, yielding every batch they fill."""
         origins, kinds, contacts, threads = self.tables
-        texts = [len(r[9].encode()) for r in rows]
+        texts = [len(r.text.encode()) for r in rows]
         start = 0
         for i, row in enumerate(rows):
-            size = _EVENT_FIXED + texts[i] + _utf8(row[7])
-            if row[1] not in origins:
-                origins.add(row[1])
-                size += _ENTRY + _utf8(row[1])
-            if row[3] not in kinds:
-                kinds.add(row[3])
-                size += _ENTRY + _utf8(row[3])
-            if row[5] not in contacts:
-                contacts.add(row[5])
+            size = _EVENT_FIXED + texts[i] + _utf8(row.source)
+            if row.origin not in origins:
+                origins.add(row.origin)
+                size += _ENTRY + _utf8(row.origin)
+            if row.kind not in kinds:
+                kinds.add(row.kind)
+                size += _ENTRY + _utf8(row.kind)
+            if row.contact_id not in contacts:
+                contacts.add(row.contact_id)
                 size += _CONTACT_ENTRY
-            if row[6] not in threads:
-                threads.add(row[6])
-                size += _ENTRY + _utf8(row[6])
+            if row.thread not in threads:
+                threads.add(row.thread)
+                size += _ENTRY + _utf8(row.thread)
             self.bytes += size
             self.count += 1
             if self.bytes >= BATCH_BYTES or self.count >= BATCH_RECORDS:
@@ -211,12 +232,23 @@ class _Chunker:
 
 
 def _columns(rows: _EventRows) -> EventColumns:
-    """Event columns from driver rows in `_EVENT_COLUMNS` order."""
+    """Event columns from event rows, each column by its field's name."""
     if not rows:
         return EventColumns()
-    columns = list(zip(*rows, strict=True))
-    columns[8] = tuple(map(_FROM_ME.__getitem__, columns[8]))
-    return EventColumns(*columns)
+    by_field = zip(_EventRow._fields, zip(*rows, strict=True), strict=True)
+    c: dict[str, tuple[Any, ...]] = dict(by_field)
+    return EventColumns(
+        ids=c["id"],
+        origins=c["origin"],
+        seqs=c["seq"],
+        kinds=c["kind"],
+        ats=c["at"],
+        contact_ids=c["contact_id"],
+        threads=c["thread"],
+        sources=c["source"],
+        from_me=tuple(map(_FROM_ME.__getitem__, c["from_me"])),
+        texts=c["text"],
+    )
 
 
 def _chunked(parts: Iterable[_Part]) -> Iterator[Records]:
@@ -234,11 +266,11 @@ def _chunked(parts: Iterable[_Part]) -> Iterator[Records]:
 
 
 def _event_rows(session: Session, sql: str, params: Sequence[Any]) -> _EventRows:
-    """Rows straight from the DB-API cursor: no result objects around them."""
+    """Rows straight from the DB-API cursor, each only wrapped as an `_EventRow`."""
     cursor = session.connection().connection.cursor()
     try:
         cursor.execute(sql, params)
-        return list(cursor.fetchall())
+        return list(map(_EventRow._make, cursor.fetchall()))
     finally:
         cursor.close()
 
@@ -281,11 +313,17 @@ def _version_order(user_edited: bool, stamp: str) -> tuple[bool, str]:
 class NodeReplica:
     """The `Replica` a sync session runs against, for one data dir."""
 
-    def __init__(self, db: Database, log: MemoryLog, origin: str) -> None:
+    def __init__(
+        self, db: Database, log: MemoryLog, origin: str, *, clock: Clock | None = None
+    ) -> None:
+        """``clock`` is where this replica reads the time (the log's, unless
+        given): its stamps' wall part and the date of a queued release.
+        ``self.clock`` is the hybrid clock made from it, which may be replaced."""
         self.db = db
         self.log = log
         self.origin = origin
-        self.clock = HybridClock(origin)
+        self.wall_clock: Clock = log.clock if clock is None else clock
+        self.clock = HybridClock(origin, clock=self.wall_clock)
 
     # -- what I hold --------------------------------------------------------------------
 
@@ -343,13 +381,13 @@ class NodeReplica:
                 # sends what lies beyond. (Sequence numbers are distinct and
                 # ascending, so the last one tells whether any is missing.)
                 run = len(rows)
-                if rows[-1][2] != after + run:
-                    run = next(i for i, r in enumerate(rows) if r[2] != after + 1 + i)
+                if rows[-1].seq != after + run:
+                    run = next(i for i, r in enumerate(rows) if r.seq != after + 1 + i)
                 if run:
                     yield rows[:run]
                 if run < len(rows):
                     break
-                after = rows[-1][2]
+                after = rows[-1].seq
         for origin, newest in mine.notes:
             after_stamp = peer.note_mark(origin) or ""
             while after_stamp < newest:
@@ -561,10 +599,10 @@ class NodeReplica:
                 if theirs < mine:
                     continue
                 removed.append(statedigest.note_version(row))
-                _fill(session, row, version, body)
+                _fill(session, row, version, body, self.wall_clock)
             else:
                 row = Note(id=version.id)
-                _fill(session, row, version, body)
+                _fill(session, row, version, body, self.wall_clock)
                 session.add(row)
                 held[version.id] = row
             added.append(statedigest.note_version(row))
@@ -667,12 +705,15 @@ def _resident_body(session: Session, v: NoteVersion, row: Note | None) -> str | 
     return _NOWHERE
 
 
-def _fill(session: Session, row: Note, v: NoteVersion, body: str | _Body | None) -> None:
+def _fill(
+    session: Session, row: Note, v: NoteVersion, body: str | _Body | None, clock: Clock
+) -> None:
     stamp = Stamp.decode(v.stamp)
     if v.clear is not None and body is not _KEEP_PARKED and row.holder is not None:
         # A newer version with a body of its own makes the note resident here;
-        # the holding the row pointed at is released on this device's word.
-        release_later(session, row.id, row.content_hash, row.holder)
+        # the holding the row pointed at is released on this device's word,
+        # the release dated by ``clock``.
+        release_later(session, row.id, row.content_hash, row.holder, clock=clock)
         row.holder = None
     row.updated_at = v.stamp
     row.content_hash = v.content_hash
