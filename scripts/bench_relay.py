@@ -39,6 +39,7 @@ from nacl.signing import SigningKey
 
 from pixie.protocol import relaywire as rw
 from pixie.protocol.framing import FrameDecoder, encode_frame
+from pixie.protocol.proof import sign_key_proof
 from pixie.relay.cli import run_relay
 from pixie.relay.server import RelayConfig
 
@@ -142,7 +143,7 @@ async def _relay_login(port: int) -> tuple[trio.abc.Stream, bytes]:
     await stream.send_all(encode_frame(rw.encode(rw.Hello(rw.RELAY_VERSION, public))))
     challenge = rw.decode(await _read_frame(stream, decoder))
     assert isinstance(challenge, rw.Challenge), challenge
-    proof = key.sign(rw.auth_message(challenge.nonce, public)).signature
+    proof = sign_key_proof(key, challenge.nonce)
     await stream.send_all(encode_frame(rw.encode(rw.Prove(proof))))
     welcome = rw.decode(await _read_frame(stream, decoder))
     assert isinstance(welcome, rw.Welcome), welcome

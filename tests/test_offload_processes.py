@@ -148,10 +148,13 @@ async def test_crashes_never_leave_a_note_nowhere(setup: Setup) -> None:
         # The device is killed between a valid ack and the clear.
         killer = (
             "import os, signal, sys\n"
-            "from pixie.device.sync.offload import NoteOffloadService\n"
-            "def die(*a):\n"
+            "from pixie.device.sync import offload\n"
+            "def die(note_id, content_hash):\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
-            "NoteOffloadService._compare_and_clear = die\n"
+            "class Dying(offload.NoteOffloadService):\n"
+            "    def __init__(self, *args, **kwargs):\n"
+            "        super().__init__(*args, before_clear=die, **kwargs)\n"
+            "offload.NoteOffloadService = Dying\n"
             "from pixie.entry.main import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )

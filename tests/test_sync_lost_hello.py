@@ -82,9 +82,8 @@ async def test_a_hello_repeated_after_its_session_ended_opens_nothing(
     session.receive(answer)
     assert session.finished  # equal at the Hello: the Homebase's side has ended too
     with trio.fail_after(10):
-        for running in list(endpoint._sessions.values()):
-            await running.done.wait()
-    assert not endpoint._sessions
+        await endpoint.sessions_ended()
+    assert not endpoint.open_sessions()
     answered = len(endpoint.reports)
     await link.send(mac.public_key(), SyncData(syncwire.encode(hello)))
     # A Ping behind it: once its Pong is back, the repeated Hello has been read.
@@ -92,6 +91,6 @@ async def test_a_hello_repeated_after_its_session_ended_opens_nothing(
     with trio.fail_after(10):
         while not isinstance((await link.receive()).body.message, Pong):
             pass
-    assert not endpoint._sessions
+    assert not endpoint.open_sessions()
     assert len(endpoint.reports) == answered
     await client.aclose()

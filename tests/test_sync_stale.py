@@ -113,7 +113,7 @@ async def test_a_session_the_homebase_opened_meanwhile_is_taken_up(
 
     nursery.start_soon(homebase_session)
     with trio.fail_after(10):  # its Hello is on its way to the phone's mailbox
-        while not endpoint._sessions:
+        while not endpoint.open_sessions():
             await trio.sleep(0.01)
     with trio.fail_after(30):
         (report,) = await sync_once(phone, relay, phone.siblings.all(), idle_timeout=15)

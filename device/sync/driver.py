@@ -288,10 +288,15 @@ class SyncEndpoint:
         self.notices = Summarised(log, "sync messages dropped")
         self.dropped: Counter[str] = Counter()
 
-    @property
-    def _sessions(self) -> dict[bytes, _Running]:
-        """The sessions open here, by id (the table's)."""
-        return self.table.sessions
+    def open_sessions(self) -> list[bytes]:
+        """The ids of the sessions open here now (a snapshot: it does not change
+        as sessions open and end)."""
+        return list(self.table.sessions)
+
+    async def sessions_ended(self) -> None:
+        """Wait until every session open now has ended and been reported."""
+        for running in list(self.table.sessions.values()):
+            await running.done.wait()
 
     def _replica(self) -> NodeReplica:
         return NodeReplica(self.node.db, self.node.log, self.node.origin)

@@ -293,7 +293,13 @@ class OffloadLedger:
 
 
 class NoteOffloadService:
-    """Offload, fetch, recall and release for one device and one holder."""
+    """Offload, fetch, recall and release for one device and one holder.
+
+    ``before_clear``, if given, is called with the note id and content hash
+    on the event loop after the holder's valid ack and just before the
+    compare-and-clear: a test's way to stop the device between the two (a
+    process crash test kills it there). Production passes nothing.
+    """
 
     def __init__(
         self,
@@ -306,10 +312,12 @@ class NoteOffloadService:
         lane: trio.CapacityLimiter | None = None,
         clock: Clock | None = None,
         entropy: Entropy | None = None,
+        before_clear: Callable[[str, str], None] | None = None,
     ) -> None:
         self.node = node
         self.holder = holder
         self.holder_hex = holder.hex()
+        self.before_clear = before_clear
         # Where request ids and the dates of queued releases come from: the
         # node's unless given.
         self.clock = node.clock if clock is None else clock
@@ -327,11 +335,6 @@ class NoteOffloadService:
         """Small reads and unsynced writes: on the event loop unless they would
         wait (see `at_once`)."""
         return await at_once(fn, *args, otherwise=self._call)
-
-    def _compare_and_clear(self, note_id: str, content_hash: str) -> bool:
-        """The ledger's compare-and-clear, as the offload path calls it (a seam
-        a crash test replaces to kill the process between the ack and the clear)."""
-        return self.ledger.compare_and_clear(note_id, content_hash)
 
     # -- talking to the holder ----------------------------------------------------------
 
@@ -385,7 +388,9 @@ class NoteOffloadService:
         if verdict.outcome is not Outcome.HELD:
             log.warning("offload of %s not acknowledged: %s", note_id, verdict.detail)
             return OffloadReport(note_id, verdict.outcome, verdict.detail, False, size, who)
-        cleared = await self._quick(self._compare_and_clear, note_id, candidate.content_hash)
+        if self.before_clear is not None:
+            self.before_clear(note_id, candidate.content_hash)
+        cleared = await self._quick(self.ledger.compare_and_clear, note_id, candidate.content_hash)
         if not cleared:
             # The note changed while its body travelled: the edit wins, the
             # parked copy points at nothing and is released later.
