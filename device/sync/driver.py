@@ -299,7 +299,7 @@ class SyncEndpoint:
             await running.done.wait()
 
     def _replica(self) -> NodeReplica:
-        return NodeReplica(self.node.db, self.node.log, self.node.origin)
+        return NodeReplica(self.node.db, self.node.log, self.node.origin, clock=self.clock)
 
     async def _call(self, fn: Callable[..., T], *args: object) -> T:
         """Run ``fn`` in the lane: the session and the database, one call at a time."""
