@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 
 from sqlalchemy import delete
 
@@ -31,6 +30,7 @@ from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
 from pixie.device.store.holdings import Holding
 from pixie.device.store.notes import Zone
+from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id
 from pixie.protocol.peerwire import (
@@ -70,10 +70,22 @@ class AckTwist(enum.Enum):
 
 
 class HolderCore:
-    """The holder's decisions for one Homebase data dir."""
+    """The holder's decisions for one Homebase data dir.
 
-    def __init__(self, node: Node, *, refusals: Summarised | None = None) -> None:
+    ``clock`` dates each holding; ``entropy`` makes the ids a faulty ack names.
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        *,
+        refusals: Summarised | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        entropy: Entropy = SYSTEM_ENTROPY,
+    ) -> None:
         self.node = node
+        self.clock = clock
+        self.entropy = entropy
         self.refused: dict[str, int] = {}
         self.refusals = refusals or Summarised(log, "requests refused")
 
@@ -124,20 +136,26 @@ class HolderCore:
                     req.content_hash.hex(),
                     owner,
                     req.body,
-                    time.time_ns() // 1000,
+                    self.clock.now_us(),
                     counter,
                 ),
             )
         return None
 
     @staticmethod
-    def ack(req: OffloadRequest, twist: AckTwist | None = None) -> OffloadAck:
-        """The ack of a held body (``twist``: a wrong one, as a fault sends)."""
+    def ack(
+        req: OffloadRequest,
+        twist: AckTwist | None = None,
+        *,
+        entropy: Entropy = SYSTEM_ENTROPY,
+    ) -> OffloadAck:
+        """The ack of a held body (``twist``: a wrong one, as a fault sends,
+        naming another id drawn from ``entropy``)."""
         note_id, content_hash = req.note_id, req.content_hash
         if twist is AckTwist.WRONG_HASH:
             content_hash = body_hash(req.body + b"\x00")
         elif twist is AckTwist.WRONG_ID:
-            note_id = other_id(req.note_id)
+            note_id = other_id(req.note_id, entropy)
         return OffloadAck(req.request, note_id, content_hash)
 
     # -- fetch ---------------------------------------------------------------------------
@@ -196,11 +214,12 @@ class HolderCore:
         return Released(req.request, req.note_id, req.content_hash)
 
 
-def other_id(note_id: str) -> str:
-    """A well-formed note id that is not ``note_id`` (for the wrong-id fault)."""
-    raw = new_request_id().hex()
+def other_id(note_id: str, entropy: Entropy = SYSTEM_ENTROPY) -> str:
+    """A well-formed note id that is not ``note_id`` (for the wrong-id fault),
+    drawn from ``entropy``."""
+    raw = new_request_id(entropy).hex()
     other = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:32]}"
-    return other if other != note_id else other_id(note_id)
+    return other if other != note_id else other_id(note_id, entropy)
 
 
 __all__ = ["AckTwist", "HolderCore", "other_id"]

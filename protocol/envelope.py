@@ -47,6 +47,7 @@ from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.public import Box, PrivateKey, PublicKey
 from nacl.signing import SigningKey
 
+from .clock import SYSTEM_ENTROPY, Entropy, is_system
 from .errors import ProtocolError, shown
 from .framing import MIN_ENVELOPE_BYTES, MIN_PADDED_BYTES
 from .identity import PUBLIC_KEY_BYTES, verify_key
@@ -138,7 +139,7 @@ class _Keys:
         self.sending: dict[tuple[bytes, bytes], _Ephemeral] = {}
         self.verified: OrderedDict[tuple[bytes, bytes], Box] = OrderedDict()
 
-    def ephemeral(self, sender: SigningKey, recipient: bytes) -> _Ephemeral:
+    def ephemeral(self, sender: SigningKey, recipient: bytes, entropy: Entropy) -> _Ephemeral:
         own = bytes(sender.verify_key)
         now = time.monotonic()
         with self.lock:
@@ -150,7 +151,13 @@ class _Keys:
             if current is not None and current.left > 0:
                 current.left -= 1
                 return current
-        key = PrivateKey.generate()
+        # libsodium's own key for the system's randomness; a seeded source
+        # gives the key's bytes (so a seeded run seals the same envelopes).
+        key = (
+            PrivateKey.generate()
+            if is_system(entropy)
+            else PrivateKey(entropy.token_bytes(PrivateKey.SIZE))
+        )
         fresh = _Ephemeral(
             bytes(key.public_key),
             Box(key, _curve_public(recipient)),
@@ -185,16 +192,26 @@ _KEYS = _Keys()
 forget_ephemeral_keys = _KEYS.forget
 
 
-def seal(sender: SigningKey, recipient: bytes, body: bytes) -> bytes:
+def seal(
+    sender: SigningKey, recipient: bytes, body: bytes, *, entropy: Entropy = SYSTEM_ENTROPY
+) -> bytes:
+    """Seal ``body`` from ``sender`` to ``recipient``.
+
+    A new ephemeral key and every Box nonce are drawn from ``entropy``: the
+    system's randomness by default; a seeded source (a simulation, a test)
+    makes the same envelope from the same seed, once the process holds no
+    ephemeral key for the pair (`forget_ephemeral_keys`).
+    """
     if len(body) > MAX_BODY_BYTES:
         raise ProtocolError(f"body of {len(body)} bytes is over {MAX_BODY_BYTES}")
-    ephemeral = _KEYS.ephemeral(sender, recipient)
+    ephemeral = _KEYS.ephemeral(sender, recipient, entropy)
     own = bytes(sender.verify_key)
     signature = sender.sign(_signed(own, recipient, ephemeral.public, body)).signature
     inner: bytes = msgpack.packb([ENVELOPE_VERSION, own, signature, body], use_bin_type=True)
     framed = len(inner).to_bytes(4, "big") + inner
     padded = framed + bytes(bucket(len(framed)) - len(framed))
-    return ephemeral.public + bytes(ephemeral.box.encrypt(padded))
+    nonce = entropy.token_bytes(Box.NONCE_SIZE)
+    return ephemeral.public + bytes(ephemeral.box.encrypt(padded, nonce))
 
 
 def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:

@@ -30,7 +30,6 @@ from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.notes import clean_tags, content_hash, tags_json
-from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.offload import body_hash
 from pixie.protocol.sync import Loopback, SyncSession
 from pixie.sim.network import SEALED_CANARY
@@ -214,8 +213,8 @@ def check_digest_only(world: World) -> None:
     """Invariant 5, second half: a session between converged peers is one Hello each way."""
     a, b = world.device, world.homebase
     loop = Loopback(
-        SyncSession(NodeReplica(a.node.db, a.node.log, a.node.origin), opener=True),
-        SyncSession(NodeReplica(b.node.db, b.node.log, b.node.origin), opener=False),
+        SyncSession(a.new_replica(), opener=True, entropy=world.entropy),
+        SyncSession(b.new_replica(), opener=False),
     )
     loop.run()
     if loop.log != [("a", "Hello"), ("b", "Hello")]:

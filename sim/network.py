@@ -15,6 +15,7 @@ waits in the recipient's mailbox.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,6 +67,8 @@ class SimRelay:
     )
     carried_envelopes: int = 0
     carried_bytes: int = 0
+    # A running hash of every envelope carried: a seeded run seals the same bytes.
+    carried_hash: bytes = b""
     leaks: list[tuple[str, str, int]] = field(default_factory=list)  # (canary, src, size)
     lost: int = 0
     _numbers: int = 0
@@ -78,6 +81,7 @@ class SimRelay:
             return
         self.carried_envelopes += 1
         self.carried_bytes += len(data)
+        self.carried_hash = hashlib.blake2b(self.carried_hash + data, digest_size=16).digest()
         for canary in CANARIES:
             if canary in data:
                 self.leaks.append((canary.decode(), src, len(data)))

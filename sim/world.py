@@ -9,7 +9,11 @@ serve, release), the device's (`OffloadLedger`: candidate, clear after the
 ack, orphan, pointer, restore) and each peer's `SessionTable` (which session a
 sync message is for, and which of two sessions opened at once goes on). No
 scheduler runs, so nothing can depend on one's order; every choice is drawn
-from the seed.
+from the seed. Time and randomness are handed in, never patched
+(`pixie.sim.clock`): each peer's node, log, Notebook, seal, hybrid clock and
+envelope gate read the peer's own skewed clock, and every id, key and nonce
+(data dirs, events, notes, sessions, requests, messages, envelopes) is drawn
+from the seed's entropy, so a seed makes the same bytes in any process.
 
 A step is: maybe move the clock, do one thing (a workload operation or a
 fault), deliver what the relay has due, let sessions say what they have to
@@ -27,8 +31,7 @@ import shutil
 import tempfile
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +40,7 @@ from nacl.signing import SigningKey
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
-from pixie.device.notebook.store import Distilled, NotebookStore
+from pixie.device.notebook.store import Distilled
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
@@ -50,6 +53,7 @@ from pixie.device.sync.replica import NodeReplica
 from pixie.device.sync.sessions import Route, SessionTable
 from pixie.homebase.holding import AckTwist, HolderCore
 from pixie.protocol import envelope, syncwire
+from pixie.protocol.clock import ManualClock, SeededEntropy
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock
 from pixie.protocol.offload import (
@@ -58,8 +62,10 @@ from pixie.protocol.offload import (
     Outcome,
     ReleaseAttempt,
     body_hash,
+    new_request_id,
 )
 from pixie.protocol.peerwire import (
+    MESSAGE_ID_BYTES,
     FetchPart,
     FetchRequest,
     HolderRefusal,
@@ -73,7 +79,7 @@ from pixie.protocol.peerwire import (
 )
 from pixie.protocol.sync import Ending, SyncSession, refusal
 from pixie.sim import invariants
-from pixie.sim.determinism import Entropy, SimClock, deterministic
+from pixie.sim.clock import PeerClock, world_clock, world_entropy
 from pixie.sim.network import CLEAR_CANARY, LINKS, PEERS, SEALED_CANARY, FaultRates, SimRelay
 
 TRACE_KEEP = 400
@@ -202,19 +208,26 @@ class OpenSession:
     moved_on: bool = False  # the sibling opened a newer one: it did the work instead
 
 
-def quiet(what: str) -> Summarised:
-    """A gate's summarised log, written where no handler shows it."""
-    return Summarised(QUIET, what, level=logging.DEBUG)
+def quiet(what: str, clock: ManualClock) -> Summarised:
+    """A gate's summarised log, written where no handler shows it, its
+    intervals measured in simulated time."""
+    return Summarised(QUIET, what, level=logging.DEBUG, clock=lambda: clock.now_us() / 1e6)
 
 
 @dataclass
 class Peer:
-    """One peer: its data dir on disk, and what it holds in memory (lost in a crash)."""
+    """One peer: its data dir on disk, and what it holds in memory (lost in a crash).
+
+    Its clock (the world's time plus its skew) and the world's entropy are
+    handed to everything it opens: the node (log, Notebook, seal, ids), its
+    hybrid clock and its envelope gate.
+    """
 
     name: str
     path: Path
     keys: FileKeyStore
-    wall_ms: Callable[[], int]
+    clock: PeerClock
+    entropy: SeededEntropy
     node: Node = field(init=False)
     replica: NodeReplica = field(init=False)
     identity: SigningKey = field(init=False)
@@ -225,23 +238,24 @@ class Peer:
     pending: dict[bytes, Pending] = field(default_factory=dict)
 
     def open(self) -> None:
-        node = Node.open(self.path, key_store=self.keys)
-        # The peer's clock is the simulated wall plus its skew: injected, not patched.
-        node.notebook = NotebookStore(
-            node.db, node.origin, node.log, key_store=self.keys, wall=self.wall_ms
-        )
+        node = Node.open(self.path, key_store=self.keys, clock=self.clock, entropy=self.entropy)
         self.node = node
-        self.replica = NodeReplica(node.db, node.log, node.origin)
-        self.replica.clock = HybridClock(node.origin, wall=self.wall_ms)
+        self.replica = self.new_replica()
         self.identity = node.identity()
         self.key = bytes(self.identity.verify_key)
         self.admission = Admission(
             self.identity,
             node.siblings,
-            rejections=quiet("envelopes rejected"),
-            clock=lambda: self.wall_ms() / 1000,
+            rejections=quiet("envelopes rejected", self.clock.world),
+            clock=self.clock.seconds,
         )
         self.table = SessionTable(self.key)
+
+    def new_replica(self) -> NodeReplica:
+        """A sync replica of this peer's node whose stamps read the peer's clock."""
+        replica = NodeReplica(self.node.db, self.node.log, self.node.origin)
+        replica.clock = HybridClock(self.node.origin, clock=self.clock)
+        return replica
 
     def crash(self) -> None:
         """Lose everything in memory; what was committed is there on reopening."""
@@ -285,8 +299,8 @@ class World:
         envelope.forget_ephemeral_keys()
         self.seed = seed
         self.rng = random.Random(f"pixie-sim-{seed}")
-        self.entropy = Entropy(random.Random(f"pixie-sim-entropy-{seed}"))
-        self.clock = SimClock()
+        self.entropy = world_entropy(seed)
+        self.clock = world_clock()
         self.plan = Plan.draw(self.rng, faults=faults, lies=lies)
         self.drawn = self.plan  # what the seed chose, kept once the faults stop
         self.tick = 0
@@ -309,41 +323,48 @@ class World:
             self.close()
             raise
         self.device, self.homebase = self.peers["device"], self.peers["homebase"]
-        self.holder = HolderCore(self.homebase.node, refusals=quiet("requests refused"))
+        self.holder = self._holder()
         self.ledger = OffloadLedger(self.device.node, self.homebase.key)
         self.note(f"seed {seed}: plan {self.plan.as_json()}")
 
     def _create(self, keys: FileKeyStore) -> None:
-        """Two fresh data dirs, paired as siblings (what `pixie pair` leaves behind)."""
-        with self.stepping():
-            for name in PEERS:
-                path = self.tmp / name
-                create_data_dir(path, name=name, role=name, key_store=keys)
-                peer = Peer(name, path, keys, self._wall_of(name))
-                peer.open()
-                # The seal key is minted outside Python's entropy (so outside the
-                # seed); the key store is given one drawn from the seed instead.
-                keys.put(f"{peer.node.origin}-notebook-seal", self.entropy.urandom(32))
-                self.peers[name] = peer
-            for name, peer in self.peers.items():
-                other = self.peers[self.other(name)]
-                peer.node.siblings.add(
-                    SiblingInfo(other.key, other.name, other.name, "sim", self.clock.now_us)
-                )
+        """Two fresh data dirs, paired as siblings (what `pixie pair` leaves behind).
+
+        A data dir made from the seed's entropy is the same every run: its
+        origin, its identity key and, once it seals a note, its seal key.
+        """
+        for name in PEERS:
+            path = self.tmp / name
+            clock = PeerClock(self.clock, self._skew_of(name))
+            create_data_dir(
+                path, name=name, role=name, key_store=keys, clock=clock, entropy=self.entropy
+            )
+            peer = Peer(name, path, keys, clock, self.entropy)
+            peer.open()
+            self.peers[name] = peer
+        for name, peer in self.peers.items():
+            other = self.peers[self.other(name)]
+            peer.node.siblings.add(
+                SiblingInfo(other.key, other.name, other.name, "sim", peer.clock.now_us())
+            )
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _wall_of(self, name: str) -> Callable[[], int]:
-        return lambda: self.clock.now_ms() + self.skew[name]
+    def _skew_of(self, name: str) -> Callable[[], int]:
+        return lambda: self.skew[name]
+
+    def _holder(self) -> HolderCore:
+        home = self.homebase
+        return HolderCore(
+            home.node,
+            refusals=quiet("requests refused", self.clock),
+            clock=home.clock,
+            entropy=self.entropy,
+        )
 
     @staticmethod
     def other(name: str) -> str:
         return "homebase" if name == "device" else "device"
-
-    @contextmanager
-    def stepping(self) -> Iterator[None]:
-        with deterministic(self.clock, self.entropy):
-            yield
 
     def note(self, what: str) -> None:
         line = f"{self.tick:4d} {what}"
@@ -372,7 +393,9 @@ class World:
     def send(self, sender: Peer, message: PeerMessage) -> None:
         recipient = self.peers[self.other(sender.name)]
         counter = sender.node.siblings.next_send_counter(recipient.key)
-        data = envelope.seal(sender.identity, recipient.key, encode_body(message, counter))
+        # The message id comes from the world's entropy, like every other id.
+        body = encode_body(message, counter, self.entropy.token_bytes(MESSAGE_ID_BYTES))
+        data = envelope.seal(sender.identity, recipient.key, body, entropy=self.entropy)
         self.relay.submit(sender.name, recipient.name, data, self.tick)
         if self.relay.leaks:
             canary, src, size = self.relay.leaks[0]
@@ -421,7 +444,7 @@ class World:
             self.note(f"sync: {opener.name} has a session open; none started")
             return
         opener.table.take_held(other)
-        session = SyncSession(opener.replica, opener=True)
+        session = SyncSession(opener.replica, opener=True, entropy=self.entropy)
         opener.table.open(OpenSession(session, other, self.tick))
         self.stats.sessions += 1
         session.start()
@@ -530,7 +553,7 @@ class World:
             )
             if twist is not None:
                 self.note(f"holder fault: ack with the {fault}")
-            self.send(home, holder.ack(message, twist))
+            self.send(home, holder.ack(message, twist, entropy=holder.entropy))
         elif isinstance(message, FetchRequest):
             body, why = holder.serve(message)
             if body is None:
@@ -553,21 +576,34 @@ class World:
     def offload(self, note_id: str) -> None:
         candidate = self.ledger.candidate(note_id)
         attempt = OffloadAttempt(
-            self.homebase.key, candidate.id, bytes.fromhex(candidate.content_hash)
+            self.homebase.key,
+            candidate.id,
+            bytes.fromhex(candidate.content_hash),
+            request=new_request_id(self.entropy),
         )
         self.device.pending[attempt.request] = Pending(Request.OFFLOAD, attempt, self.tick)
         self.send(self.device, attempt.request_message(candidate.body))
 
     def fetch(self, note_id: str, *, recall: bool) -> None:
         pointer = self.ledger.pointer(note_id)
-        attempt = FetchAttempt(self.homebase.key, note_id, bytes.fromhex(pointer.content_hash))
+        attempt = FetchAttempt(
+            self.homebase.key,
+            note_id,
+            bytes.fromhex(pointer.content_hash),
+            request=new_request_id(self.entropy),
+        )
         kind = Request.RECALL if recall else Request.FETCH
         self.device.pending[attempt.request] = Pending(kind, attempt, self.tick, pointer)
         self.send(self.device, attempt.request_message())
 
     def release(self) -> None:
         for note_id, chash in self.ledger.releases_due()[:3]:
-            attempt = ReleaseAttempt(self.homebase.key, note_id, bytes.fromhex(chash))
+            attempt = ReleaseAttempt(
+                self.homebase.key,
+                note_id,
+                bytes.fromhex(chash),
+                request=new_request_id(self.entropy),
+            )
             self.device.pending[attempt.request] = Pending(Request.RELEASE, attempt, self.tick)
             self.send(self.device, attempt.request_message())
 
@@ -636,7 +672,7 @@ class World:
         peer = self.peers[name]
         peer.crash()
         if peer is self.homebase:
-            self.holder = HolderCore(peer.node, refusals=quiet("requests refused"))
+            self.holder = self._holder()
         else:
             self.ledger = OffloadLedger(peer.node, self.homebase.key)
 
@@ -720,7 +756,7 @@ class World:
         for _ in range(count):
             contact = self.rng.choice(CONTACTS)
             text = f"{self.rng.choice(BODIES)} {self.canary()}"
-            at = self.clock.now_us - self.rng.randint(0, 86_400_000_000)
+            at = self.clock.now_us() - self.rng.randint(0, 86_400_000_000)
             thread = self.rng.choice(THREADS)
             event_id = None
             if self.rng.random() < 0.3:
@@ -734,7 +770,7 @@ class World:
             events.append(
                 NewEvent(EventKind.MESSAGE, at, text, contact=contact, thread=thread, id=event_id)
             )
-        result = peer.node.log.append(events, now=self.clock.now_us)
+        result = peer.node.log.append(events)
         self.note(f"{peer.name} appends {count} events ({result.skipped} already held)")
 
     def _edit(self, peer: Peer) -> None:
@@ -816,26 +852,25 @@ class World:
         """
         if pick is not None:
             self.rng.seed(f"pixie-sim-{self.seed}-{pick}")
-        with self.stepping():
-            self.tick += 1
-            self.clock.advance(self.rng.randint(1_000, 20_000_000))
-            if self.swizzle:
-                link, up = self.swizzle.popleft()
-                self.relay.up[link] = up
-                self.note(f"swizzle: link {link} {'restored' if up else 'cut'}")
-            ops = self._operations()
-            if op is None:
-                name, _, run = self.rng.choices(ops, weights=[w for _, w, _ in ops])[0]
-            else:
-                name, run = op, {n: r for n, _, r in ops}[op]
-            self.stats.count(name)
-            try:
-                run()
-            except (BadInput, NotFound) as exc:
-                self.stats.refused += 1
-                self.note(f"{name} refused: {exc}")
-            self.network()
-            invariants.check_all(self)
+        self.tick += 1
+        self.clock.advance(self.rng.randint(1_000, 20_000_000))
+        if self.swizzle:
+            link, up = self.swizzle.popleft()
+            self.relay.up[link] = up
+            self.note(f"swizzle: link {link} {'restored' if up else 'cut'}")
+        ops = self._operations()
+        if op is None:
+            name, _, run = self.rng.choices(ops, weights=[w for _, w, _ in ops])[0]
+        else:
+            name, run = op, {n: r for n, _, r in ops}[op]
+        self.stats.count(name)
+        try:
+            run()
+        except (BadInput, NotFound) as exc:
+            self.stats.refused += 1
+            self.note(f"{name} refused: {exc}")
+        self.network()
+        invariants.check_all(self)
 
     def network(self) -> None:
         for packet in self.relay.due(self.tick):
@@ -883,21 +918,20 @@ class World:
 
     def finish(self) -> None:
         """Stop the faults, release, sync until converged, and check the end state."""
-        with self.stepping():
-            self.quiet()
+        self.quiet()
+        self.settle()
+        for _ in range(3):
+            self.release()
             self.settle()
-            for _ in range(3):
-                self.release()
-                self.settle()
-            for attempt in range(FINAL_SYNC_TRIES):
-                self.open_sync(self.peers[PEERS[attempt % 2]])
-                self.settle()
-                if self.device.node.digest() == self.homebase.node.digest():
-                    break
-            invariants.check_converged(self)
-            invariants.check_digest_only(self)
-            invariants.check_all(self, full=True)
-            self.finished = True
+        for attempt in range(FINAL_SYNC_TRIES):
+            self.open_sync(self.peers[PEERS[attempt % 2]])
+            self.settle()
+            if self.device.node.digest() == self.homebase.node.digest():
+                break
+        invariants.check_converged(self)
+        invariants.check_digest_only(self)
+        invariants.check_all(self, full=True)
+        self.finished = True
 
 
 def run_seed(
@@ -1002,6 +1036,7 @@ def _stats(world: World) -> dict[str, object]:
         "crashes": s.crashes,
         "envelopes": world.relay.carried_envelopes,
         "relay_bytes": world.relay.carried_bytes,
+        "relay_hash": world.relay.carried_hash.hex(),
         "lost": world.relay.lost,
         "rejected_envelopes": s.rejected_envelopes,
         "sessions": s.sessions,

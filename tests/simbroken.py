@@ -90,7 +90,7 @@ def merge_drops_notes(mp: pytest.MonkeyPatch) -> None:
 def plaintext_envelopes(mp: pytest.MonkeyPatch) -> None:
     """Envelopes go out unencrypted (padded, so they still look the size)."""
 
-    def seal(sender: Any, recipient: bytes, body: bytes) -> bytes:
+    def seal(sender: Any, recipient: bytes, body: bytes, **_: Any) -> bytes:
         return bytes(32) + body + bytes(envelope.MIN_BUCKET)
 
     mp.setattr(envelope, "seal", seal)

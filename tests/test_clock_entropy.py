@@ -17,7 +17,7 @@ from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
-from pixie.protocol import ids
+from pixie.protocol import envelope, ids
 from pixie.protocol.clock import (
     SYSTEM_CLOCK,
     SYSTEM_ENTROPY,
@@ -27,6 +27,7 @@ from pixie.protocol.clock import (
     SeededEntropy,
 )
 from pixie.protocol.hlc import HybridClock, Stamp
+from pixie.protocol.identity import identity_from_seed
 from pixie.protocol.ids import IdMinter, id_time_ms, minter_for, new_id, new_ids
 from pixie.protocol.offload import OffloadAttempt, new_request_id
 from pixie.protocol.sync import Replica, SyncSession, new_session_id
@@ -241,6 +242,47 @@ def test_session_and_request_ids_come_from_the_entropy() -> None:
     request = new_request_id(SeededEntropy(4))
     attempt = OffloadAttempt(b"k" * 32, new_id(), b"h" * 32, request=request)
     assert attempt.request == new_request_id(SeededEntropy(4))
+
+
+def test_a_seeded_envelope_is_the_same_bytes_and_opens() -> None:
+    """The ephemeral key and the nonce come from the entropy: the same seed
+    seals the same bytes (in a process that holds no ephemeral key for the
+    pair yet, as a fresh one would), another seed other bytes, and every one
+    of them opens to the body."""
+    alice, bob = identity_from_seed(b"a" * 32), identity_from_seed(b"b" * 32)
+    to_bob = bytes(bob.verify_key)
+    body = b"lunch on friday?"
+
+    def fresh_seal(seed: int) -> bytes:
+        envelope.forget_ephemeral_keys()
+        return envelope.seal(alice, to_bob, body, entropy=SeededEntropy(seed))
+
+    first, second, other = fresh_seal(7), fresh_seal(7), fresh_seal(8)
+    assert first == second
+    assert other != first and other[:32] != first[:32]  # another ephemeral key too
+    for sealed in (first, second, other):
+        opened = envelope.open_envelope(bob, sealed)
+        assert (opened.sender, opened.body) == (bytes(alice.verify_key), body)
+
+    # The key is kept for the pair; each envelope still draws its own nonce.
+    envelope.forget_ephemeral_keys()
+    entropy = SeededEntropy(7)
+    a, b = (envelope.seal(alice, to_bob, body, entropy=entropy) for _ in range(2))
+    assert a == first and a[:32] == b[:32] and a != b
+    assert envelope.open_envelope(bob, b).body == body
+    envelope.forget_ephemeral_keys()
+
+
+def test_default_envelopes_are_random() -> None:
+    alice, bob = identity_from_seed(b"c" * 32), identity_from_seed(b"d" * 32)
+    to_bob = bytes(bob.verify_key)
+    sealed = []
+    for _ in range(2):
+        envelope.forget_ephemeral_keys()
+        sealed.append(envelope.seal(alice, to_bob, b"same"))
+    assert sealed[0][:32] != sealed[1][:32] and sealed[0][32:56] != sealed[1][32:56]
+    assert all(envelope.open_envelope(bob, s).body == b"same" for s in sealed)
+    envelope.forget_ephemeral_keys()
 
 
 # -- the system defaults ----------------------------------------------------------------

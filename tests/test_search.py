@@ -30,7 +30,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
-from unittest import mock
 
 import pytest
 from hypothesis import event, given, settings
@@ -44,6 +43,7 @@ from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
+from pixie.protocol.clock import ManualClock
 
 T = TypeVar("T")
 
@@ -252,7 +252,7 @@ class World:
     node: Node
     store: NotebookStore
     contact_ids: list[str]
-    clock_ms: list[int] = field(default_factory=lambda: [BASE_MS])
+    clock: ManualClock = field(default_factory=lambda: ManualClock(BASE_MS * 1000))
     notes: list[Model] = field(default_factory=list)
     sealed_ids: list[str] = field(default_factory=list)
     upserts: list[Upsert] = field(default_factory=list)
@@ -261,12 +261,12 @@ class World:
     def tick(self) -> int:
         """Advance the wall clock to the next operation; return its number."""
         self.op += 1
-        self.clock_ms[0] = BASE_MS + self.op * STEP_MS
+        self.clock.set((BASE_MS + self.op * STEP_MS) * 1000)
         return self.op
 
     @property
     def now_us(self) -> int:
-        return self.clock_ms[0] * 1000
+        return self.clock.now_us()
 
     def by_identity(self, kind: NoteKind, identity: str) -> Model | None:
         for note in self.notes:
@@ -282,18 +282,16 @@ def world() -> Iterator[World]:
         create_data_dir(path, name="search", role="device")
         with Node.open(path) as node:
             ids = [node.contacts.add(name, [], now=0)[0] for name in CONTACTS]
-            clock_ms = [BASE_MS]
+            # One clock stamps every version and dates every pin.
+            clock = ManualClock(BASE_MS * 1000)
             store = NotebookStore(
                 node.db,
                 node.origin,
                 node.log,
                 key_store=FileKeyStore(Path(tmp) / "keys"),
-                wall=lambda: clock_ms[0],
+                clock=clock,
             )
-            w = World(node, store, ids, clock_ms)
-            # Pins date themselves with now_us(): tie that to the same clock.
-            with mock.patch("pixie.device.notebook.clear.now_us", lambda: w.now_us):
-                yield w
+            yield World(node, store, ids, clock)
 
 
 # -- operations, each applied to the store and to the model ------------------------

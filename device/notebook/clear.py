@@ -89,23 +89,6 @@ def identity_for(kind: NoteKind, identity_key: str | None, title: str) -> str | 
     return clean_text(identity_key, "identity key", 200)
 
 
-def now_us() -> int:
-    """The time a store given no clock dates its pins with: the system's."""
-    return SYSTEM_CLOCK.now_us()
-
-
-class _DefaultClock:
-    """The clock of a store given none: the system's, with pin times read
-    through this module's `now_us` at each call (so replacing that function
-    still dates pins)."""
-
-    def now_us(self) -> int:
-        return now_us()
-
-    def now_ms(self) -> int:
-        return SYSTEM_CLOCK.now_ms()
-
-
 class ClearNotebookStore:
     """The clear zone: the read API for tools and displays, and every clear write.
 
@@ -129,11 +112,10 @@ class ClearNotebookStore:
         self._db = db
         self._origin = origin
         self._log = log
-        system = clock if clock is not None else SYSTEM_CLOCK
-        self._clock: Clock = clock if clock is not None else _DefaultClock()
+        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._entropy = entropy
-        self._ids = ids if ids is not None else minter_for(system, entropy)
-        self._stamper = stamper or NoteStamper(origin, wall, clock=system)
+        self._ids = ids if ids is not None else minter_for(self._clock, entropy)
+        self._stamper = stamper or NoteStamper(origin, wall, clock=self._clock)
         self._clear = ClearNotebook(db)
 
     @property
