@@ -43,6 +43,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.store.db import at_once
 from pixie.device.sync.peers import Incoming
 from pixie.homebase.holding import AckTwist, HolderCore
+from pixie.protocol.clock import Clock, Entropy
 from pixie.protocol.faults import HOLDER_FAULTS, FaultPlan
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.peerwire import (
@@ -87,9 +88,17 @@ class Holder:
         faults: FaultPlan | None = None,
         *,
         crash: Callable[[str], None] = _crash,
+        clock: Clock | None = None,
+        entropy: Entropy | None = None,
     ) -> None:
+        """``clock`` and ``entropy`` are what the core reads the time and draws
+        from: the node's unless given."""
         self.node = node
-        self.core = HolderCore(node)
+        self.core = HolderCore(
+            node,
+            clock=node.clock if clock is None else clock,
+            entropy=node.entropy if entropy is None else entropy,
+        )
         self.faults = faults or FaultPlan()
         self.crash = crash
         self.dropped: Counter[str] = Counter()
@@ -158,7 +167,7 @@ class Holder:
             await trio.sleep(fault.seconds)
         if twist is not None:
             log.warning("fault injected: %s for %s", name, req.note_id)
-        await reply(sender, self.core.ack(req, twist))
+        await reply(sender, self.core.ack(req, twist, entropy=self.core.entropy))
         # Logged after the ack, which waits for nothing but the commit.
         log.info("holding %s (%d bytes) for %s", req.note_id, len(req.body), fingerprint(sender))
 

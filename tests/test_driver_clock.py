@@ -23,6 +23,7 @@ from pixie.device.sync.offload import NoteOffloadService, candidates
 from pixie.device.sync.pairing import SECRET_BYTES, InviteCode, new_code
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress
+from pixie.homebase.holder import Holder
 from pixie.protocol import syncwire
 from pixie.protocol.clock import ManualClock, SeededEntropy
 from pixie.protocol.envelope import open_envelope
@@ -200,3 +201,12 @@ async def test_message_ids_come_from_the_link_s_entropy(manual_node: Node) -> No
     (envelope,) = relay.envelopes
     sent = decode_body(open_envelope(sibling, envelope).body)
     assert sent.message == Ping(2) and sent.message_id == body.message_id
+
+
+def test_the_holder_core_reads_the_node_s_clock_and_entropy(manual_node: Node) -> None:
+    holder = Holder(manual_node)
+    assert holder.core.clock is manual_node.clock
+    assert holder.core.entropy is manual_node.entropy
+    clock, entropy = ManualClock(1), SeededEntropy(1)
+    given = Holder(manual_node, clock=clock, entropy=entropy)
+    assert given.core.clock is clock and given.core.entropy is entropy
