@@ -48,7 +48,7 @@ import anyio
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for tests.llmserver, the scripted model
+sys.path.insert(0, str(ROOT))  # for tests.support.llmserver, the scripted model
 
 from multiprocessing.connection import Connection  # noqa: E402
 
@@ -66,7 +66,7 @@ from pixie.device.store.notes import NoteKind  # noqa: E402
 from pixie.device.store.provision import create_data_dir  # noqa: E402
 from pixie.protocol.timestamps import now_us  # noqa: E402
 from pixie.sim import samplelife  # noqa: E402
-from tests.llmserver import Recorded, Reply, ScriptedLLMServer  # noqa: E402
+from tests.support.llmserver import Recorded, Reply, ScriptedLLMServer  # noqa: E402
 
 DAY_US = 86_400_000_000
 

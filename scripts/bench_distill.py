@@ -175,7 +175,7 @@ def bench(args: argparse.Namespace, where: Path) -> dict[str, Any]:
 
 def bench_http(args: argparse.Namespace, where: Path, offline_seconds: float) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from tests.llmserver import ScriptedLLMServer
+    from tests.support.llmserver import ScriptedLLMServer
 
     node = make_life(where, args.events, args.seed)
     try:

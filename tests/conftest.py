@@ -1,19 +1,17 @@
 from __future__ import annotations
 
-import io
-import json
-import sys
-from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import HealthCheck, settings
 
 from pixie.device.node.keyed import Node
 from pixie.device.store.provision import create_data_dir
-from pixie.entry.main import main
+from pixie.device.sync.relayclient import RelayAddress
+from tests.support.daemons import Setup, paired_processes
+from tests.support.wire import Recorder, recorded_relay
 
 settings.register_profile(
     "pixie",
@@ -21,30 +19,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.load_profile("pixie")
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> object:
-        return json.loads(self.out)
-
-
-def run_cli(*argv: str, stdin: bytes | None = None) -> CliResult:
-    """Run ``pixie`` in-process (fast); the subprocess tests cover the real binary."""
-    out, err = io.StringIO(), io.StringIO()
-    old_stdin = sys.stdin
-    if stdin is not None:
-        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(list(argv))
-    finally:
-        sys.stdin = old_stdin
-    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -65,3 +39,16 @@ def _file_keys(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     """Keys go to a private temp dir per test, never to the user's keychain."""
     monkeypatch.setenv("PIXIE_KEYSTORE", "file")
     monkeypatch.setenv("PIXIE_KEYS", str(tmp_path_factory.mktemp("keys")))
+
+
+@pytest.fixture
+async def wire(nursery: trio.Nursery) -> AsyncIterator[tuple[RelayAddress, Recorder]]:
+    """A real relay on loopback behind a proxy that records every byte both ways."""
+    yield await recorded_relay(nursery)
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
+    """A device and a Homebase paired through a relay process (see support/daemons.py)."""
+    async with paired_processes(tmp_path) as paired:
+        yield paired

@@ -1,6 +1,7 @@
 """What several device commands share: the argparse types for numbers and
-paths, opening the data dir's node, printing JSON, and reaching a sibling
-(the relay address, or a running `pixie run` to go through).
+paths, where the data dir is, and printing JSON. Opening the keyed node is
+in nodes.py and reaching a sibling in reach.py, so a command that needs
+neither (chat, mcp) imports neither.
 """
 
 from __future__ import annotations

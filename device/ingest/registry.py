@@ -24,7 +24,7 @@ Markdown notes) is one module in this package:
    never a read from a pipe or a device;
 2. add the module to `_BUILT_IN` below, before any importer whose ``sniff``
    would also claim its files (order decides between two that both say yes);
-3. add its cases to tests/test_ingest_registry.py: that it is registered,
+3. add its cases to tests/unit/ingest/test_ingest_registry.py: that it is registered,
    what it sniffs and what it refuses, and the events a small sample yields.
 
 An importer reads only the stream it is given and builds events from it; it

@@ -1,0 +1,152 @@
+"""The importer registry: JSON Lines is registered first, detection asks
+importers in order and never consumes or waits on what it looks at, and
+`pixie log import` reads through it with the same results as before."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from pixie.device.errors import BadInput
+from pixie.device.ingest import jsonl, registry
+from pixie.device.store import strictjson
+from pixie.device.store.memlog import NewEvent
+from tests.support.cli import run_cli
+
+EVENT = {"kind": "journal", "at": "2025-01-02T00:00:00Z", "text": "I live in Porto"}
+
+
+def write_events(path: Path, *events: dict[str, object]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return path
+
+
+class Claims:
+    """A stand-in importer that claims every file (or none) and reads nothing."""
+
+    def __init__(self, name: str, claims: bool = True) -> None:
+        self.name = name
+        self.claims = claims
+
+    def sniff(self, path: Path) -> bool:
+        return self.claims
+
+    def read_events(
+        self, stream: IO[bytes], progress: Callable[[int], None] | None = None
+    ) -> list[NewEvent]:
+        return []
+
+
+def test_jsonl_is_registered_first_and_is_the_default() -> None:
+    assert registry.REGISTRY.names()[0] == "jsonl"
+    assert registry.get("jsonl") is jsonl.IMPORTER
+    assert registry.DEFAULT == "jsonl"
+
+
+def test_an_unknown_importer_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(BadInput, match=r"no importer named 'mbox' \(one of: jsonl\)"):
+        registry.get("mbox")
+
+
+def test_a_second_importer_of_the_same_name_is_refused() -> None:
+    reg = registry.Registry()
+    reg.register(Claims("x"))
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register(Claims("x"))
+    assert reg.names() == ("x",)
+
+
+def test_detection_asks_in_registration_order(tmp_path: Path) -> None:
+    reg = registry.Registry()
+    first, second = Claims("first"), Claims("second")
+    reg.register(Claims("never", claims=False))
+    reg.register(first)
+    reg.register(second)
+    assert reg.detect(tmp_path / "anything") is first
+    assert registry.Registry().detect(tmp_path / "anything") is None
+
+
+@pytest.mark.parametrize("name", ["life.jsonl", "LIFE.JSONL", "export.ndjson"])
+def test_a_json_lines_suffix_is_claimed_without_reading(tmp_path: Path, name: str) -> None:
+    # Not even created: the suffix is enough, and nothing is opened.
+    assert registry.detect(tmp_path / name) is jsonl.IMPORTER
+
+
+def test_a_file_whose_first_line_is_an_event_is_claimed(tmp_path: Path) -> None:
+    f = write_events(tmp_path / "events.txt", EVENT)
+    assert registry.detect(f) is jsonl.IMPORTER
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"From someone@example.org Mon Jan  1 00:00:00 2024\n",
+        b"BEGIN:VCARD\r\nVERSION:3.0\r\n",
+        b'{\n  "name": "a pretty-printed export"\n}\n',
+        b'{"kind": "journal"}\n',  # an object, but not an event
+        b"[1, 2, 3]\n",
+        b"\xff\xfe not UTF-8\n",
+        b'{"at": NaN, "kind": "journal", "text": "x"}\n',
+    ],
+)
+def test_other_content_is_not_claimed(tmp_path: Path, content: bytes) -> None:
+    f = tmp_path / "file.txt"
+    f.write_bytes(content)
+    assert registry.detect(f) is None
+    assert registry.for_path(f) is jsonl.IMPORTER  # what pixie log import falls back to
+
+
+def test_detection_never_raises_on_a_path_it_cannot_read(tmp_path: Path) -> None:
+    assert registry.detect(tmp_path / "missing.txt") is None
+    assert registry.detect(tmp_path) is None
+    assert registry.detect(tmp_path / ("x" * 300)) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_is_not_opened(tmp_path: Path) -> None:
+    # Opening a pipe with no writer would block; reading one would eat the import.
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    assert registry.detect(pipe) is None
+
+
+def test_the_jsonl_importer_reads_as_read_events_does(tmp_path: Path) -> None:
+    other = {**EVENT, "text": "and works at the port", "contact": "Ada"}
+    raw = write_events(tmp_path / "life.jsonl", EVENT, other).read_bytes()
+    heard: list[int] = []
+    events = jsonl.IMPORTER.read_events(io.BytesIO(raw), heard.append)
+    assert events == jsonl.read_events(io.BytesIO(raw))
+    assert [e.text for e in events] == ["I live in Porto", "and works at the port"]
+    assert heard[-1] == len(raw)
+
+
+def test_the_jsonl_importer_refuses_a_bad_line_by_number() -> None:
+    with pytest.raises(BadInput, match="line 2: not valid JSON"):
+        jsonl.IMPORTER.read_events(io.BytesIO(json.dumps(EVENT).encode() + b"\n{\n"))
+
+
+def test_loads_strict_lives_in_the_store_and_is_still_exported_by_jsonl() -> None:
+    assert jsonl.loads_strict is strictjson.loads_strict
+    with pytest.raises(BadInput, match="NaN is not a JSON value"):
+        strictjson.loads_strict('{"x": NaN}')
+
+
+def test_log_import_reads_a_file_of_any_name_through_the_registry(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    f = write_events(tmp_path / "events.txt", EVENT, {**EVENT, "text": "again"})
+    res = run_cli("--data", str(data_dir), "log", "import", str(f))
+    assert (res.code, res.out) == (0, "imported 2 events (0 already present), 0 new contacts\n")
+    weird = tmp_path / "notes.md"
+    weird.write_text("# not events\n", encoding="utf-8")
+    res = run_cli("--data", str(data_dir), "log", "import", str(weird))
+    # No importer claims it, so JSON Lines reads it and says where it stopped.
+    assert (res.code, res.out) == (2, "")
+    assert res.err == "pixie: error: line 1: not valid JSON (Expecting value)\n"
