@@ -487,9 +487,13 @@ class _Connection:
 class Relay:
     """One relay's state: who is connected, what waits for whom, and the counters."""
 
-    def __init__(self, config: RelayConfig | None = None) -> None:
+    def __init__(
+        self, config: RelayConfig | None = None, *, mailboxes: Mailboxes | None = None
+    ) -> None:
+        """``mailboxes`` replaces the store of waiting envelopes (by default one
+        built from ``config.mailbox``); a fleet or a test may hand in its own."""
         self.config = config or RelayConfig()
-        self._mailboxes = Mailboxes(self.config.mailbox)
+        self._mailboxes = mailboxes if mailboxes is not None else Mailboxes(self.config.mailbox)
         # Whom each key writes to: a recipient's correspondents keep their place in
         # its mailbox (see `pixie.relay.mailbox`). Noted for every Send routed.
         self._wrote = self._mailboxes.correspondents.note

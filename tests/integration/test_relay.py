@@ -766,22 +766,25 @@ async def test_idle_clients_are_pinged_then_closed(
     assert relay.stats()["closes"] == {"idle": 1}
 
 
-async def test_an_exception_in_one_connection_stays_there(
-    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    relay = Relay(TAGGED)
+async def test_an_exception_in_one_connection_stays_there(nursery: trio.Nursery) -> None:
+    class Exploding(Mailboxes):
+        armed = True
+
+        def put(self, recipient: bytes, envelope: bytes, now: float, sender: bytes = b"") -> None:
+            if self.armed:
+                raise RuntimeError(f"boom {envelope!r} {recipient.hex()}")
+            super().put(recipient, envelope, now, sender)
+
+    mailboxes = Exploding(TAGGED.mailbox)
+    relay = Relay(TAGGED, mailboxes=mailboxes)
     a = memory_client(relay, nursery)
     await a.login()
     secret = b"secret-payload-bytes"
 
-    def explode(recipient: bytes, envelope: bytes, now: float, sender: bytes) -> None:
-        raise RuntimeError(f"boom {envelope!r} {recipient.hex()}")
-
     with captured_log(TextFormatter()) as log:
-        monkeypatch.setattr(relay._mailboxes, "put", explode)
         await a.send(rw.Send(b"\x01" * 32, secret))
         refused(await a.drain(), "internal error")
-        monkeypatch.undo()
+        mailboxes.armed = False
     assert relay.stats()["errors"] == 1
     text = log.getvalue()
     assert "connection_error" in text
