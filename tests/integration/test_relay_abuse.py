@@ -12,12 +12,9 @@ barrier, as in test_relay).
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import tracemalloc
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import trio
@@ -29,7 +26,7 @@ from nacl.signing import SigningKey
 from pixie.protocol import relaywire as rw
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.framing import MAX_FRAME_BYTES, MIN_ENVELOPE_BYTES, encode_frame
-from pixie.relay.logs import LOGGER_NAME, TextFormatter, Throttle
+from pixie.relay.logs import TextFormatter, Throttle
 from pixie.relay.mailbox import (
     CORRESPONDENT_COST,
     ENVELOPE_OVERHEAD,
@@ -38,7 +35,7 @@ from pixie.relay.mailbox import (
     MailboxLimits,
 )
 from pixie.relay.server import FRAME_OVERHEAD, ByteBudget, Outbox, Relay, RelayConfig
-from tests.support.relayclient import Client, conserved, memory_client, refused, send
+from tests.support.relayclient import Client, captured_log, conserved, memory_client, refused, send
 
 
 def sealed(tag: int, size: int = MIN_ENVELOPE_BYTES) -> bytes:
@@ -48,22 +45,6 @@ def sealed(tag: int, size: int = MIN_ENVELOPE_BYTES) -> bytes:
 
 def tag(envelope: bytes) -> int:
     return int.from_bytes(envelope[:4], "big")
-
-
-@contextmanager
-def captured_log() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(TextFormatter())
-    logger = logging.getLogger(LOGGER_NAME)
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield out
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 # -- mailbox shares -----------------------------------------------------------------
@@ -550,7 +531,7 @@ async def test_any_exception_from_decoding_one_connections_bytes_ends_it_alone(
 
 def test_ten_thousand_rejections_log_a_bounded_number_of_lines() -> None:
     now = [0.0]
-    with captured_log() as log:
+    with captured_log(TextFormatter()) as log:
         throttle = Throttle(lambda: now[0])
         for i in range(10_000):
             now[0] = i * 0.01  # 100 s in all
@@ -570,7 +551,7 @@ async def test_a_flood_of_bad_handshakes_grows_the_relay_log_boundedly(
 ) -> None:
     relay = Relay()
     flood = 300
-    with captured_log() as log:
+    with captured_log(TextFormatter()) as log:
         for _ in range(flood):
             mallory = memory_client(relay, nursery)
             await mallory.send_raw(encode_frame(b"\x92\x63\x01"))  # type 99
