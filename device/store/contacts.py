@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -44,6 +45,43 @@ class ContactInfo:
     id: str
     name: str
     aliases: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ContactCard:
+    """What an import knows about a person: a display name, the aliases they
+    are reached by (nicknames, email addresses, phone numbers as
+    `phone_alias` writes them) and, from an address book, details.
+
+    Merged into the contact book by `ContactBook.merge_card_in`: a card whose
+    alias (an address, a phone number) or name already belongs to a contact
+    extends that contact instead of making a second one.
+    """
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    org: str | None = None
+    title: str | None = None
+    birthday: str | None = None  # "YYYY-MM-DD", or "--MM-DD" when the year is unknown
+    note: str | None = None
+
+
+_PHONE = re.compile(r"\+?[\d\s().\-/]{6,}")
+
+
+def phone_alias(value: str) -> str | None:
+    """A phone number as an alias: its digits, with a leading "+" kept, so
+    "+44 7700 900-123" and "+447700900123" are one alias. None if ``value`` is
+    not shaped like a phone number."""
+    value = value.strip()
+    if value.lower().startswith("tel:"):
+        value = value[4:]
+    if not _PHONE.fullmatch(value):
+        return None
+    digits = "".join(ch for ch in value if ch.isdigit())
+    if not 6 <= len(digits) <= 20:
+        return None
+    return ("+" if value.startswith("+") else "") + digits
 
 
 def clean_name(name: object, what: str = "contact name") -> str:
@@ -125,6 +163,32 @@ class ContactBook:
         session.flush()
         statedigest.update(session, add=[contact_item(cid, name)])
         return cid, True
+
+    @classmethod
+    def merge_card_in(cls, session: Session, card: ContactCard, now: int) -> tuple[str, bool]:
+        """Merge ``card`` into the book inside the caller's write: the contact
+        one of its aliases (tried first: an address or a number is surer than a
+        name) or its name already resolves to, else a new one; then every alias
+        nobody else holds is added. An alias another contact holds is left
+        with them: an import never moves an alias or merges two people.
+        Returns the contact's id and whether it was created."""
+        name = clean_name(card.name)
+        aliases = [clean_name(a, "alias") for a in card.aliases]
+        cid = None
+        for alias in aliases:
+            cid = cls.resolve_in(session, alias)
+            if cid is not None:
+                break
+        created = False
+        if cid is None:
+            cid, created = cls.ensure_in(session, name, now)
+        for alias in [name, *aliases]:
+            if cls.resolve_in(session, alias) is None:
+                key = name_key(alias)
+                session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
+                session.flush()
+                statedigest.update(session, add=[alias_item(key, cid, alias)])
+        return cid, created
 
     def add(self, name: str, aliases: list[str], now: int) -> tuple[str, bool]:
         """Create a contact (or extend an existing one) with aliases; all or nothing."""

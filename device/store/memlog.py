@@ -51,6 +51,7 @@ class EventKind(enum.StrEnum):
     CALL = "call"
     VOICEMAIL = "voicemail"
     POST = "post"
+    EMAIL = "email"
     CALENDAR = "calendar"
     SPARK = "spark"  # something the user chose to remember
     AGENT_CHAT_USER = "agent_chat_user"

@@ -1,0 +1,176 @@
+"""What every importer shares: the options a user gives, the items an importer
+yields, and the stable ids that make importing the same export twice harmless.
+
+An importer reads one path (a file, or for the journal a folder) and yields,
+in order:
+
+- `NewEvent`s for the memory log, each with a stable ``id`` derived from the
+  source's own identity (`stable_id`), so a second import of the same export,
+  or of an export that grew, adds only what is new;
+- `ContactCard`s for the people it meets (an email's From/To/Cc, a vCard), each
+  yielded before the first event that names one of its aliases, so the event
+  resolves to the contact the card merged into;
+- `Skipped` for a record it understood but chose not to import (a service
+  message, an event without a start), with a short reason the summary counts.
+
+A record it cannot understand raises `BadInput` naming the file and the line
+or record; the import then writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from pixie.device.store.contacts import ContactCard, phone_alias
+from pixie.device.store.memlog import MAX_TEXT_CHARS, NewEvent
+from pixie.protocol.ids import id_text
+
+# Hears (bytes read so far, bytes in all) now and then and once at the end.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A record the importer understood and left out, and why (a short phrase
+    the summary counts: "service message", "event without a start")."""
+
+    reason: str
+
+
+Item = NewEvent | ContactCard | Skipped
+
+
+def _me_key(value: str) -> str:
+    text = unicodedata.normalize("NFKC", " ".join(value.split())).casefold()
+    return phone_alias(text) or text
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    """What the user told `pixie import`.
+
+    ``me``: the user's own addresses, phone numbers and names (``--me``), which
+    decide ``from_me``; ``tz``: the zone for times written without an offset
+    (``--tz``, default the machine's); ``now_us``: the moment the import runs,
+    for windows such as a calendar's recurrence horizon.
+    """
+
+    me: tuple[str, ...] = ()
+    tz: dt.tzinfo = dt.UTC
+    now_us: int = 0
+    _keys: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_keys", frozenset(_me_key(m) for m in self.me if m.strip()))
+
+    def is_me(self, *values: str | None) -> bool:
+        """Whether any of ``values`` (an address, a phone number, a display
+        name) is one the user gave as theirs; case and spacing are ignored,
+        and phone numbers are compared by their digits."""
+        return any(v is not None and v.strip() and _me_key(v) in self._keys for v in values)
+
+
+class Importer(Protocol):
+    """One format the memory can be filled from."""
+
+    @property
+    def name(self) -> str:
+        """What ``--format`` calls it: "mbox", "ics", "whatsapp", ..."""
+        ...
+
+    @property
+    def units(self) -> tuple[str, str]:
+        """How the summary counts its events, singular and plural: ("email", "emails")."""
+        ...
+
+    def sniff(self, path: Path) -> bool:
+        """Whether ``path`` looks like this format. Cheap, never raises, and
+        never reads from anything but a regular file or a folder (a pipe's
+        bytes belong to the import)."""
+        ...
+
+    def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
+        """Every item of ``path``, streaming: memory stays bounded whatever
+        the size of the file. Raises `BadInput` naming the file and where in
+        it for anything it cannot read."""
+        ...
+
+
+def stable_id(source: str, *parts: str | int | None, at_us: int = 0) -> str:
+    """An event id derived from the source's own identity: the same parts give
+    the same id on every device and in every run.
+
+    ``source`` names the format ("mbox", "whatsapp", ...) so two formats never
+    share an id; ``parts`` are what identifies the record within it (a
+    Message-ID; a UID and its recurrence; a chat, a time, a sender, a text and
+    its occurrence). The id is an RFC 9562 version 8 UUID: the event's
+    millisecond time first (ids of one export sort by time, which keeps the
+    index's inserts local), then 74 bits of a SHA-256 of the parts.
+    """
+    h = hashlib.sha256(b"pixie-import\0" + source.encode())
+    for part in parts:
+        text = "\x1e" if part is None else str(part)
+        h.update(b"\x1f" + text.encode("utf-8", "surrogatepass"))
+    digest = h.digest()
+    ms = max(0, at_us // 1000) & ((1 << 48) - 1)
+    rand_a = int.from_bytes(digest[:2], "big") & 0xFFF
+    rand_b = int.from_bytes(digest[2:10], "big") & ((1 << 62) - 1)
+    value = ms << 80 | 0x8 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
+    return id_text(value.to_bytes(16, "big"))
+
+
+def to_us(moment: dt.datetime, tz: dt.tzinfo) -> int:
+    """Microseconds since the epoch for ``moment``; a naive one is read in ``tz``."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=tz)
+    delta = moment - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Text as the log stores it: control characters (but tab and line
+    breaks) and lone surrogates dropped, line ends made "\\n", outer blank
+    lines trimmed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub("", text).strip()
+
+
+TRUNCATED = "\n[truncated]"
+
+
+def fit_text(text: str) -> str:
+    """``text`` cut to what one event holds (`MAX_TEXT_CHARS`), marked where cut:
+    a very long email is kept in part rather than refused."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    return text[: MAX_TEXT_CHARS - len(TRUNCATED)].rstrip() + TRUNCATED
+
+
+def where(path: Path, place: str | None = None) -> str:
+    """How an error names the spot: "file.txt, line 12"."""
+    return f"{path.name}, {place}" if place else path.name
+
+
+__all__ = [
+    "ContactCard",
+    "ImportOptions",
+    "Importer",
+    "Item",
+    "Progress",
+    "Skipped",
+    "clean_text",
+    "fit_text",
+    "stable_id",
+    "to_us",
+    "where",
+]
