@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from typing import Any
 
-from pixie.device.cli import display
-from pixie.device.cli.common import count_flag, emit_json, file_arg, json_flag
+from pixie.device.cli import ingest
+from pixie.device.cli.common import count_flag, emit_json, json_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput
 from pixie.device.ingest import registry as importers
@@ -42,39 +40,9 @@ def cmd_log_add(args: argparse.Namespace) -> int:
 
 
 def cmd_log_import(args: argparse.Namespace) -> int:
-    # Open (and so validate) the data dir before reading a possibly long file.
-    with open_node(args) as node:
-        if args.file == "-":
-            events = importers.get(importers.DEFAULT).read_events(sys.stdin.buffer)
-        else:
-            path = file_arg(args.file, "FILE")
-            importer = importers.for_path(path)
-            try:
-                with path.open("rb") as stream:
-                    size = os.fstat(stream.fileno()).st_size
-                    events = importer.read_events(
-                        stream, lambda read: display.progress(read, size, "bytes read:")
-                    )
-            except OSError as exc:
-                raise BadInput(f"cannot read {args.file}: {exc.strerror}") from None
-        result = node.log.append(
-            events,
-            now=now_us(),
-            progress=lambda done, total: display.progress(done, total, "events written:"),
-        )
-    summary = {
-        "imported": len(result.ids),
-        "already_present": result.skipped,
-        "new_contacts": result.new_contacts,
-    }
-    if args.json:
-        emit_json(summary)
-    else:
-        print(
-            f"imported {summary['imported']} events ({summary['already_present']} already "
-            f"present), {summary['new_contacts']} new contacts"
-        )
-    return 0
+    # `pixie import` under its older name; a file no importer recognises is
+    # read as JSON Lines, the format this command has always read.
+    return ingest.run_import(args, fallback=importers.get(importers.DEFAULT))
 
 
 def cmd_log_show(args: argparse.Namespace) -> int:
@@ -109,9 +77,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--from-me", action="store_true", help="the user wrote it")
     json_flag(p)
     p.set_defaults(func=cmd_log_add)
-    p = lsub.add_parser("import", parents=[common], help="import events from JSON Lines")
-    p.add_argument("file", metavar="FILE.jsonl", help="a JSON Lines file, or - for stdin")
-    json_flag(p)
+    p = lsub.add_parser("import", parents=[common], help="the same as pixie import")
+    p.add_argument("path", metavar="PATH", help="a file or folder, or - for JSON Lines on stdin")
+    ingest.add_import_flags(p)
     p.set_defaults(func=cmd_log_import)
     p = lsub.add_parser("show", parents=[common], help="print events as JSON Lines")
     p.add_argument("--last", type=count_flag, metavar="N", help="only the N most recently written")

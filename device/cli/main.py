@@ -20,6 +20,7 @@ from pixie.device.cli import (
     datadir,
     distill,
     grep,
+    ingest,
     log,
     notebook,
     nudges,
@@ -46,6 +47,7 @@ def add_commands(
     Homebase), built from the node and the command line."""
     datadir.add_commands(sub, common)
     contacts.add_commands(sub, common)
+    ingest.add_commands(sub, common)
     log.add_commands(sub, common)
     grep.add_commands(sub, common)
     notebook.add_commands(sub, common)

@@ -1,7 +1,8 @@
 """Reading events from JSON Lines: strict, bounded, all-or-nothing.
 
-Every line is parsed and validated before anything is written, so a bad line
-anywhere stops the import with its line number and leaves the log untouched.
+Every line is parsed and validated as it is read, inside the import's one
+transaction, so a bad line anywhere stops the import with its line number and
+leaves the log untouched.
 `IMPORTER` is this format's entry in the importer registry
 (`pixie.device.ingest.registry`), and the one `pixie log import` falls back
 to when no importer recognises a file.
@@ -9,12 +10,15 @@ to when no importer recognises a file.
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 from pixie.device.errors import BadInput
+from pixie.device.ingest.base import ImportOptions, Item, Progress, stable_id, where
 from pixie.device.store.contacts import clean_name
 from pixie.device.store.memlog import NewEvent, check_ref, check_text, parse_kind
 from pixie.device.store.strictjson import loads_strict
@@ -102,10 +106,32 @@ SNIFF_BYTES = 64 * 1024
 SUFFIXES = (".jsonl", ".ndjson")
 
 
+def with_stable_id(event: NewEvent) -> NewEvent:
+    """``event`` with an id: its own if the line gave one, else one derived
+    from everything the line says, so importing the same file twice (or a
+    file that grew) adds only the lines that are new. Two lines that say
+    exactly the same thing are one event."""
+    if event.id is not None:
+        return event
+    derived = stable_id(
+        "jsonl",
+        event.kind.value,
+        event.at,
+        event.contact,
+        event.thread,
+        event.source,
+        "" if event.from_me is None else int(event.from_me),
+        event.text,
+        at_us=event.at,
+    )
+    return replace(event, id=derived)
+
+
 class JsonlImporter:
     """JSON Lines, one event object a line, as `event_from_object` reads it."""
 
     name = "jsonl"
+    units = ("event", "events")
 
     def sniff(self, path: Path) -> bool:
         """A name ending .jsonl or .ndjson, or a regular file whose first line
@@ -125,10 +151,35 @@ class JsonlImporter:
             return False
         return isinstance(obj, dict) and obj.keys() >= _REQUIRED
 
-    def read_events(
-        self, stream: IO[bytes], progress: Callable[[int], None] | None = None
-    ) -> list[NewEvent]:
-        return read_events(stream, progress)
+    def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
+        """Every event of the file at ``path``, each with a stable id."""
+        try:
+            stream = path.open("rb")
+        except OSError as exc:
+            raise BadInput(f"cannot read {path.name}: {exc.strerror}") from None
+        with stream:
+            size = _size(stream)
+            hook = None if progress is None else (lambda read: progress(read, size))
+            try:
+                for event in iter_events(stream, hook):
+                    yield with_stable_id(event)
+            except BadInput as exc:
+                raise BadInput(where(path, str(exc))) from None
+            except OSError as exc:
+                raise BadInput(f"cannot read {path.name}: {exc.strerror}") from None
+
+    def read_stream(self, stream: IO[bytes], progress: Progress | None = None) -> Iterator[Item]:
+        """`read` for a stream that is not a file (standard input)."""
+        hook = None if progress is None else (lambda read: progress(read, read))
+        for event in iter_events(stream, hook):
+            yield with_stable_id(event)
+
+
+def _size(stream: IO[bytes]) -> int:
+    try:
+        return os.fstat(stream.fileno()).st_size
+    except (OSError, ValueError):
+        return 0
 
 
 IMPORTER = JsonlImporter()
@@ -146,4 +197,5 @@ __all__ = [
     "iter_events",
     "loads_strict",  # it lives in pixie.device.store.strictjson now
     "read_events",
+    "with_stable_id",
 ]

@@ -1,58 +1,35 @@
-"""The importers `pixie log import` can read with, in one registry.
+"""The importers `pixie import` reads with, in one registry.
 
-An importer turns one file format into the `NewEvent`s the memory log
-appends. It has a ``name`` (what a user or a caller asks for it by), a
+An importer (`pixie.device.ingest.base.Importer`) turns one format into the
+items an import writes: events, contact cards and skips. It has a ``name``
+(what ``--format`` asks for), ``units`` (how the summary counts its events), a
 ``sniff(path)`` that says, without raising and without consuming anything,
-whether a file looks like its format, and ``read_events(stream, progress)``,
-which reads a whole binary stream and returns every event, all or nothing: a
-bad record raises `BadInput` naming where it is, before anything is written.
-``progress``, when given, hears the number of bytes read so far, now and then
-and once at the end.
+whether a path looks like its format, and ``read(path, options, progress)``,
+which streams the items of a path and raises `BadInput` naming the file and
+the record for anything it cannot read. `pixie.device.ingest.load` writes the
+items, all or nothing.
 
-`detect` asks the importers in the order they were registered and returns the
-first whose ``sniff`` says yes; `pixie log import` falls back to `DEFAULT`
-(JSON Lines, the format it has always read) when none does, and reads stdin
-with `DEFAULT` too.
+`detect` asks the importers in the order they are registered and returns the
+first whose ``sniff`` says yes, so the order runs from the most specific
+signature to the loosest: JSON Lines and Telegram's JSON (a first line or
+key to recognise), mbox ("From " at the start), iCalendar and vCard (a BEGIN
+line), a WhatsApp export (a timestamped first line), and last the journal,
+which claims a folder of Markdown or text files.
 
-Adding a format (mbox, iCalendar, vCard, a WhatsApp or Telegram export,
-Markdown notes) is one module in this package:
-
-1. write ``pixie/device/ingest/<format>.py`` with a class that has ``name``,
-   ``sniff`` and ``read_events`` as `Importer` describes, and a module-level
-   ``IMPORTER`` instance of it (see `jsonl` for the pattern). Keep ``sniff``
-   cheap and specific: a file suffix, or the first bytes of a regular file,
-   never a read from a pipe or a device;
-2. add the module to `_BUILT_IN` below, before any importer whose ``sniff``
-   would also claim its files (order decides between two that both say yes);
-3. add its cases to tests/unit/ingest/test_ingest_registry.py: that it is registered,
-   what it sniffs and what it refuses, and the events a small sample yields.
-
-An importer reads only the stream it is given and builds events from it; it
-writes nothing and reaches no other part of the data dir.
+Adding a format is one module in this package: a class with ``name``,
+``units``, ``sniff`` and ``read`` and a module-level ``IMPORTER``; add it to
+`_BUILT_IN` below, in its place in the order, and its cases to
+tests/unit/ingest/. An importer reads only the path it is given and writes
+nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Protocol
 
 from pixie.device.errors import BadInput
 from pixie.device.ingest import jsonl
-from pixie.device.store.memlog import NewEvent
-
-
-class Importer(Protocol):
-    """One file format the memory log can be filled from."""
-
-    @property
-    def name(self) -> str: ...
-
-    def sniff(self, path: Path) -> bool: ...
-
-    def read_events(
-        self, stream: IO[bytes], progress: Callable[[int], None] | None = None
-    ) -> list[NewEvent]: ...
+from pixie.device.ingest.base import Importer
 
 
 class Registry:
@@ -87,7 +64,8 @@ class Registry:
         return tuple(self._importers)
 
 
-# What `pixie log import` reads when no importer recognises the input.
+# What `pixie log import` reads when no importer recognises the input, and
+# what standard input is read as.
 DEFAULT = jsonl.IMPORTER.name
 
 # The built-in importers, in the order `detect` asks them.
@@ -99,7 +77,7 @@ for _importer in _BUILT_IN:
 
 
 def register(importer: Importer) -> Importer:
-    """Add ``importer`` to the registry `pixie log import` uses."""
+    """Add ``importer`` to the registry `pixie import` uses."""
     return REGISTRY.register(importer)
 
 
@@ -114,8 +92,16 @@ def detect(path: Path) -> Importer | None:
 
 
 def for_path(path: Path) -> Importer:
-    """The importer to read ``path`` with: the one `detect` finds, else `DEFAULT`."""
-    return detect(path) or get(DEFAULT)
+    """The importer `pixie import` reads ``path`` with: the one `detect`
+    finds; `BadInput` naming the formats to choose from when none does."""
+    found = detect(path)
+    if found is None:
+        known = ", ".join(REGISTRY.names())
+        raise BadInput(
+            f"cannot tell what format {path.name!r:.80} is in; name it with --format "
+            f"(one of: {known})"
+        )
+    return found
 
 
 __all__ = [

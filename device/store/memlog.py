@@ -368,6 +368,31 @@ class MemoryLog:
         statedigest.update(session, add=items)
         return rows
 
+    @staticmethod
+    def top_in(session: Session) -> int:
+        """The local number of the newest row (0 for an empty log)."""
+        return int(session.connection().exec_driver_sql(_TOP_SQL).scalar() or 0)
+
+    def committed_after(self, top: int, batch: int = PROGRESS_EVENTS) -> None:
+        """Tell listeners about every row numbered above ``top``, read back in
+        batches: how a long import, which keeps no rows in memory, reports
+        what it wrote once it has committed."""
+        if not self._listeners:
+            return
+        while True:
+            with self.db.reading() as session:
+                found = session.scalars(
+                    select(MemoryEvent)
+                    .where(MemoryEvent.n > top)
+                    .order_by(MemoryEvent.n)
+                    .limit(batch)
+                ).all()
+                rows = [as_row(r.n, to_record(r)) for r in found]
+            if not rows:
+                return
+            self.committed(rows)
+            top = rows[-1][0]
+
     def committed(self, rows: Sequence[Row]) -> None:
         """Tell listeners (the text mirror) about rows that are now durable."""
         if rows:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 from pixie.device.errors import BadInput
 from pixie.device.ingest import jsonl, registry
+from pixie.device.ingest.base import ImportOptions, Item, Progress
 from pixie.device.store import strictjson
 from pixie.device.store.memlog import NewEvent
 from tests.support.cli import run_cli
@@ -30,6 +31,8 @@ def write_events(path: Path, *events: dict[str, object]) -> Path:
 class Claims:
     """A stand-in importer that claims every file (or none) and reads nothing."""
 
+    units = ("thing", "things")
+
     def __init__(self, name: str, claims: bool = True) -> None:
         self.name = name
         self.claims = claims
@@ -37,10 +40,8 @@ class Claims:
     def sniff(self, path: Path) -> bool:
         return self.claims
 
-    def read_events(
-        self, stream: IO[bytes], progress: Callable[[int], None] | None = None
-    ) -> list[NewEvent]:
-        return []
+    def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
+        return iter(())
 
 
 def test_jsonl_is_registered_first_and_is_the_default() -> None:
@@ -96,11 +97,18 @@ def test_a_file_whose_first_line_is_an_event_is_claimed(tmp_path: Path) -> None:
         b'{"at": NaN, "kind": "journal", "text": "x"}\n',
     ],
 )
-def test_other_content_is_not_claimed(tmp_path: Path, content: bytes) -> None:
-    f = tmp_path / "file.txt"
+def test_other_content_is_not_claimed_as_json_lines(tmp_path: Path, content: bytes) -> None:
+    f = tmp_path / "file.dat"
     f.write_bytes(content)
+    assert not jsonl.IMPORTER.sniff(f)
+
+
+def test_a_file_nobody_claims_is_refused_naming_the_formats(tmp_path: Path) -> None:
+    f = tmp_path / "file.dat"
+    f.write_bytes(b"\x00\x01 binary")
     assert registry.detect(f) is None
-    assert registry.for_path(f) is jsonl.IMPORTER  # what pixie log import falls back to
+    with pytest.raises(BadInput, match=r"cannot tell what format 'file.dat' is in; .*--format"):
+        registry.for_path(f)
 
 
 def test_detection_never_raises_on_a_path_it_cannot_read(tmp_path: Path) -> None:
@@ -117,19 +125,30 @@ def test_a_named_pipe_is_not_opened(tmp_path: Path) -> None:
     assert registry.detect(pipe) is None
 
 
-def test_the_jsonl_importer_reads_as_read_events_does(tmp_path: Path) -> None:
+def test_the_jsonl_importer_reads_as_read_events_does_with_stable_ids(tmp_path: Path) -> None:
     other = {**EVENT, "text": "and works at the port", "contact": "Ada"}
-    raw = write_events(tmp_path / "life.jsonl", EVENT, other).read_bytes()
-    heard: list[int] = []
-    events = jsonl.IMPORTER.read_events(io.BytesIO(raw), heard.append)
-    assert events == jsonl.read_events(io.BytesIO(raw))
-    assert [e.text for e in events] == ["I live in Porto", "and works at the port"]
-    assert heard[-1] == len(raw)
+    given = {**EVENT, "text": "with its own id", "id": "0190a1b2-0000-7000-8000-000000000001"}
+    path = write_events(tmp_path / "life.jsonl", EVENT, other, given)
+    raw = path.read_bytes()
+    heard: list[tuple[int, int]] = []
+    items = list(jsonl.IMPORTER.read(path, ImportOptions(), lambda *a: heard.append(a)))
+    parsed = jsonl.read_events(io.BytesIO(raw))
+    assert [replace(e, id=None) for e in items if isinstance(e, NewEvent)] == [
+        replace(e, id=None) for e in parsed
+    ]
+    ids = [e.id for e in items if isinstance(e, NewEvent)]
+    assert ids[2] == given["id"]  # a given id is kept
+    assert len(set(ids)) == 3 and None not in ids
+    again = list(jsonl.IMPORTER.read(path, ImportOptions(), None))
+    assert [e.id for e in again if isinstance(e, NewEvent)] == ids  # derived, not minted
+    assert heard[-1] == (len(raw), len(raw))
 
 
-def test_the_jsonl_importer_refuses_a_bad_line_by_number() -> None:
-    with pytest.raises(BadInput, match="line 2: not valid JSON"):
-        jsonl.IMPORTER.read_events(io.BytesIO(json.dumps(EVENT).encode() + b"\n{\n"))
+def test_the_jsonl_importer_refuses_a_bad_line_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "life.jsonl"
+    path.write_bytes(json.dumps(EVENT).encode() + b"\n{\n")
+    with pytest.raises(BadInput, match=r"^life.jsonl, line 2: not valid JSON"):
+        list(jsonl.IMPORTER.read(path, ImportOptions(), None))
 
 
 def test_loads_strict_lives_in_the_store_and_is_still_exported_by_jsonl() -> None:
@@ -144,9 +163,13 @@ def test_log_import_reads_a_file_of_any_name_through_the_registry(
     f = write_events(tmp_path / "events.txt", EVENT, {**EVENT, "text": "again"})
     res = run_cli("--data", str(data_dir), "log", "import", str(f))
     assert (res.code, res.out) == (0, "imported 2 events (0 already present), 0 new contacts\n")
-    weird = tmp_path / "notes.md"
-    weird.write_text("# not events\n", encoding="utf-8")
+    weird = tmp_path / "notes.dat"
+    weird.write_text("not events\n", encoding="utf-8")
     res = run_cli("--data", str(data_dir), "log", "import", str(weird))
-    # No importer claims it, so JSON Lines reads it and says where it stopped.
+    # No importer claims it, so `log import` reads it as JSON Lines, its old
+    # format, and says where it stopped; `pixie import` asks for --format.
     assert (res.code, res.out) == (2, "")
-    assert res.err == "pixie: error: line 1: not valid JSON (Expecting value)\n"
+    assert res.err == "pixie: error: notes.dat, line 1: not valid JSON (Expecting value)\n"
+    res = run_cli("--data", str(data_dir), "import", str(weird))
+    assert res.code == 2
+    assert res.err.startswith("pixie: error: cannot tell what format 'notes.dat' is in")

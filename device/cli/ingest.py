@@ -1,0 +1,198 @@
+"""``pixie import``: bring a life in from the files people have.
+
+``pixie import PATH`` detects the format (or takes ``--format``), streams the
+file through its importer into the memory log in one durable transaction,
+and prints one summary line. ``pixie log import`` is the same command under
+its older name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import zoneinfo
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pixie.device.cli import display
+from pixie.device.cli.common import emit_json, file_arg
+from pixie.device.cli.nodes import open_node
+from pixie.device.errors import BadInput
+from pixie.device.ingest import registry as importers
+from pixie.device.ingest.base import Importer, ImportOptions, Item
+from pixie.device.ingest.jsonl import IMPORTER as JSONL
+from pixie.device.ingest.load import ImportReport, load
+from pixie.protocol.timestamps import now_us
+
+MAX_ME = 64  # --me flags at most
+
+
+def local_zone() -> dt.tzinfo:
+    """The machine's time zone with its rules (summer time included): $TZ or
+    /etc/localtime's zone name if it names one, else the current fixed offset."""
+    names = [os.environ.get("TZ", "").lstrip(":")]
+    try:
+        target = Path("/etc/localtime").resolve()
+        names.append("/".join(target.parts[target.parts.index("zoneinfo") + 1 :]))
+    except (OSError, ValueError):
+        pass
+    for name in names:
+        if name:
+            try:
+                return zoneinfo.ZoneInfo(name)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                continue
+    return dt.datetime.now().astimezone().tzinfo or dt.UTC
+
+
+def zone_flag(text: str) -> dt.tzinfo:
+    """``--tz``: an IANA zone name ("Europe/Lisbon") or UTC."""
+    if text.upper() in {"UTC", "Z"}:
+        return dt.UTC
+    try:
+        return zoneinfo.ZoneInfo(text)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise BadInput(
+            f"--tz: unknown time zone {text!r:.60} (an IANA name such as Europe/Lisbon)"
+        ) from None
+
+
+def _options(args: argparse.Namespace) -> ImportOptions:
+    me = tuple(args.me or ())
+    if len(me) > MAX_ME:
+        raise BadInput(f"--me: at most {MAX_ME} of them")
+    for value in me:
+        if not value.strip() or len(value) > 320 or "\x00" in value:
+            raise BadInput(f"--me: {value!r:.40} is not an address, number or name")
+    tz = zone_flag(args.tz) if args.tz is not None else local_zone()
+    return ImportOptions(me=me, tz=tz, now_us=now_us())
+
+
+def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) -> int:
+    options = _options(args)
+    chosen = importers.get(args.format) if args.format else None
+    # Open (and so validate) the data dir before reading a possibly long file.
+    with open_node(args) as node:
+        importer: Importer
+        items: Iterator[Item]
+        if args.path == "-":
+            if chosen is not None and chosen is not JSONL:
+                raise BadInput("standard input can only be read as JSON Lines (--format jsonl)")
+            importer = JSONL
+            items = JSONL.read_stream(sys.stdin.buffer)
+        else:
+            path = file_arg(args.path, "PATH")
+            if not path.exists():
+                raise BadInput(f"cannot read {args.path}: no such file or folder")
+            if chosen is not None:
+                importer = chosen
+            elif fallback is not None:
+                importer = importers.detect(path) or fallback
+            else:
+                importer = importers.for_path(path)
+            label = f"{importer.name}: bytes read:"
+            items = importer.read(
+                path, options, lambda done, total: display.progress(done, total, label)
+            )
+        try:
+            report = load(node.log, _checked(items))
+        finally:
+            display.end_progress()
+    if args.json:
+        emit_json(summary(report, importer))
+    else:
+        print(summary_line(report, importer))
+    return 0
+
+
+def _checked(items: Iterable[Item]) -> Iterator[Item]:
+    # A file that vanishes or cannot be read mid-way is bad input, not a crash.
+    try:
+        yield from items
+    except OSError as exc:
+        raise BadInput(f"cannot read: {exc.strerror or exc}") from None
+
+
+def summary(report: ImportReport, importer: Importer) -> dict[str, Any]:
+    """The ``--json`` form of what an import did."""
+    return {
+        "format": importer.name,
+        "imported": report.imported,
+        "already_present": report.already_present,
+        "new_contacts": report.new_contacts,
+        "contact_cards": report.cards,
+        "skipped": report.skipped_total,
+        "skipped_reasons": dict(report.skipped.most_common()),
+        "kinds": dict(report.kinds.most_common()),
+    }
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """ "1 email", "1,204 emails"."""
+    word = singular if count == 1 else (plural_form or singular + "s")
+    return f"{count:,} {word}"
+
+
+def summary_line(report: ImportReport, importer: Importer) -> str:
+    """``imported 1,204 emails (37 already present), 12 new contacts, 3 skipped: why``."""
+    one, many = importer.units
+    if report.imported or report.already_present or not report.cards:
+        head = f"imported {plural(report.imported, one, many)}"
+        head += f" ({report.already_present:,} already present)"
+        parts = [head, plural(report.new_contacts, "new contact")]
+    else:
+        # An address book: what it brought is contacts, not events.
+        merged = report.cards - report.new_contacts
+        parts = [f"read {plural(report.cards, one, many)}: {report.new_contacts:,} new"]
+        if merged:
+            parts[0] += f", {merged:,} merged into existing contacts"
+    if report.skipped:
+        why = ", ".join(f"{n:,} {reason}" for reason, n in report.skipped.most_common())
+        parts.append(f"{report.skipped_total:,} skipped: {why}")
+    return ", ".join(parts)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    return run_import(args)
+
+
+def add_import_flags(p: argparse.ArgumentParser) -> None:
+    """The flags ``pixie import`` and ``pixie log import`` share."""
+    p.add_argument(
+        "--format",
+        metavar="F",
+        help="the format (default: detected): " + ", ".join(importers.REGISTRY.names()),
+    )
+    p.add_argument(
+        "--me",
+        action="append",
+        metavar="ADDRESS|NAME",
+        help="an address, phone number or name that is you (repeatable); decides from_me",
+    )
+    p.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="time zone for times written without one (default: this machine's)",
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``pixie import``."""
+    formats = ", ".join(importers.REGISTRY.names())
+    p = sub.add_parser(
+        "import",
+        parents=[common],
+        help="import mail, calendars, contacts, chats and journals",
+        description=f"Import a file or folder into the memory log. Formats: {formats}. "
+        "Importing the same export again adds only what is new.",
+    )
+    p.add_argument("path", metavar="PATH", help="a file or folder, or - for JSON Lines on stdin")
+    add_import_flags(p)
+    p.set_defaults(func=cmd_import)
+
+
+__all__ = ["add_commands", "add_import_flags", "local_zone", "run_import", "summary_line"]
