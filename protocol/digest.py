@@ -2,7 +2,8 @@
 
 Everything that converges between siblings is a set of items: each log event
 (by id), each note version (id, stamp, content hash, user_edited, deleted),
-each contact (id, name) and each alias (alias, contact). Every item starts with
+each contact (id, name), each alias (alias, contact) and each contact detail
+(contact, field, time, value). Every item starts with
 a 17-byte key (a kind letter and a 128-bit id) that names it across versions.
 The fingerprint of a set is the sum of its items' hashes modulo 2^256 together
 with the count, as Negentropy fingerprints ranges. Addition commutes, so the
@@ -58,6 +59,29 @@ def alias_item(alias_key: str, contact_id: str, alias: str) -> bytes:
     # Keyed by a hash of the alias key: every item starts with a 17-byte key.
     key = hashlib.sha256(b"pixie-alias\x00" + alias_key.encode()).digest()[:16]
     return b"A" + key + _id_bytes(contact_id) + alias.encode()
+
+
+def detail_item(contact_id: str, field: str, value: str, at: int) -> bytes:
+    """A contact's detail (organisation, title, birthday, note) as it stands.
+
+    Keyed by a hash of (contact, field), so a new value for the same detail is
+    the same key with other bytes: replacing it is a remove and an add. The
+    time is part of the bytes because it is part of what converges: two
+    replicas that hold one value stamped at different times still differ
+    (last writer wins on (at, value), see the replica's merge).
+    """
+    key = hashlib.sha256(
+        b"pixie-detail\x00" + contact_id.encode() + b"\x00" + field.encode()
+    ).digest()[:16]
+    return (
+        b"D"
+        + key
+        + _id_bytes(contact_id)
+        + field.encode()
+        + b"\x00"
+        + at.to_bytes(8, "big", signed=True)
+        + value.encode()
+    )
 
 
 def item_key(item: bytes) -> bytes:

@@ -60,6 +60,20 @@ MAX_TAG_CHARS = 40
 MAX_KIND_CHARS = 24
 MAX_ALIASES = 64
 MAX_REASON_CHARS = 300
+# A contact's details and the longest value of each: a note may run over
+# lines, the others are one line (the store checks the shape, see
+# `pixie.device.store.contacts.clean_detail`).
+MAX_NOTE_DETAIL_CHARS = 2_000
+DETAIL_CHARS: dict[str, int] = {
+    "org": MAX_SHORT_CHARS,
+    "title": MAX_SHORT_CHARS,
+    "birthday": MAX_SHORT_CHARS,
+    "note": MAX_NOTE_DETAIL_CHARS,
+}
+DETAIL_FIELDS = tuple(DETAIL_CHARS)
+MAX_DETAIL_FIELD_CHARS = max(map(len, DETAIL_FIELDS))
+# When a detail was written (microseconds since the epoch), bounded like an event's time.
+MAX_DETAIL_AT = 1 << 62
 # Sequence numbers stop far below SQLite's 2**63 - 1: the log appends at the
 # highest seq of an origin plus one, so a sibling's event at the very top
 # (for this replica's own origin) would make every later append overflow.
@@ -126,10 +140,24 @@ class NoteVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class DetailEntry:
+    """One detail of a contact (``field`` one of `DETAIL_FIELDS`), the value
+    and when it was written: of two values, the greater (at, value) wins."""
+
+    field: str
+    value: str
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
 class ContactEntry:
     id: str
     name: str
     aliases: tuple[str, ...]
+    # Each field at most once. On the wire a fourth item of the contact, sent
+    # only when there are details: a contact without any is the three items a
+    # peer from before details decodes.
+    details: tuple[DetailEntry, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,9 +447,16 @@ def _note_fields(n: NoteVersion) -> list[Any]:
     ]
 
 
+def _contact_fields(c: ContactEntry) -> list[Any]:
+    fields: list[Any] = [_hex16(c.id), c.name, list(c.aliases)]
+    if c.details:
+        fields.append([[d.field, d.value, d.at] for d in c.details])
+    return fields
+
+
 def _records_fields(r: Records) -> list[Any]:
     return [
-        [[_hex16(c.id), c.name, list(c.aliases)] for c in r.contacts],
+        [_contact_fields(c) for c in r.contacts],
         _events_fields(r.event_columns),
         [_note_fields(n) for n in r.notes],
     ]
@@ -583,13 +618,34 @@ def _note(f: Any) -> NoteVersion:
     )
 
 
+def _detail(f: Any) -> DetailEntry:
+    f = array(f, "contact detail", 3, exact=3)
+    field = text(f[0], "contact detail field", MAX_DETAIL_FIELD_CHARS)
+    limit = DETAIL_CHARS.get(field)
+    if limit is None:
+        raise ProtocolError(f"contact detail field must be one of {', '.join(DETAIL_FIELDS)}")
+    return DetailEntry(
+        field,
+        text(f[1], f"contact {field}", limit),
+        integer(f[2], "contact detail time", -MAX_DETAIL_AT, MAX_DETAIL_AT),
+    )
+
+
 def _contact(f: Any) -> ContactEntry:
-    f = array(f, "contact", 3, exact=3)
+    f = array(f, "contact", 4)
+    if len(f) < 3:
+        raise ProtocolError("contact must have 3 or 4 items")
     aliases = tuple(text(a, "alias", MAX_SHORT_CHARS) for a in array(f[2], "aliases", 64))
+    details: tuple[DetailEntry, ...] = ()
+    if len(f) == 4:
+        details = tuple(_detail(d) for d in array(f[3], "contact details", len(DETAIL_FIELDS)))
+        if len({d.field for d in details}) != len(details):
+            raise ProtocolError("a contact detail field appears twice")
     return ContactEntry(
         binary(f[0], "contact id", size=16).hex(),
         text(f[1], "contact name", MAX_SHORT_CHARS),
         aliases,
+        details,
     )
 
 
@@ -692,6 +748,7 @@ __all__ = [
     "Check",
     "ClearFields",
     "ContactEntry",
+    "DetailEntry",
     "EventColumns",
     "Hello",
     "LogEvent",

@@ -1,15 +1,22 @@
-"""Contacts: display names and aliases, resolved case-insensitively.
+"""Contacts: display names and aliases, resolved case-insensitively, and details.
 
 A contact's id is derived from its normalised name, so two devices that each
 learn about "Ada" on their own agree on who she is before they ever sync.
+
+Details (organisation, title, birthday, note) come from address books. Each is
+one value with the time it was written; of two values for one detail the
+greater (time, value) wins, on import as in sync, so every replica ends up
+with the same one whatever order the imports and syncs happen in.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import ForeignKey, String, select
@@ -18,9 +25,13 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.store import statedigest
 from pixie.device.store.db import Base, Database
-from pixie.protocol.digest import alias_item, contact_item
+from pixie.protocol.digest import alias_item, contact_item, detail_item
+from pixie.protocol.syncwire import DETAIL_CHARS, DETAIL_FIELDS, MAX_DETAIL_AT
 
 MAX_NAME_CHARS = 200
+_FIELD_CHARS = 16  # the column; every field name is far shorter
+# What a message calls each detail.
+DETAIL_NAMES = {"org": "organisation", "title": "title", "birthday": "birthday", "note": "note"}
 
 
 class Contact(Base):
@@ -40,11 +51,50 @@ class ContactAlias(Base):
     alias: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
 
 
+class ContactDetail(Base):
+    """One detail of a contact: its value and when that value was written.
+
+    A row per (contact, field) rather than columns on ``contact``: each detail
+    converges on its own (last writer wins on (at, value)), so its value and
+    time belong together, and a detail nobody knows is no row at all instead
+    of a pair of NULL columns; the digest item of a detail maps onto one row;
+    and a field added later needs no new migration. Adding the table is also
+    the one migration that can run again harmlessly (``IF NOT EXISTS``).
+    """
+
+    __tablename__ = "contact_detail"
+
+    contact_id: Mapped[str] = mapped_column(ForeignKey("contact.id"), primary_key=True)
+    field: Mapped[str] = mapped_column(String(_FIELD_CHARS), primary_key=True)
+    value: Mapped[str] = mapped_column(String(max(DETAIL_CHARS.values())))
+    at: Mapped[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ContactDetails:
+    """What is known about a contact besides names: None where nothing is."""
+
+    org: str | None = None
+    title: str | None = None
+    birthday: str | None = None  # "YYYY-MM-DD", or "--MM-DD" when the year is unknown
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {field: getattr(self, field) for field in DETAIL_FIELDS}
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, field) is not None for field in DETAIL_FIELDS)
+
+
+NO_DETAILS = ContactDetails()
+
+
 @dataclass(frozen=True, slots=True)
 class ContactInfo:
     id: str
     name: str
     aliases: tuple[str, ...]
+    details: ContactDetails = NO_DETAILS
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +158,57 @@ def _clean_name(name: str, what: str) -> str:
     return cleaned
 
 
+_BIRTHDAY = re.compile(r"(?:([0-9]{4})|--)-([0-9]{2})-([0-9]{2})")
+
+
+def clean_detail(field: str, value: object) -> str | None:
+    """A detail's value in its stored form, None if it is blank, or BadInput.
+
+    A note may run over lines (line ends become "\n", each line is trimmed on
+    the right, tabs are kept) and holds at most 2,000 characters; the others
+    are one line, spacing collapsed, at most 200. A birthday is a date,
+    "YYYY-MM-DD", or "--MM-DD" when the year is unknown."""
+    limit = DETAIL_CHARS.get(field)
+    if limit is None:
+        raise BadInput(f"unknown contact detail {field!r:.40}")
+    what = f"contact {DETAIL_NAMES[field]}"
+    if not isinstance(value, str):
+        raise BadInput(f"{what} must be a string")
+    if field == "note":
+        lines = value.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        cleaned = "\n".join(line.rstrip() for line in lines).strip()
+        allowed = {"\n", "\t"}
+    else:
+        cleaned = " ".join(value.split())
+        allowed = set()
+    if not cleaned:
+        return None
+    if len(cleaned) > limit:
+        raise BadInput(f"{what} is longer than {limit:,} characters")
+    categories = {unicodedata.category(ch) for ch in set(cleaned) - allowed}
+    if "Cc" in categories:
+        raise BadInput(f"{what} contains control characters")
+    if "Cs" in categories:
+        raise BadInput(f"{what} is not valid Unicode (a lone surrogate)")
+    if field == "birthday":
+        _check_birthday(cleaned)
+    return cleaned
+
+
+def _check_birthday(value: str) -> None:
+    shape = _BIRTHDAY.fullmatch(value)
+    try:
+        if shape is None:
+            raise ValueError
+        year, month, day = shape.groups()
+        # Without a year, any day some year has (29 February included).
+        datetime.date(int(year or 2000), int(month), int(day))
+    except ValueError:
+        raise BadInput(
+            f"contact birthday {value!r:.40} is not a date (YYYY-MM-DD, or --MM-DD)"
+        ) from None
+
+
 def name_key(name: str) -> str:
     """The case- and spacing-insensitive form names are matched by."""
     return unicodedata.normalize("NFKC", " ".join(name.split())).casefold()
@@ -123,6 +224,62 @@ _RESOLVE_SQL = (
     " UNION ALL SELECT * FROM (SELECT id, 1 FROM contact WHERE name_key >= ? AND name_key < ?"
     " LIMIT 2)"
 )
+
+
+def contact_items(session: Session) -> Iterator[bytes]:
+    """Every state-digest item of the contact book: contacts, aliases, details."""
+    for cid, name in session.execute(select(Contact.id, Contact.name)):
+        yield contact_item(cid, name)
+    aliases = session.execute(
+        select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias)
+    )
+    for key, cid, alias in aliases:
+        yield alias_item(key, cid, alias)
+    details = session.execute(
+        select(ContactDetail.contact_id, ContactDetail.field, ContactDetail.value, ContactDetail.at)
+    )
+    for cid, field, value, at in details:
+        yield detail_item(cid, field, value, at)
+
+
+def put_detail_in(
+    session: Session, contact_id: str, field: str, value: str, at: int, *, from_sync: bool = False
+) -> bool:
+    """Set a contact's detail if (at, value) wins over what it holds (a clean
+    value, see `clean_detail`); returns whether anything changed.
+
+    An import (``from_sync`` false) that brings the value already held
+    changes nothing, not even the time: importing one address book twice
+    leaves no trace. Sync compares (at, value) whole, so two replicas that
+    imported one value at different times still agree on one time."""
+    if not -MAX_DETAIL_AT <= at <= MAX_DETAIL_AT:
+        raise BadInput(f"contact detail time {at} is out of range")
+    row = session.get(ContactDetail, (contact_id, field))
+    if row is None:
+        session.add(ContactDetail(contact_id=contact_id, field=field, value=value, at=at))
+        session.flush()
+        statedigest.update(session, add=[detail_item(contact_id, field, value, at)])
+        return True
+    if (row.value == value and not from_sync) or (at, value) <= (row.at, row.value):
+        return False
+    statedigest.update(
+        session,
+        add=[detail_item(contact_id, field, value, at)],
+        remove=[detail_item(contact_id, field, row.value, row.at)],
+    )
+    row.value, row.at = value, at
+    return True
+
+
+def _card_details(card: ContactCard) -> list[tuple[str, str]]:
+    out = []
+    for field in DETAIL_FIELDS:
+        value = getattr(card, field)
+        if value is not None:
+            cleaned = clean_detail(field, value)
+            if cleaned is not None:
+                out.append((field, cleaned))
+    return out
 
 
 class ContactBook:
@@ -171,9 +328,13 @@ class ContactBook:
         name) or its name already resolves to, else a new one; then every alias
         nobody else holds is added. An alias another contact holds is left
         with them: an import never moves an alias or merges two people.
+        Then its details, each set if the contact has none, or replaced if
+        this card is newer (see `put_detail_in`; ``now`` is the card's time).
+        Everything is checked before anything is written.
         Returns the contact's id and whether it was created."""
         name = clean_name(card.name)
         aliases = [clean_name(a, "alias") for a in card.aliases]
+        details = _card_details(card)
         cid = None
         for alias in aliases:
             cid = cls.resolve_in(session, alias)
@@ -188,7 +349,37 @@ class ContactBook:
                 session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
                 session.flush()
                 statedigest.update(session, add=[alias_item(key, cid, alias)])
+        for field, value in details:
+            put_detail_in(session, cid, field, value, now)
         return cid, created
+
+    @staticmethod
+    def details_in(session: Session, contact_id: str) -> ContactDetails:
+        rows = session.execute(
+            select(ContactDetail.field, ContactDetail.value).where(
+                ContactDetail.contact_id == contact_id
+            )
+        )
+        known = {field: value for field, value in rows if field in DETAIL_FIELDS}
+        return ContactDetails(**known) if known else NO_DETAILS
+
+    def details(self, contact_id: str) -> ContactDetails:
+        """The details known about a contact (all None for one nobody knows)."""
+        with self.db.reading() as session:
+            return self.details_in(session, contact_id)
+
+    def info(self, contact_id: str) -> ContactInfo:
+        """One contact: name, aliases and details; NotFound if there is none."""
+        with self.db.reading() as session:
+            row = session.get(Contact, contact_id)
+            if row is None:
+                raise NotFound(f"no contact {contact_id!r:.40}")
+            aliases = session.scalars(
+                select(ContactAlias.alias)
+                .where(ContactAlias.contact_id == contact_id)
+                .order_by(ContactAlias.alias_key)
+            ).all()
+            return ContactInfo(row.id, row.name, tuple(aliases), self.details_in(session, row.id))
 
     def add(self, name: str, aliases: list[str], now: int) -> tuple[str, bool]:
         """Create a contact (or extend an existing one) with aliases; all or nothing."""
@@ -220,7 +411,19 @@ class ContactBook:
             aliases: dict[str, list[str]] = {}
             for row in session.scalars(select(ContactAlias).order_by(ContactAlias.alias_key)):
                 aliases.setdefault(row.contact_id, []).append(row.alias)
-            return [ContactInfo(c.id, c.name, tuple(aliases.get(c.id, ()))) for c in contacts]
+            details: dict[str, dict[str, str]] = {}
+            for d in session.scalars(select(ContactDetail)):
+                if d.field in DETAIL_FIELDS:
+                    details.setdefault(d.contact_id, {})[d.field] = d.value
+            return [
+                ContactInfo(
+                    c.id,
+                    c.name,
+                    tuple(aliases.get(c.id, ())),
+                    ContactDetails(**details[c.id]) if c.id in details else NO_DETAILS,
+                )
+                for c in contacts
+            ]
 
     def names(self) -> dict[str, str]:
         with self.db.reading() as session:

@@ -27,12 +27,23 @@ from pixie.device.errors import DataDirError
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # How a database of an older version becomes the current one: the statements
 # that take version N to N + 1, run in one durable transaction with the new
 # version number, so a migration is done whole or not at all.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: ("ALTER TABLE holding ADD COLUMN offload_counter INTEGER NOT NULL DEFAULT 0",),
+    # Contact details (see `contacts.ContactDetail`, whose table this is, as
+    # a new data dir creates it).
+    4: (
+        "CREATE TABLE IF NOT EXISTS contact_detail ("
+        " contact_id VARCHAR(32) NOT NULL,"
+        " field VARCHAR(16) NOT NULL,"
+        " value VARCHAR(2000) NOT NULL,"
+        " at INTEGER NOT NULL,"
+        " PRIMARY KEY (contact_id, field),"
+        " FOREIGN KEY(contact_id) REFERENCES contact (id))",
+    ),
 }
 BUSY_TIMEOUT_MS = 10_000
 # One in this many unsynced writes `at_once` would make goes to a worker thread,

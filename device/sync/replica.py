@@ -17,7 +17,9 @@ number of times records arrive):
   and every replica picks the same one. Tombstones are versions like any other.
 - Contacts: a grow-only set by id (ids derive from the normalised name); of two
   spellings of one name the smaller wins. Aliases: by alias, the smaller
-  contact id wins.
+  contact id wins. Details (organisation, title, birthday, note): by contact
+  and field, the greater (time written, value) wins, a last-writer-wins
+  register that every replica settles the same way.
 
 Where a note's body lives, marks, watermarks, settings and keys are local and
 never leave. A batch is applied in one transaction, so a refused batch leaves
@@ -39,7 +41,17 @@ from sqlalchemy.orm import Session
 from pixie.device.errors import BadInput
 from pixie.device.notebook.store import sealed_hash
 from pixie.device.store import statedigest
-from pixie.device.store.contacts import Contact, ContactAlias, clean_name, contact_id_for, name_key
+from pixie.device.store.contacts import (
+    Contact,
+    ContactAlias,
+    ContactDetail,
+    clean_detail,
+    clean_name,
+    contact_id_for,
+    contact_items,
+    name_key,
+    put_detail_in,
+)
 from pixie.device.store.db import Database
 from pixie.device.store.holdings import Holding, release_later
 from pixie.device.store.memlog import (
@@ -71,8 +83,10 @@ from pixie.protocol.ids import id_text
 from pixie.protocol.reconcile import range_fingerprint
 from pixie.protocol.syncwire import (
     MAX_ALIASES,
+    MAX_DETAIL_AT,
     ClearFields,
     ContactEntry,
+    DetailEntry,
     EventColumns,
     Marks,
     NoteVersion,
@@ -128,6 +142,8 @@ _FROM_ME = {None: None, 0: False, 1: True}  # SQLite hands booleans back as 0/1
 _NOTE_FIXED = 160
 _SEALED_FIXED = 96
 _CONTACT_FIXED = 32
+# A detail: its list header, the field's name and the header of its value, and its time.
+_DETAIL_FIXED = 24
 # An event in the columns: its 16-byte id, an index into each of the four
 # tables (origin, kind, contact, thread) and seq and time as integers, each at
 # its widest, from_me, and the headers of its source and text. A value's first
@@ -145,7 +161,12 @@ def _utf8(text: str | None) -> int:
 def _size(record: NoteVersion | ContactEntry) -> int:
     """Encoded bytes, at most: see `_NOTE_FIXED`."""
     if isinstance(record, ContactEntry):
-        return _CONTACT_FIXED + _utf8(record.name) + sum(3 + _utf8(a) for a in record.aliases)
+        return (
+            _CONTACT_FIXED
+            + _utf8(record.name)
+            + sum(3 + _utf8(a) for a in record.aliases)
+            + sum(_DETAIL_FIXED + _utf8(d.value) for d in record.details)
+        )
     c = record.clear
     if c is None:
         return _SEALED_FIXED + len(record.stamp) + len(record.ciphertext or b"")
@@ -346,13 +367,7 @@ class NodeReplica:
 
     @staticmethod
     def _contact_items(session: Session) -> Iterator[bytes]:
-        for cid, name in session.execute(select(Contact.id, Contact.name)):
-            yield contact_item(cid, name)
-        aliases = session.execute(
-            select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias)
-        )
-        for key, cid, alias in aliases:
-            yield alias_item(key, cid, alias)
+        return contact_items(session)
 
     def _contacts_fingerprint(self, session: Session) -> bytes:
         fp = Fingerprint.of(self._contact_items(session))
@@ -415,14 +430,26 @@ class NodeReplica:
                 select(ContactAlias.contact_id, ContactAlias.alias).order_by(ContactAlias.alias_key)
             ):
                 aliases.setdefault(cid, []).append(alias)
+            details: dict[str, list[DetailEntry]] = {}
+            for cid, field, value, at in session.execute(
+                select(
+                    ContactDetail.contact_id,
+                    ContactDetail.field,
+                    ContactDetail.value,
+                    ContactDetail.at,
+                ).order_by(ContactDetail.contact_id, ContactDetail.field)
+            ):
+                details.setdefault(cid, []).append(DetailEntry(field, value, at))
         # The codec takes at most MAX_ALIASES aliases per entry and the book has
         # no such bound: a contact with more goes out as several entries (the
         # merge takes each in turn), never as one the sibling must refuse.
+        # Its details ride with the first.
         out: list[ContactEntry] = []
         for c, n in contacts:
             held = aliases.get(c, [])
             for i in range(0, max(len(held), 1), MAX_ALIASES):
-                out.append(ContactEntry(c, n, tuple(held[i : i + MAX_ALIASES])))
+                extra = tuple(details.get(c, ())) if i == 0 else ()
+                out.append(ContactEntry(c, n, tuple(held[i : i + MAX_ALIASES]), extra))
         return out
 
     # -- repair ---------------------------------------------------------------------------
@@ -445,7 +472,7 @@ class NodeReplica:
         by_kind: dict[bytes, list[bytes]] = {}
         for key in keys:
             by_kind.setdefault(key[:1], []).append(key[1:])
-        if b"C" in by_kind or b"A" in by_kind:
+        if b"C" in by_kind or b"A" in by_kind or b"D" in by_kind:
             yield from self._all_contacts()
         event_ids = [id_text(raw) for raw in by_kind.get(b"E", [])]
         for i in range(0, len(event_ids), _ID_CHUNK):
@@ -500,6 +527,13 @@ class NodeReplica:
             try:
                 name = clean_name(entry.name)
                 aliases = [clean_name(a, "alias") for a in entry.aliases]
+                for d in entry.details:
+                    # Only a value in its stored form: cleaning it here would
+                    # make a value the sender's digest does not hold.
+                    if clean_detail(d.field, d.value) != d.value:
+                        raise BadInput(f"contact {d.field} is not in its stored form")
+                    if not -MAX_DETAIL_AT <= d.at <= MAX_DETAIL_AT:
+                        raise BadInput(f"contact {d.field} has a time out of range")
             except BadInput as exc:
                 raise ProtocolError(f"refused a contact: {exc}") from None
             if contact_id_for(name) != entry.id:
@@ -534,6 +568,8 @@ class NodeReplica:
                     )
                     held.contact_id, held.alias = entry.id, alias
                     changed += 1
+            for d in entry.details:
+                changed += put_detail_in(session, entry.id, d.field, d.value, d.at, from_sync=True)
         return changed
 
     def _merge_events(
