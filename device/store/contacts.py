@@ -158,7 +158,7 @@ def _clean_name(name: str, what: str) -> str:
     return cleaned
 
 
-_BIRTHDAY = re.compile(r"(?:([0-9]{4})|--)-([0-9]{2})-([0-9]{2})")
+_BIRTHDAY = re.compile(r"(?:([0-9]{4})-|--)([0-9]{2})-([0-9]{2})")
 
 
 def clean_detail(field: str, value: object) -> str | None:
