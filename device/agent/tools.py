@@ -23,11 +23,12 @@ from typing import Any, ClassVar, Literal, Protocol
 from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
-from pixie.device.store.contacts import ContactBook, clean_name
+from pixie.device.store.contacts import DETAIL_NAMES, ContactBook, ContactInfo, clean_name, name_key
 from pixie.device.store.notes import LABELS, MAX_TAG_CHARS, NoteKind
 from pixie.protocol.timestamps import format_date, now_us
 
 BODY_CHARS_SHOWN = 600
+ALIASES_SHOWN = 8
 MAX_PERSON_CHARS = 200
 MAX_DAYS_BACK = 36_500
 DEFAULT_BUDGETS: Mapping[str, int] = {"check_notebook": 4, "grep_memory": 3}
@@ -152,7 +153,13 @@ class CheckNotebookTool:
                 return f'No notes are filed under that person ("{person}").'
         since = self._now() - days_back * 86_400_000_000 if days_back else None
         results = self._notebook.search_clear(query, contact_id, topic, since)
-        return render_results(results, query, person, topic, days_back)
+        answer = render_results(results, query, person, topic, days_back)
+        if contact_id is None:
+            return answer
+        # What the address book says about the person follows the notes:
+        # the first line stays the count of what matched.
+        card = render_contact_card(self._contacts.info(contact_id))
+        return "\n".join([answer, *card]) if card else answer
 
     def _resolve(self, person: str) -> str | None:
         try:
@@ -178,6 +185,33 @@ def label(kind: NoteKind, title: str) -> str:
     if kind is NoteKind.ABOUT_YOU:
         return LABELS[kind]
     return f"{LABELS[kind]} · {title}"
+
+
+def render_contact_card(info: ContactInfo) -> list[str]:
+    """A contact's details and the other names and addresses they go by, as
+    lines that follow a person's notes; none if the book knows nothing more
+    than the name."""
+    own = name_key(info.name)
+    others = [a for a in info.aliases if name_key(a) != own]
+    facts = [
+        f"{DETAIL_NAMES[field]}: {value}"
+        for field, value in info.details.as_dict().items()
+        if value is not None and field != "note"
+    ]
+    if others:
+        shown = ", ".join(others[:ALIASES_SHOWN])
+        more = len(others) - ALIASES_SHOWN
+        facts.append(f"also: {shown}" + (f" and {more} more" if more > 0 else ""))
+    note = info.details.note
+    if not facts and note is None:
+        return []
+    lines = [f"Contact card · {info.name}" + (f" ({'; '.join(facts)})" if facts else "")]
+    if note is not None:
+        text = " ".join(note.split())
+        if len(text) > BODY_CHARS_SHOWN:
+            text = text[: BODY_CHARS_SHOWN - 1] + "…"
+        lines.append(f"   Note: {text}")
+    return lines
 
 
 def render_results(

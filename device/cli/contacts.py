@@ -7,6 +7,7 @@ from typing import Any
 
 from pixie.device.cli.common import emit_json, json_flag
 from pixie.device.cli.nodes import open_node
+from pixie.device.store.contacts import DETAIL_NAMES, ContactDetails
 from pixie.protocol.timestamps import now_us
 
 
@@ -24,12 +25,36 @@ def cmd_contacts_list(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         contacts = node.contacts.all()
     if args.json:
-        emit_json([{"id": c.id, "name": c.name, "aliases": list(c.aliases)} for c in contacts])
+        # Every detail field on every contact, null where nothing is known.
+        emit_json(
+            [
+                {"id": c.id, "name": c.name, "aliases": list(c.aliases), **c.details.as_dict()}
+                for c in contacts
+            ]
+        )
         return 0
     for c in contacts:
         aka = f" (also: {', '.join(c.aliases)})" if c.aliases else ""
         print(f"{c.id}  {c.name}{aka}")
+        for line in detail_lines(c.details):
+            print(f"    {line}")
     return 0
+
+
+def detail_lines(details: ContactDetails) -> list[str]:
+    """A contact's details as lines to show under it: one per detail, a
+    note's own lines indented beneath its label."""
+    out = []
+    for field, value in details.as_dict().items():
+        if value is None:
+            continue
+        label = DETAIL_NAMES[field]
+        if field == "note":
+            out.append(f"{label}:")
+            out.extend(f"  {line}" for line in value.split("\n"))
+        else:
+            out.append(f"{label}: {value}")
+    return out
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
+from pixie.device.notebook.store import Distilled
 from pixie.device.store.contacts import (
     ContactBook,
     ContactCard,
@@ -21,9 +23,10 @@ from pixie.device.store.contacts import (
 )
 from pixie.device.store.db import SCHEMA_VERSION
 from pixie.device.store.memlog import MemoryEvent
-from pixie.device.store.notes import Note
+from pixie.device.store.notes import Note, NoteKind
 from pixie.device.store.statedigest import note_version
 from pixie.protocol.digest import Fingerprint, event_item
+from tests.support.cli import run_cli
 
 T1 = 1_700_000_000_000_000
 T2 = T1 + 86_400_000_000
@@ -232,3 +235,72 @@ def test_a_version_4_data_dir_is_migrated_on_open_and_keeps_its_contacts(
     # And opening again migrates nothing more.
     with Node.open(data_dir) as n:
         assert n.contacts.details(cid) == ContactDetails(org="Acme")
+
+
+# -- where the details are shown ------------------------------------------------------
+
+
+def test_contacts_list_shows_the_details(data_dir: Path) -> None:
+    with Node.open(data_dir) as n:
+        cid = merge(n, ADA, T1)[0]
+        n.contacts.add("Grace Hopper", [], now=0)
+    listed = run_cli("--data", str(data_dir), "contacts", "list", "--json")
+    assert listed.code == 0
+    by_name = {c["name"]: c for c in listed.json()}  # type: ignore[attr-defined]
+    assert by_name["Ada Lovelace"] == {
+        "id": cid,
+        "name": "Ada Lovelace",
+        "aliases": ["+447700900123", "ada@example.org"],
+        "org": "Analytical Engines Ltd",
+        "title": "Programmer",
+        "birthday": "1815-12-10",
+        "note": "Met at the Babbage salon.\nPrefers letters.",
+    }
+    assert by_name["Grace Hopper"]["org"] is None and by_name["Grace Hopper"]["note"] is None
+    text = run_cli("--data", str(data_dir), "contacts", "list")
+    assert text.code == 0
+    assert text.out.splitlines()[:6] == [
+        f"{cid}  Ada Lovelace (also: +447700900123, ada@example.org)",
+        "    organisation: Analytical Engines Ltd",
+        "    title: Programmer",
+        "    birthday: 1815-12-10",
+        "    note:",
+        "      Met at the Babbage salon.",
+    ]
+    assert text.out.splitlines()[6] == "      Prefers letters."
+
+
+def test_check_notebook_about_a_person_ends_with_their_contact_card(node: Node) -> None:
+    cid = merge(node, ADA, T1)[0]
+    node.contacts.add("Grace Hopper", [], now=0)
+    node.notebook.upsert_clear(
+        Distilled(NoteKind.PERSON, cid, "Ada Lovelace", "Runs marathons.", cid, ("sport",))
+    )
+    tool = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
+    answer = tool.call({"person": "ada@example.org"}).splitlines()
+    assert answer[0] == "1 note matching about ada@example.org:"
+    assert answer[-2:] == [
+        "Contact card · Ada Lovelace (organisation: Analytical Engines Ltd; title: Programmer;"
+        " birthday: 1815-12-10; also: +447700900123, ada@example.org)",
+        "   Note: Met at the Babbage salon. Prefers letters.",
+    ]
+    # Known to the book, no notes: the card still answers.
+    merge(node, ContactCard("Grace Hopper", org="US Navy"), T1)
+    assert tool.call({"person": "Grace"}).splitlines() == [
+        "No notes in the Notebook match about Grace.",
+        "Contact card · Grace Hopper (organisation: US Navy)",
+    ]
+    # Nothing known beyond the name: no card; no person asked about: none either.
+    merge(node, ContactCard("Zoë Martin"), T1)
+    assert tool.call({"person": "Zoë Martin"}) == "No notes in the Notebook match about Zoë Martin."
+    assert "Contact card" not in tool.call({})
+
+
+def test_a_long_alias_list_and_note_are_cut_on_the_card(node: Node) -> None:
+    aliases = tuple(f"ada{i:02}@example.org" for i in range(12))
+    merge(node, ContactCard("Ada Lovelace", aliases, note="word " * 399), T1)
+    tool = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
+    card, note = tool.call({"person": "Ada"}).splitlines()[-2:]
+    shown = ", ".join(aliases[:8])
+    assert card == f"Contact card · Ada Lovelace (also: {shown} and 4 more)"
+    assert len(note.removeprefix("   Note: ")) == 600 and note.endswith("…")
