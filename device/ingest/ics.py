@@ -1,0 +1,416 @@
+"""Reading calendar events from iCalendar files (.ics): one event per occurrence.
+
+A calendar is parsed whole by ``icalendar`` (calendars are small; a file over
+`MAX_FILE_BYTES` is refused), then every VEVENT series is expanded by
+``recurring_ical_events``: RRULE, RDATE and EXDATE give the occurrences, and a
+VEVENT with a RECURRENCE-ID replaces (moves, retitles or cancels) the one it
+names. Only occurrences that start inside a window around the import are
+kept, `PAST` before ``options.now_us`` to `FUTURE` after it, so a rule without
+an end ("every day") still gives a bounded number; a series is also cut after
+`MAX_OCCURRENCES`, and rules that repeat more often than hourly are skipped.
+
+Times: a TZID names its VTIMEZONE, an IANA zone or a Windows zone name
+("W. Europe Standard Time"); a zone nobody knows reads like a floating time.
+A floating time is read in the calendar's X-WR-TIMEZONE if it declares a
+known one, else in ``options.tz``. An all-day event (a DATE) starts at local
+midnight of ``options.tz``.
+
+Each occurrence's people (ORGANIZER and ATTENDEEs with a name or a mailto
+address; rooms and resources left out) become contact cards, yielded before
+the event; the event's contact is the first of them who is not the user.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import stat
+import zoneinfo
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import icalendar
+import recurring_ical_events  # type: ignore[import-untyped]
+
+from pixie.device.errors import BadInput
+from pixie.device.ingest.base import (
+    ContactCard,
+    ImportOptions,
+    Item,
+    Progress,
+    Skipped,
+    clean_text,
+    fit_text,
+    stable_id,
+    to_us,
+    where,
+)
+from pixie.device.store.memlog import MAX_REF_CHARS, EventKind, NewEvent
+from pixie.protocol.syncwire import MAX_SHORT_CHARS
+
+SUFFIXES = (".ics", ".ical", ".ifb")
+SNIFF_BYTES = 4096
+MAGIC = b"BEGIN:VCALENDAR"
+MAX_FILE_BYTES = 64 * 1024 * 1024
+# The window of occurrences kept: ten years back and one year ahead of the
+# import (in days, so it does not depend on leap years or month lengths).
+PAST = dt.timedelta(days=3653)
+FUTURE = dt.timedelta(days=366)
+# At most this many occurrences of one series: an hourly rule over the whole
+# window would otherwise give close to 100,000 events.
+MAX_OCCURRENCES = 10_000
+# Rules at these frequencies are skipped: no calendar means them as events,
+# and expanding one over years costs minutes.
+_TOO_FREQUENT = frozenset({"SECONDLY", "MINUTELY"})
+# Properties an occurrence's time depends on: broken, the event cannot be read.
+_TIME_PROPERTIES = frozenset(
+    {"DTSTART", "DTEND", "DURATION", "RRULE", "RDATE", "EXDATE", "RECURRENCE-ID"}
+)
+_NOT_PEOPLE = frozenset({"ROOM", "RESOURCE"})
+_UTC = dt.UTC
+
+
+def _ref(prefix: str, key: str, suffix: str = "") -> str:
+    """``prefix + key + suffix`` as a thread or source: one line of at most
+    `MAX_REF_CHARS`, the key hashed when it would not fit or is not one line."""
+    plain = prefix + key + suffix
+    if len(plain) <= MAX_REF_CHARS and key.isprintable():
+        return plain
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return (prefix + digest + suffix)[:MAX_REF_CHARS]
+
+
+def _iso(moment: dt.date) -> str:
+    """A recurrence id as text: a date, a floating time, or a UTC time."""
+    if isinstance(moment, dt.datetime) and moment.tzinfo is not None:
+        return moment.astimezone(_UTC).replace(tzinfo=None).isoformat() + "Z"
+    return moment.isoformat()
+
+
+def _one_line(value: object, limit: int = MAX_SHORT_CHARS) -> str:
+    text = " ".join(clean_text(str(value)).split())
+    return text[:limit].rstrip()
+
+
+def _text(component: Any, name: str) -> str:
+    value = component.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        value = ", ".join(str(v) for v in value)
+    return clean_text(str(value))
+
+
+class _Person:
+    __slots__ = ("address", "card", "name")
+
+    def __init__(self, name: str, address: str | None) -> None:
+        self.name = name
+        self.address = address
+        self.card = ContactCard(name=name, aliases=(address,) if address else ())
+
+    @property
+    def contact(self) -> str:
+        return self.address or self.name
+
+
+def _person(value: Any) -> _Person | None:
+    """An ORGANIZER or ATTENDEE as a person, or None for a room, a resource,
+    or one with neither a name nor a mailto address."""
+    params = getattr(value, "params", {})
+    if str(params.get("CUTYPE", "")).upper() in _NOT_PEOPLE:
+        return None
+    raw = str(value).strip()
+    address = None
+    if raw.lower().startswith("mailto:"):
+        candidate = "".join(raw[7:].split()).lower()
+        if "@" in candidate and 0 < len(candidate) <= MAX_SHORT_CHARS:
+            address = candidate
+    name = _one_line(params.get("CN", ""))
+    if name.lower().startswith("mailto:"):
+        name = name[7:].strip()
+    if not name:
+        if address is None:
+            return None
+        name = address
+    return _Person(name, address)
+
+
+def _people(component: Any) -> list[_Person]:
+    found: list[_Person] = []
+    for key in ("ORGANIZER", "ATTENDEE"):
+        values = component.get(key)
+        if values is None:
+            continue
+        for value in values if isinstance(values, list) else [values]:
+            person = _person(value)
+            if person is not None:
+                found.append(person)
+    return found
+
+
+def _is_me(options: ImportOptions, person: _Person) -> bool:
+    return options.is_me(person.address, person.name)
+
+
+def _local(moment: dt.date, tz: dt.tzinfo) -> dt.datetime:
+    """A DATE at local midnight of ``tz``; a floating time read in ``tz``."""
+    if not isinstance(moment, dt.datetime):
+        return dt.datetime(moment.year, moment.month, moment.day, tzinfo=tz)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=tz)
+
+
+def _when(start: dt.date, end: dt.date | None) -> str:
+    """When an occurrence happens, in its own zone: "2026-03-14 15:00–16:00",
+    or "2026-03-14 all day"."""
+    if not isinstance(start, dt.datetime):
+        last = end - dt.timedelta(days=1) if isinstance(end, dt.date) else start
+        if not isinstance(end, dt.datetime) and isinstance(last, dt.date) and last > start:
+            return f"{start.isoformat()} – {last.isoformat()} all day"
+        return f"{start.isoformat()} all day"
+    text = start.strftime("%Y-%m-%d %H:%M")
+    if isinstance(end, dt.datetime) and end > start:
+        if end.tzinfo is not None and start.tzinfo is not None:
+            end = end.astimezone(start.tzinfo)
+        if end.date() == start.date():
+            return f"{text}–{end.strftime('%H:%M')}"
+        return f"{text} – {end.strftime('%Y-%m-%d %H:%M')}"
+    return text
+
+
+def _frequency(component: Any) -> str:
+    rules = component.get("RRULE")
+    if rules is None:
+        return ""
+    for rule in rules if isinstance(rules, list) else [rules]:
+        freq = rule.get("FREQ") if hasattr(rule, "get") else None
+        if freq:
+            return str(freq[0]).upper()
+    return ""
+
+
+def _event_name(component: Any) -> str:
+    uid = component.get("UID")
+    summary = _one_line(component.get("SUMMARY", ""), 60)
+    if uid is not None:
+        return f"event {_one_line(uid, 60)!r}"
+    return f"event {summary!r}" if summary else "an event without a UID"
+
+
+class IcsImporter:
+    """iCalendar files: every occurrence of every VEVENT inside the window."""
+
+    name = "ics"
+    units = ("calendar event", "calendar events")
+
+    def sniff(self, path: Path) -> bool:
+        """A name ending .ics, .ical or .ifb, or a regular file that starts
+        (after a byte order mark and blank space) with BEGIN:VCALENDAR. A
+        pipe or a device is never read: its bytes belong to the import."""
+        if path.suffix.lower() in SUFFIXES:
+            return True
+        return _starts_with(path, MAGIC)
+
+    def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
+        """Every occurrence of ``path``'s events in the window, each after the
+        cards of its people. Nothing is yielded before the whole file parsed."""
+        data = _read_bounded(path)
+        calendars = _parse(path, data)
+        now = dt.datetime(1970, 1, 1, tzinfo=_UTC) + dt.timedelta(microseconds=options.now_us)
+        low_us = to_us(now - PAST, _UTC)
+        high_us = to_us(now + FUTURE, _UTC)
+        carded: set[ContactCard] = set()
+        for calendar in calendars:
+            yield from self._calendar(path, calendar, options, low_us, high_us, carded)
+        if progress is not None:
+            progress(len(data), len(data))
+
+    def _calendar(
+        self,
+        path: Path,
+        calendar: Any,
+        options: ImportOptions,
+        low_us: int,
+        high_us: int,
+        carded: set[ContactCard],
+    ) -> Iterator[Item]:
+        skips: list[Skipped] = []
+        frequent: set[str] = set()
+        for component in list(calendar.subcomponents):
+            if component.name != "VEVENT":
+                continue
+            broken = [name for name, _ in component.errors if name in _TIME_PROPERTIES]
+            if broken:
+                raise BadInput(where(path, f"{_event_name(component)}: unreadable {broken[0]}"))
+            if component.get("DTSTART") is None:
+                calendar.subcomponents.remove(component)
+                skips.append(Skipped("event without a start"))
+                continue
+            if component.get("UID") is None:
+                # The event's own identity stands in for the UID it lacks.
+                basis = f"{component.get('SUMMARY', '')}\x1f{_iso(component['DTSTART'].dt)}"
+                digest = hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()
+                component.add("UID", f"pixie-nouid-{digest[:32]}")
+            if _frequency(component) in _TOO_FREQUENT:
+                frequent.add(str(component["UID"]))
+        if frequent:
+            for component in list(calendar.subcomponents):
+                if component.name == "VEVENT" and str(component["UID"]) in frequent:
+                    calendar.subcomponents.remove(component)
+            skips.extend(Skipped("repeats more often than hourly") for _ in frequent)
+        yield from skips
+        _drop_unknown_calendar_zone(calendar)
+        try:
+            query = recurring_ical_events.of(calendar)
+        except Exception as exc:  # the library raises its own and icalendar's errors
+            raise BadInput(where(path, f"cannot expand the calendar: {exc}")) from None
+        # Bounds padded by a day: floating and all-day times are placed in
+        # ``options.tz`` below, and the exact window is applied after that.
+        epoch = dt.datetime(1970, 1, 1, tzinfo=_UTC)
+        low = (epoch + dt.timedelta(microseconds=low_us, days=-1)).astimezone(options.tz)
+        high = (epoch + dt.timedelta(microseconds=high_us, days=1)).astimezone(options.tz)
+        for series in query.series:
+            kept = 0
+            try:
+                for occurrence in series.between(low, high):
+                    start_us = to_us(_local(occurrence.start, options.tz), options.tz)
+                    if not low_us <= start_us < high_us:
+                        continue
+                    if kept == MAX_OCCURRENCES:
+                        yield Skipped("occurrences past the limit of one series")
+                        break
+                    kept += 1
+                    component = occurrence.as_component(True)
+                    yield from self._occurrence(component, occurrence, start_us, options, carded)
+            except BadInput:
+                raise
+            except Exception as exc:  # a rule or a date the library cannot expand
+                raise BadInput(
+                    where(path, f"event {_one_line(series.uid, 60)!r}: cannot expand: {exc}")
+                ) from None
+
+    def _occurrence(
+        self,
+        component: Any,
+        occurrence: Any,
+        start_us: int,
+        options: ImportOptions,
+        carded: set[ContactCard],
+    ) -> Iterator[Item]:
+        if str(component.get("STATUS", "")).upper() == "CANCELLED":
+            yield Skipped("cancelled")
+            return
+        uid = str(component["UID"])
+        # A recurrence id only for an occurrence of a series (the library
+        # also sets one on a single event's copy): a single event is its UID.
+        recurring = bool(occurrence.recurrence_ids) or any(
+            component.get(key) is not None for key in ("RRULE", "RDATE")
+        )
+        rid_prop = component.get("RECURRENCE-ID") if recurring else None
+        rid = _iso(rid_prop.dt) if rid_prop is not None else None
+        people = _people(component)
+        others = [p for p in people if not _is_me(options, p)]
+        for person in others:
+            if person.card not in carded:
+                carded.add(person.card)
+                yield person.card
+        organizer = component.get("ORGANIZER")
+        from_me = None
+        if organizer is not None:
+            chief = _person(organizer)
+            from_me = chief is not None and _is_me(options, chief)
+        lines = [_one_line(component.get("SUMMARY", ""), 500) or "(untitled event)"]
+        lines.append(_when(occurrence.start, occurrence.end))
+        location = _one_line(component.get("LOCATION", ""), 500)
+        if location:
+            lines.append(f"Location: {location}")
+        names = list(dict.fromkeys(p.name for p in others))
+        if names:
+            lines.append("With: " + "; ".join(names))
+        description = _text(component, "DESCRIPTION")
+        if description:
+            lines.extend(["", description])
+        yield NewEvent(
+            kind=EventKind.CALENDAR,
+            at=start_us,
+            text=fit_text("\n".join(lines)),
+            contact=others[0].contact if others else None,
+            thread=_ref("cal:", uid),
+            source=_ref("ics:", uid, f"#{rid}" if rid else ""),
+            from_me=from_me,
+            id=stable_id("ics", uid, rid, at_us=start_us),
+        )
+
+
+def _drop_unknown_calendar_zone(calendar: Any) -> None:
+    """Forget an X-WR-TIMEZONE no zone database knows: its floating times are
+    then read in ``options.tz`` rather than refused."""
+    zone = calendar.get("X-WR-TIMEZONE")
+    if zone is None:
+        return
+    try:
+        zoneinfo.ZoneInfo(str(zone).strip())
+    except (ValueError, OSError, zoneinfo.ZoneInfoNotFoundError):
+        del calendar["X-WR-TIMEZONE"]
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    """Whether ``path`` is a regular file whose first bytes, after a byte
+    order mark and blank space, are ``magic`` (case ignored)."""
+    try:
+        # Checked before opening: opening a named pipe would wait for a writer.
+        if not stat.S_ISREG(path.stat().st_mode):
+            return False
+        with path.open("rb") as stream:
+            head = stream.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[: len(magic)].upper() == magic
+
+
+def _read_bounded(path: Path) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise BadInput(
+                    f"{path.name}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB,"
+                    " too large for a calendar"
+                )
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise BadInput(f"cannot read {path.name}: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise BadInput(
+            f"{path.name}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB,"
+            " too large for a calendar"
+        )
+    return data
+
+
+def _parse(path: Path, data: bytes) -> list[Any]:
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        components = icalendar.Calendar.from_ical(data, multiple=True)
+    except Exception as exc:  # icalendar raises ValueError and its own errors
+        raise BadInput(where(path, f"not an iCalendar file: {_one_line(exc, 120)}")) from None
+    calendars = [c for c in components if c.name == "VCALENDAR"]
+    if not calendars:
+        raise BadInput(where(path, "no complete VCALENDAR in the file"))
+    return calendars
+
+
+IMPORTER = IcsImporter()
+
+__all__ = [
+    "FUTURE",
+    "IMPORTER",
+    "MAX_FILE_BYTES",
+    "MAX_OCCURRENCES",
+    "PAST",
+    "SUFFIXES",
+    "IcsImporter",
+]
