@@ -12,7 +12,9 @@ import pytest
 
 from pixie.device.errors import BadInput
 from pixie.device.ingest import ics
+from pixie.device.ingest import load as loading
 from pixie.device.ingest.base import ContactCard, ImportOptions, Item, Skipped, to_us
+from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import EventKind, NewEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "ingest" / "ics"
@@ -258,6 +260,17 @@ def test_long_uid_is_hashed_into_thread_and_source(tmp_path: Path) -> None:
     assert uid not in event.thread
 
 
+def test_floating_time_in_a_calendar_that_names_its_zone(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "BEGIN:VCALENDAR\nVERSION:2.0\nX-WR-TIMEZONE:America/New_York\n"
+        "BEGIN:VEVENT\nUID:f\nDTSTART:20260101T080000\nSUMMARY:F\nEND:VEVENT\nEND:VCALENDAR\n",
+    )
+    # The calendar's own zone wins over the one given for the import.
+    (event,) = events(list(ics.IMPORTER.read(path, options(tz=LISBON), None)))
+    assert event.at == utc(2026, 1, 1, 13)
+
+
 def test_unknown_calendar_zone_falls_back(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -334,3 +347,15 @@ def test_sniff_never_opens_a_fifo(tmp_path: Path) -> None:
 def test_names_and_units() -> None:
     assert ics.IMPORTER.name == "ics"
     assert ics.IMPORTER.units == ("calendar event", "calendar events")
+
+
+def test_every_fixture_loads_and_a_second_import_adds_nothing(node: Node) -> None:
+    for path in sorted(FIXTURES.glob("*.ics")):
+        first = loading.load(node.log, ics.IMPORTER.read(path, options(), None))
+        again = loading.load(node.log, ics.IMPORTER.read(path, options(), None))
+        assert first.imported > 0
+        assert (again.imported, again.already_present) == (0, first.imported)
+    # An event naming an attendee's address resolves to that attendee's card.
+    ada = node.contacts.info(node.contacts.resolve("ada.lovelace@example.org"))
+    assert ada.name == "Ada Lovelace"
+    assert all(c.name != "Me Myself" for c in node.contacts.all())

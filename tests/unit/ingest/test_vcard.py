@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from pixie.device.errors import BadInput
+from pixie.device.ingest import load as loading
 from pixie.device.ingest import vcard
 from pixie.device.ingest.base import ContactCard, ImportOptions, Item, Skipped
+from pixie.device.node.keyed import Node
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "ingest" / "vcf"
 
@@ -256,3 +258,16 @@ def test_sniff_never_opens_a_fifo(tmp_path: Path) -> None:
 def test_names_and_units() -> None:
     assert vcard.IMPORTER.name == "vcf"
     assert vcard.IMPORTER.units == ("contact", "contacts")
+
+
+def test_every_fixture_merges_into_the_contact_book(node: Node) -> None:
+    for path in sorted(FIXTURES.glob("*.vcf")):
+        loading.load(node.log, vcard.IMPORTER.read(path, ImportOptions(), None))
+    grace = node.contacts.info(node.contacts.resolve("ghopper@yale.example"))
+    assert grace.name == "Grace Hopper"
+    assert grace.details.birthday == "1906-12-09"
+    juergen = node.contacts.info(node.contacts.resolve("+49301234567"))
+    assert juergen.name == "Jürgen Müller"
+    assert juergen.details.org == "Großhandel GmbH, Einkauf"
+    # The second Ada card (noname.vcf) names her again: one contact.
+    assert [c.name for c in node.contacts.all()].count("Ada Lovelace") == 1
