@@ -1,0 +1,489 @@
+"""WhatsApp chat exports: the ``.txt`` a phone writes ("Export chat"), or the
+``.zip`` holding it with the media.
+
+One message a line, led by a timestamp whose layout depends on the phone and
+its locale::
+
+    14/03/2025, 21:05 - Priya: see you at 8          (Android)
+    3/14/25, 9:05\u202fPM - Priya: see you at 8        (Android, en_US)
+    [14/03/25, 21:05:09] Priya: see you at 8         (iOS)
+    14.03.25, 21:05 - Priya: bis später              (German)
+
+A line without a timestamp continues the message before it. A line with a
+timestamp but no "Name: " is a system line (the encryption notice, "Priya
+created group", "You added Ana") and is skipped; so is an iOS line whose text
+starts with a left-to-right mark and is no attachment (iOS writes its system
+lines that way, under the chat's name).
+
+Dates say neither which of day and month comes first nor the zone. The order
+is inferred from the whole file by a first pass that reads only the line
+heads (a first field over 12 means day first, a second field over 12 month
+first, neither means day first); the second pass builds the items. Both passes
+stream, so an export of any size is read in bounded memory. Times are read in
+``options.tz``.
+
+Ids come from what the file says: the chat, the message's minute, the
+sender, the text, and how many identical (minute, sender, text) came
+earlier, so "ok" twice in a minute is two events and an export that grew
+gives its old messages the same ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import re
+import stat
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from pixie.device.errors import BadInput
+from pixie.device.ingest.base import (
+    ImportOptions,
+    Item,
+    Progress,
+    Skipped,
+    clean_text,
+    fit_text,
+    stable_id,
+    to_us,
+    where,
+)
+from pixie.device.store.contacts import ContactCard, clean_name, phone_alias
+from pixie.device.store.memlog import MAX_REF_CHARS, MAX_TEXT_CHARS, EventKind, NewEvent
+
+SNIFF_BYTES = 4096
+MAX_LINE_BYTES = 1024 * 1024
+PROGRESS_LINES = 2048
+THREAD_PREFIX = "whatsapp:"
+
+_SP = "[ \u00a0\u202f]"
+# The head of a message line: an optional mark, an optional "[", a date, a
+# time with optional seconds and AM/PM, then "] " (iOS) or " - " (Android).
+_HEAD = re.compile(
+    r"[\u200e\u200f\ufeff]*\[?"
+    r"(?P<a>\d{1,4})(?P<sep>[./-])(?P<b>\d{1,2})(?P=sep)(?P<c>\d{2,4})\.?"
+    rf",?{_SP}"
+    r"(?P<h>\d{1,2})[:.](?P<mi>\d{2})(?:[:.](?P<s>\d{2}))?"
+    rf"(?:{_SP}?(?P<ampm>[AaPp])\.?{_SP}?[Mm]\.?)?"
+    rf"(?:\]{_SP}?|{_SP}[-\u2013\u2014]{_SP})"
+)
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_LRM = "\u200e"
+_MEDIA_OMITTED = re.compile(
+    r"<(?:Media omitted|Medien ausgeschlossen|Multimedia omitido|Médias omis"
+    r"|Media weggelaten|Mídia oculta|Media omessi)>",
+    re.IGNORECASE,
+)
+_ATTACHED = re.compile(
+    r"<(?:attached|Anhang|adjunto|anexado|allegato|pièce jointe)\s?:\s*(?P<file>[^<>]+)>",
+    re.IGNORECASE,
+)
+_FILE_ATTACHED = re.compile(
+    r"(?P<file>\S.*?)\s\((?:file attached|Datei angehängt|archivo adjunto|arquivo anexado)\)",
+    re.IGNORECASE,
+)
+_IOS_OMITTED = re.compile(r".*\b(?:omitted|weggelassen|omitido|omis|omesso)", re.IGNORECASE)
+_EDITED = re.compile(r"\s*\u200e?<(?:This message was edited|Nachricht bearbeitet)>$")
+_DELETED = re.compile(
+    r"(?:This message was deleted\.?|You deleted this message\.?"
+    r"|Diese Nachricht wurde gelöscht\.?|Du hast diese Nachricht gelöscht\.?)",
+    re.IGNORECASE,
+)
+_GROUP_SYSTEM = re.compile(
+    r"\b(?:created group|added|removed|left|joined using|changed the subject"
+    r"|changed this group|changed the group)\b"
+)
+_CHAT_FILE = re.compile(
+    r"(?:WhatsApp[- ]Chat(?:\s+with|\s+mit|\s+-)|Chat de WhatsApp con|Conversa do WhatsApp com"
+    r"|Discussion WhatsApp avec|Chat WhatsApp con)\s+(?P<name>.+?)(?:\s\(\d+\))?",
+    re.IGNORECASE,
+)
+_CHAT_MEMBER = "_chat.txt"
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """The parts of a line's head, as written."""
+
+    a: str
+    b: str
+    c: str
+    hour: int
+    minute: int
+    second: int
+    ampm: str | None
+    rest: str
+
+
+def _head(line: str) -> _Head | None:
+    m = _HEAD.match(line)
+    if m is None:
+        return None
+    ampm = m.group("ampm")
+    return _Head(
+        m.group("a"),
+        m.group("b"),
+        m.group("c"),
+        int(m.group("h")),
+        int(m.group("mi")),
+        int(m.group("s") or 0),
+        ampm.lower() if ampm else None,
+        line[m.end() :],
+    )
+
+
+def _sender(rest: str) -> tuple[str, str] | None:
+    """(name, text) of a message line's remainder; None for a system line."""
+    name, sep, text = rest.partition(": ")
+    if not sep:
+        if rest.endswith(":") and 0 < len(rest) <= 101 and ": " not in rest:
+            name, text = rest[:-1], ""
+        else:
+            return None
+    name = _BIDI.sub("", name).strip()
+    if not name or len(name) > 100 or any(q in name for q in '"“”'):
+        return None
+    if text.startswith(_LRM) and not _is_media(text[1:]):
+        return None  # iOS writes its system lines under the chat's name, marked
+    return name, text
+
+
+def _is_media(text: str) -> bool:
+    first = text.split("\n", 1)[0].strip()
+    return bool(_ATTACHED.fullmatch(first) or _IOS_OMITTED.fullmatch(first))
+
+
+def _chat_name(name: str) -> str | None:
+    m = _CHAT_FILE.fullmatch(Path(name).stem.strip())
+    return m.group("name").strip() if m else None
+
+
+class _Source:
+    """Where the chat's text is: a .txt, or a member of a .zip."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.member: str | None = None
+        if path.suffix.lower() == ".zip":
+            try:
+                with zipfile.ZipFile(path) as archive:
+                    self.member = _chat_member(archive.namelist())
+                    if self.member is not None:
+                        self.size = archive.getinfo(self.member).file_size
+            except (OSError, zipfile.BadZipFile, ValueError) as exc:
+                raise BadInput(f"{path.name}: not a readable zip archive ({exc})") from None
+            if self.member is None:
+                raise BadInput(f"{path.name}: no WhatsApp chat (.txt) inside the archive")
+            self.named = _chat_name(path.name)
+        else:
+            try:
+                self.size = path.stat().st_size
+            except OSError as exc:
+                raise BadInput(f"cannot read {path.name}: {exc.strerror}") from None
+            self.named = _chat_name(path.name)
+            if self.named is None and path.name == _CHAT_MEMBER:
+                self.named = _chat_name(path.parent.name)
+
+    def at(self, number: int) -> str:
+        place = f"line {number}" if self.member is None else f"{self.member}, line {number}"
+        return where(self.path, place)
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[IO[bytes]]:
+        try:
+            if self.member is None:
+                with self.path.open("rb") as stream:
+                    yield stream
+            else:
+                with zipfile.ZipFile(self.path) as archive, archive.open(self.member) as member:
+                    yield member
+        except (OSError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
+            raise BadInput(f"cannot read {self.path.name}: {exc}") from None
+
+    def lines(self, progress: Progress | None, done: int, total: int) -> Iterator[tuple[int, str]]:
+        """(number, text) of every line, decoded, without its line end."""
+        with self.open() as stream:
+            number = 0
+            read = 0
+            while True:
+                raw = stream.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                number += 1
+                read += len(raw)
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise BadInput(f"{self.at(number)}: longer than {MAX_LINE_BYTES // 1024} KiB")
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise BadInput(f"{self.at(number)}: not UTF-8 text") from None
+                if number == 1:
+                    text = text.removeprefix("\ufeff")
+                if progress is not None and number % PROGRESS_LINES == 0:
+                    progress(done + read, total)
+                yield number, text.rstrip("\r\n")
+
+
+def _chat_member(names: list[str]) -> str | None:
+    texts = [n for n in names if n.lower().endswith(".txt") and not n.endswith("/")]
+    for name in texts:
+        if name.rsplit("/", 1)[-1] == _CHAT_MEMBER:
+            return name
+    for name in texts:
+        if _chat_name(name.rsplit("/", 1)[-1]) is not None:
+            return name
+    return None
+
+
+@dataclass(slots=True)
+class _Survey:
+    """What the first pass learns: the order of day and month, who speaks."""
+
+    day_first: bool = True
+    others: frozenset[str] = frozenset()
+    group: bool = False
+    messages: int = 0
+
+
+def _survey(source: _Source, options: ImportOptions, progress: Progress | None) -> _Survey:
+    first_day: int | None = None  # line where a first field > 12 proves day-first
+    first_month: int | None = None
+    others: set[str] = set()
+    group = False
+    seen_head = False
+    messages = 0
+    for number, line in source.lines(progress, 0, 2 * source.size):
+        head = _head(line)
+        if head is None:
+            if not seen_head and line.strip():
+                raise BadInput(f"{source.at(number)}: not a WhatsApp chat line (no timestamp)")
+            continue
+        seen_head = True
+        if len(head.a) != 4:
+            if int(head.a) > 12 and first_day is None:
+                first_day = number
+            if int(head.b) > 12 and first_month is None:
+                first_month = number
+            if first_day is not None and first_month is not None:
+                raise BadInput(
+                    f"{source.at(max(first_day, first_month))}: dates are written both"
+                    f" day-first (line {first_day}) and month-first (line {first_month})"
+                )
+        said = _sender(head.rest)
+        if said is None:
+            group = group or bool(_GROUP_SYSTEM.search(head.rest))
+            continue
+        messages += 1
+        if len(others) < 2 and not options.is_me(said[0]):
+            others.add(said[0])
+    if not seen_head:
+        raise BadInput(f"{source.path.name}: no WhatsApp messages")
+    return _Survey(first_month is None, frozenset(others), group or len(others) > 1, messages)
+
+
+def _moment(source: _Source, number: int, head: _Head, day_first: bool) -> dt.datetime:
+    if len(head.a) == 4:
+        year, month, day = int(head.a), int(head.b), int(head.c)
+    else:
+        first, second = int(head.a), int(head.b)
+        day, month = (first, second) if day_first else (second, first)
+        if len(head.c) == 3:
+            raise BadInput(f"{source.at(number)}: the year {head.c} is not a year")
+        year = int(head.c) + (2000 if len(head.c) == 2 else 0)
+    hour = head.hour
+    if head.ampm is not None:
+        if not 1 <= hour <= 12:
+            raise BadInput(f"{source.at(number)}: {hour} is not an hour of a 12-hour clock")
+        hour = hour % 12 + (12 if head.ampm == "p" else 0)
+    try:
+        return dt.datetime(year, month, day, hour, head.minute, head.second)
+    except ValueError:
+        raise BadInput(f"{source.at(number)}: no such date or time") from None
+
+
+def _message_text(text: str) -> str | None:
+    """The text to store for a message as written; None for a deleted one."""
+    first, sep, more = text.partition("\n")
+    first = _EDITED.sub("", first)
+    bare = _BIDI.sub("", first).strip()
+    if (m := _ATTACHED.fullmatch(bare)) or (m := _FILE_ATTACHED.fullmatch(bare)):
+        first = f"[attached: {m.group('file').strip()}]"
+    elif _MEDIA_OMITTED.fullmatch(bare) or (
+        first.startswith(_LRM) and _IOS_OMITTED.fullmatch(bare)
+    ):
+        first = "[media omitted]"
+    elif not more and _DELETED.fullmatch(bare):
+        return None
+    return clean_text(first + sep + more)
+
+
+class _Pending:
+    """A message whose continuation lines are still being read."""
+
+    __slots__ = ("at", "chars", "lines", "name", "number", "wall")
+
+    def __init__(self, number: int, wall: dt.datetime, name: str, first: str) -> None:
+        self.number = number
+        self.wall = wall
+        self.name = name
+        self.lines = [first]
+        self.chars = len(first)
+
+    def add(self, line: str) -> None:
+        if self.chars <= MAX_TEXT_CHARS:  # beyond, fit_text cuts it anyway
+            self.lines.append(line)
+            self.chars += len(line) + 1
+
+
+_DAY_US = 86_400_000_000
+
+
+class _Occurrences:
+    """How many identical (minute, sender, text) came before, remembering a
+    day behind the latest minute (an export is in time order, give or take
+    a clock that stepped back)."""
+
+    def __init__(self) -> None:
+        self.by_minute: dict[int, dict[bytes, int]] = {}
+        self.latest = 0
+
+    def count(self, minute: int, sender: str, text: str) -> int:
+        key = hashlib.sha256(f"{sender}\x1f{text}".encode("utf-8", "surrogatepass")).digest()
+        seen = self.by_minute.setdefault(minute, {})
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        if minute > self.latest:
+            self.latest = minute
+            if len(self.by_minute) > 2048:
+                for old in [m for m in self.by_minute if m < minute - _DAY_US]:
+                    del self.by_minute[old]
+        return occurrence
+
+
+class WhatsappImporter:
+    """A WhatsApp chat export, Android or iOS, any common locale."""
+
+    name = "whatsapp"
+    units = ("message", "messages")
+
+    def sniff(self, path: Path) -> bool:
+        """A regular .txt whose first non-blank line within its first 4 KiB
+        is a WhatsApp message line, or a .zip holding a WhatsApp chat."""
+        suffix = path.suffix.lower()
+        if suffix not in (".txt", ".zip"):
+            return False
+        try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                return False  # opening a pipe would wait for, or take, its bytes
+            if suffix == ".zip":
+                with zipfile.ZipFile(path) as archive:
+                    return _chat_member(archive.namelist()) is not None
+            with path.open("rb") as stream:
+                start = stream.read(SNIFF_BYTES)
+        except (OSError, zipfile.BadZipFile, ValueError):
+            return False
+        text = start.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        for line in text.splitlines():
+            if line.strip():
+                return _head(line) is not None
+        return False
+
+    def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
+        """Every message of the chat, a contact card before each sender's first."""
+        source = _Source(path)
+        survey = _survey(source, options, progress)
+        chat = source.named
+        if chat is None:
+            stem = Path(source.member or path.name).stem
+            if stem == "_chat":
+                stem = path.parent.name if source.member is None else path.stem
+            chat = stem or "chat"
+        chat = " ".join(_BIDI.sub("", chat).split()) or "chat"
+        thread = (THREAD_PREFIX + chat)[:MAX_REF_CHARS]
+        other: str | None = None
+        if not survey.group:
+            if len(survey.others) == 1:
+                other = next(iter(survey.others))
+            elif source.named is not None:
+                other = source.named
+        carded: set[str] = set()
+        occurrences = _Occurrences()
+
+        def finish(pending: _Pending) -> Iterator[Item]:
+            try:
+                sender = clean_name(pending.name, "sender name")
+            except BadInput as exc:
+                raise BadInput(f"{source.at(pending.number)}: {exc}") from None
+            text = _message_text("\n".join(pending.lines))
+            if text is None:
+                yield Skipped("deleted message")
+                return
+            if not text:
+                yield Skipped("empty message")
+                return
+            text = fit_text(text)
+            mine = options.is_me(sender)
+            contact = other if mine else sender
+            if contact is not None:
+                contact = clean_name(_BIDI.sub("", contact), "contact name")
+                if contact not in carded and not options.is_me(contact):
+                    carded.add(contact)
+                    alias = phone_alias(contact)
+                    yield ContactCard(name=contact, aliases=(alias,) if alias else ())
+            at = to_us(pending.wall, options.tz)
+            minute = at - at % 60_000_000
+            occurrence = occurrences.count(minute, sender, text)
+            yield NewEvent(
+                kind=EventKind.MESSAGE,
+                at=at,
+                text=text,
+                contact=contact,
+                thread=thread,
+                source=self.name,
+                from_me=mine,
+                id=stable_id("whatsapp", chat, minute, sender, text, occurrence, at_us=at),
+            )
+
+        pending: _Pending | None = None
+        total = 2 * source.size
+        for number, line in source.lines(progress, source.size, total):
+            head = _head(line)
+            if head is None:
+                if pending is not None:
+                    pending.add(line)
+                continue
+            if pending is not None:
+                yield from finish(pending)
+                pending = None
+            wall = _moment(source, number, head, survey.day_first)
+            said = _sender(head.rest)
+            if said is None:
+                yield Skipped("system message")
+                continue
+            pending = _Pending(number, wall, said[0], said[1])
+        if pending is not None:
+            yield from finish(pending)
+        if progress is not None:
+            progress(total, total)
+
+
+def bare_parse(path: Path) -> int:
+    """How many messages ``path`` holds, by the line parsing alone (no order
+    inference, no items): the floor an import's throughput is measured against."""
+    source = _Source(path)
+    count = 0
+    for _number, line in source.lines(None, 0, 0):
+        head = _head(line)
+        if head is not None and _sender(head.rest) is not None:
+            count += 1
+    return count
+
+
+IMPORTER = WhatsappImporter()
+
+__all__ = ["IMPORTER", "WhatsappImporter", "bare_parse"]
