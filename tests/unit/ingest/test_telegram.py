@@ -203,3 +203,82 @@ def test_non_utf8_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b'{"name": "P",\n"messages": ["caf\xe9"]}')
     with pytest.raises(BadInput, match=r"result\.json, line 2: not UTF-8"):
         read(path)
+
+
+def big_export(count: int) -> dict[str, object]:
+    """A full export whose messages span many read chunks."""
+    messages = [
+        {
+            "id": n,
+            "type": "message",
+            "date_unixtime": str(1740823200 + n),
+            "from": "Ana Costa" if n % 2 else "Sam Okafor",
+            "from_id": "user777" if n % 2 else "user1001",
+            "text": [f"message {n} ", {"type": "bold", "text": "é" * (n % 50)}],
+        }
+        for n in range(1, count + 1)
+    ]
+    return {
+        "personal_information": {"user_id": 1001, "first_name": "Sam", "last_name": "Okafor"},
+        "contacts": {"list": [{"first_name": "x", "phone_number": "1" * 12}] * 500},
+        "chats": {"about": "", "list": [{"name": "Big", "type": "private_group", "id": 9}]},
+        "left_chats": {
+            "about": "",
+            "list": [
+                {"name": "Big", "type": "private_group", "id": 10, "messages": messages},
+                {"name": "Empty", "type": "private_group", "id": 11, "messages": []},
+            ],
+        },
+        "other_data": {"nested": [[{"a": [1, 2.5e3, None, True]}]] * 100},
+    }
+
+
+def test_a_large_export_streams_across_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(big_export(30_000), ensure_ascii=False, indent=1))
+    assert path.stat().st_size > 4 * 1024 * 1024
+    items = read(path)
+    got = events(items)
+    assert [int(e.thread.removeprefix("telegram:")) for e in got[:1]] == [10]
+    assert [e.text for e in got] == [
+        f"message {n} {'é' * (n % 50)}".strip() for n in range(1, 30_001)
+    ]
+    assert [e.at for e in got] == [(1740823200 + n) * 1_000_000 for n in range(1, 30_001)]
+    assert [e.from_me for e in got[:4]] == [False, True, False, True]
+
+
+def test_errors_deep_in_a_large_export_name_the_right_place(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    text = json.dumps(big_export(20_000), indent=1)
+    cut = text.index('"id": 19000,')
+    broken = text[:cut] + '"id" 19000,' + text[cut + len('"id": 19000,') :]
+    path.write_text(broken)
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(broken)
+    place = f"line {expected.value.lineno}, column {expected.value.colno}"
+    with pytest.raises(BadInput, match=rf"result\.json, {place}: not valid JSON"):
+        read(path)
+
+
+def test_messages_before_the_chat_id_are_held_until_the_id(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    message = {"id": 1, "type": "message", "date_unixtime": "1740823200", "text": "hi"}
+    path.write_text(
+        json.dumps({"messages": [message], "name": "Ana", "type": "personal_chat", "id": 77})
+    )
+    assert summary(read(path)) == [(utc(2025, 3, 1, 10, 0), "hi", "Ana", False)]
+    assert {e.thread for e in events(read(path))} == {"telegram:77"}
+
+
+def test_truncated_or_trailing_json_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    whole = (FIXTURES / "personal_chat.json").read_text()
+    path.write_text(whole[: len(whole) // 2])
+    with pytest.raises(BadInput, match=r"result\.json, line \d+, column \d+: not valid JSON"):
+        read(path)
+    path.write_text(whole + "\n{}")
+    with pytest.raises(BadInput, match=r"result\.json, line \d+, column 1: not valid JSON"):
+        read(path)
+    path.write_text("")
+    with pytest.raises(BadInput, match=r"result\.json, line 1, column 1: not valid JSON"):
+        read(path)
