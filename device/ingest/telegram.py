@@ -21,7 +21,7 @@ cannot know early is handled explicitly: a chat whose "messages" come before
 its "id" has those messages held until the chat ends, and the account's
 "personal_information" is expected before "chats", as Telegram writes it (if
 it came later, the user's own messages are still known by ``--me`` and, in
-personal chats, by the peer's id).
+personal chats, by not being the peer).
 
 Each message becomes a MESSAGE event in thread "telegram:<chat id>", with id
 ``stable_id("telegram", chat id, message id)``. Service messages (joins,
@@ -31,7 +31,8 @@ name in a personal or bot chat, the sender in a group; a channel's posts and
 saved messages name nobody. A message is the user's own when ``--me`` names
 its sender (by name or by "user123" id), when its sender is the account in
 ``personal_information``, or, in a personal chat, when its sender is not the
-chat's peer (a personal chat's id is the peer's user id).
+chat's peer: neither the peer's id (a personal chat's id is the peer's user
+id) nor the chat's name.
 """
 
 from __future__ import annotations
@@ -328,6 +329,7 @@ class _Chat:
         self.id = chat_id
         self.kind = meta.get("type")
         name = meta.get("name")
+        self.name = name if isinstance(name, str) else None
         self.peer: str | None = None
         if self.kind in PERSONAL and isinstance(name, str) and name.strip():
             self.peer = clean_name(name)
@@ -361,8 +363,9 @@ class _Chat:
         from_id = from_id if isinstance(from_id, str) else None
         if kind == SAVED or self.account.is_me(sender, from_id):
             mine = True
-        elif kind in PERSONAL and from_id is not None:
-            mine = from_id != f"user{self.id}"
+        elif kind in PERSONAL and (from_id is not None or sender is not None):
+            # Two people talk here: whoever is not the peer is the user.
+            mine = from_id != f"user{self.id}" and sender != self.name
         else:
             mine = False
         contact: str | None

@@ -282,3 +282,19 @@ def test_truncated_or_trailing_json_is_refused(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(BadInput, match=r"result\.json, line 1, column 1: not valid JSON"):
         read(path)
+
+
+def test_personal_chat_peer_known_by_name_when_the_ids_differ(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    messages = [
+        {"id": 1, "type": "message", "date_unixtime": "1740823200", "from": "Ana Costa",
+         "from_id": "user5001", "text": "hi"},
+        {"id": 2, "type": "message", "date_unixtime": "1740823260", "from": "Sam",
+         "from_id": "user1001", "text": "hello"},
+    ]  # fmt: skip
+    chat = {"name": "Ana Costa", "type": "personal_chat", "id": 100, "messages": messages}
+    path.write_text(json.dumps(chat))
+    assert [(e.contact, e.from_me) for e in events(read(path))] == [
+        ("Ana Costa", False),
+        ("Ana Costa", True),
+    ]
