@@ -1,0 +1,602 @@
+"""Reading emails from mbox files (Thunderbird, Gmail Takeout, Apple Mail,
+mutt): one email event per message.
+
+The file is split into messages while it is read, a line at a time: a message
+starts at a "From " line at the start of the file, after a blank line, or
+shaped like a postmark ("From sender ... 2024"). Only one message is held at
+a time, and of a message at most `MAX_MESSAGE_BYTES` (the rest of a giant one,
+an attachment in practice, is passed over), so memory stays bounded whatever
+the size of the mailbox. ">From " lines are unescaped (mboxrd).
+
+Each message is parsed by the standard library's ``email`` package
+(``policy.default``): RFC 2047 headers and the body's charset and transfer
+encoding decoded, an unknown charset read as UTF-8 with replacement. The
+event's text is the subject line and the body: text/plain preferred, else the
+HTML reduced to text; quoted replies, their "On ... wrote:" attribution,
+Outlook's "Original Message" blocks and the signature trimmed; attachments
+named on a last line.
+
+The thread is the root of References, else In-Reply-To, else the message's own
+Message-ID (else its subject without "Re:"/"Fwd:"), so a conversation shares
+one. The people of From, To and Cc become contact cards, yielded before the
+event; the event's contact is the sender, or for an email the user sent, its
+first recipient.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterator
+from email import policy
+from email.message import EmailMessage, Message
+from email.parser import BytesParser
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import IO
+
+from pixie.device.errors import BadInput
+from pixie.device.ingest.base import (
+    ContactCard,
+    ImportOptions,
+    Item,
+    Progress,
+    Skipped,
+    clean_text,
+    fit_text,
+    stable_id,
+    to_us,
+    where,
+)
+from pixie.device.store.memlog import MAX_REF_CHARS, EventKind, NewEvent
+from pixie.protocol.syncwire import MAX_SHORT_CHARS
+
+SUFFIXES = (".mbox", ".mbx")
+SNIFF_BYTES = 4096
+MAGIC = b"From "
+# Bytes read at most per call: a longer line (base64 without breaks) comes in pieces.
+CHUNK_BYTES = 64 * 1024
+# Of one message, at most this much is parsed; the rest is passed over.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+PROGRESS_MESSAGES = 256  # messages between two calls of the progress hook
+# Cards already yielded are remembered up to this many, then forgotten (a
+# repeated card is harmless, an unbounded set is not).
+MAX_REMEMBERED_CARDS = 10_000
+
+_POSTMARK = re.compile(rb"From \S+ .*\d{4}\s*$")
+_ESCAPED_FROM = re.compile(rb">+From ")
+_PARSER = BytesParser(policy=policy.default)
+
+
+class _Raw:
+    """One message as the splitter found it: its number (from 1), its
+    postmark line and its bytes (without the postmark)."""
+
+    __slots__ = ("data", "number", "postmark")
+
+    def __init__(self, number: int, postmark: bytes, data: bytes) -> None:
+        self.number = number
+        self.postmark = postmark
+        self.data = data
+
+
+def _messages(stream: IO[bytes], path: Path, counter: list[int]) -> Iterator[_Raw]:
+    """The messages of ``stream``; ``counter[0]`` follows the bytes read.
+
+    Raises `BadInput` if the first line that is not blank is not a "From "
+    line. An empty file is an empty mailbox."""
+    number = 0
+    postmark: bytes | None = None
+    parts: list[bytes] = []
+    size = 0
+    line_start = True  # the chunk about to be read starts a line
+    previous_blank = True  # the line before it was blank (or there was none)
+    while True:
+        chunk = stream.readline(CHUNK_BYTES)
+        if not chunk:
+            break
+        counter[0] += len(chunk)
+        starts = line_start
+        line_start = chunk.endswith(b"\n")
+        if starts and chunk.startswith(MAGIC) and (previous_blank or _POSTMARK.match(chunk)):
+            if postmark is not None:
+                yield _Raw(number, postmark, b"".join(parts))
+            number += 1
+            postmark = chunk.rstrip(b"\r\n")
+            parts = []
+            size = 0
+            previous_blank = False
+            continue
+        blank = starts and line_start and not chunk.strip()
+        if postmark is None:
+            if blank:
+                continue
+            raise BadInput(where(path, 'line 1: not an mbox file (it does not start with "From ")'))
+        if starts and chunk.startswith(b">") and _ESCAPED_FROM.match(chunk):
+            chunk = chunk[1:]
+        if size < MAX_MESSAGE_BYTES:
+            parts.append(chunk)
+            size += len(chunk)
+        previous_blank = blank
+    if postmark is not None:
+        yield _Raw(number, postmark, b"".join(parts))
+
+
+def _parse(raw: _Raw, path: Path) -> EmailMessage | None:
+    """``raw`` as a message, or None for an empty one."""
+    if not raw.data.strip():
+        return None
+    try:
+        message = _PARSER.parsebytes(raw.data)
+    except Exception as exc:  # the parser is lenient; anything it raises is a broken message
+        raise BadInput(where(path, f"message {raw.number}: cannot parse it: {exc}")) from None
+    if not isinstance(message, EmailMessage) or not message.keys():
+        raise BadInput(where(path, f"message {raw.number}: no header fields, not an email"))
+    return message
+
+
+def bare_parse(path: Path) -> int:
+    """How many messages ``path`` holds, each split and parsed as `read` does
+    and nothing more: the baseline an import's throughput is measured against."""
+    count = 0
+    with path.open("rb") as stream:
+        for raw in _messages(stream, path, [0]):
+            if raw.data.strip():
+                _PARSER.parsebytes(raw.data)
+            count += 1
+    return count
+
+
+# --- headers -------------------------------------------------------------------------
+
+
+def _one_line(value: object, limit: int = MAX_SHORT_CHARS) -> str:
+    text = " ".join(clean_text(str(value)).split())
+    return text[:limit].rstrip()
+
+
+def _header(message: Message, name: str) -> str:
+    """A header's value, decoded, as one line ("" when missing or unreadable)."""
+    try:
+        value = message.get(name)
+    except Exception:  # a header the parser chokes on is as good as missing
+        return ""
+    return "" if value is None else _one_line(value, 4096)
+
+
+def _text_header(message: Message, name: str) -> str:
+    """`_header` for a text field (Subject), with raw 8-bit bytes (which no
+    standard allows, and many mailers write) read as UTF-8, else in the
+    message's charset, else as Windows-1252."""
+    value = _header(message, name)
+    if "\ufffd" not in value:
+        return value
+    data = _raw_header(message, name).encode("utf-8", "surrogateescape")
+    try:
+        return _one_line(data.decode("utf-8"), 4096)
+    except UnicodeDecodeError:
+        pass
+    try:
+        return _one_line(data.decode(message.get_content_charset() or "cp1252", "replace"), 4096)
+    except LookupError:
+        return _one_line(data.decode("cp1252", "replace"), 4096)
+
+
+def _raw_header(message: Message, name: str) -> str:
+    """A header's value as written (for dates and ids: no decoding wanted)."""
+    lowered = name.lower()
+    for key, value in message.raw_items():
+        if key.lower() == lowered:
+            return " ".join(str(value).split())
+    return ""
+
+
+_MSG_ID = re.compile(r"<([^<>\s]+)>")
+
+
+def _ids(value: str) -> list[str]:
+    """The message ids of a header, normalised (no angle brackets, lower case)."""
+    found = [m.lower() for m in _MSG_ID.findall(value)]
+    if not found:
+        bare = value.strip().strip("<>").strip()
+        if bare and " " not in bare:
+            found = [bare.lower()]
+    return found
+
+
+_SUBJECT_PREFIX = re.compile(
+    r"^\s*(?:(?:re|fwd?|aw|wg|sv|vs|tr|antw|rif)\s*(?:\[\d+\]|\(\d+\))?\s*:\s*)+", re.IGNORECASE
+)
+
+
+def _thread_subject(subject: str) -> str:
+    """A subject as threads compare it: reply and forward prefixes gone,
+    spacing and case folded."""
+    return " ".join(_SUBJECT_PREFIX.sub("", subject).split()).casefold()
+
+
+def _ref(prefix: str, key: str) -> str:
+    """``prefix + key`` as a thread or source: one line of at most
+    `MAX_REF_CHARS`, the key hashed when it would not fit."""
+    plain = prefix + key
+    if len(plain) <= MAX_REF_CHARS and key.isprintable():
+        return plain
+    return prefix + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class _Person:
+    __slots__ = ("address", "name")
+
+    def __init__(self, name: str, address: str) -> None:
+        self.name = name
+        self.address = address
+
+
+def _people(message: Message, name: str) -> list[_Person]:
+    """The people of an address header (From, To, Cc): those with an address."""
+    try:
+        header = message.get(name)
+        addresses = getattr(header, "addresses", ()) if header is not None else ()
+    except Exception:  # an unreadable address list names nobody
+        return []
+    found = []
+    for address in addresses:
+        spec = "".join(str(address.addr_spec).split()).lower()
+        if "@" not in spec or spec.startswith("@") or len(spec) > MAX_SHORT_CHARS:
+            continue
+        display = _one_line(address.display_name)
+        if not display or display.lower() == spec:
+            display = _one_line(spec.split("@", 1)[0]) or spec
+        found.append(_Person(display, spec))
+    return found
+
+
+def _date(message: Message, postmark: bytes, tz: dt.tzinfo) -> int | None:
+    """The email's time: its Date header, else its postmark's date."""
+    raw = _raw_header(message, "date")
+    if raw:
+        try:
+            return to_us(email.utils.parsedate_to_datetime(raw), tz)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            pass
+    return _postmark_date(postmark, tz)
+
+
+_POSTMARK_DATE = re.compile(
+    r"([A-Za-z]{3})\s+(\d{1,2})\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s+(?:([+-]\d{4})\s+)?(\d{4})"
+)
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+
+
+def _postmark_date(postmark: bytes, tz: dt.tzinfo) -> int | None:
+    """The date of a "From sender Sat Jan  3 01:05:34 1996" line (an offset
+    before the year, as Gmail writes, honoured; none means ``tz``)."""
+    found = _POSTMARK_DATE.search(postmark.decode("ascii", "replace"))
+    if found is None:
+        return None
+    month_name, day, hour, minute, second, offset, year = found.groups()
+    month = _MONTHS.get(month_name.lower())
+    if month is None:
+        return None
+    zone = tz
+    if offset:
+        sign = -1 if offset[0] == "-" else 1
+        zone = dt.timezone(sign * dt.timedelta(hours=int(offset[1:3]), minutes=int(offset[3:])))
+    try:
+        moment = dt.datetime(
+            int(year), month, int(day), int(hour), int(minute), int(second or 0), tzinfo=zone
+        )
+    except ValueError:
+        return None
+    return to_us(moment, tz)
+
+
+# --- body ----------------------------------------------------------------------------
+
+_BLOCKS = frozenset(
+    "address article aside blockquote br dd div dl dt fieldset figcaption figure footer form"
+    " h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section table tbody td tfoot th thead"
+    " tr ul".split()
+)
+_HIDDEN = frozenset({"script", "style", "head", "title", "template", "noscript"})
+
+
+class _HtmlText(HTMLParser):
+    """HTML reduced to text: scripts and styles dropped, block elements as
+    line breaks, spacing collapsed, entities decoded."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _HIDDEN:
+            self.hidden += 1
+        elif tag in _BLOCKS:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _HIDDEN:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in _BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden:
+            self.parts.append(re.sub(r"\s+", " ", data))
+
+    def text(self) -> str:
+        lines = [" ".join(line.split()) for line in "".join(self.parts).split("\n")]
+        return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def html_to_text(html: str) -> str:
+    """``html`` as plain text (see `_HtmlText`)."""
+    parser = _HtmlText()
+    parser.feed(html)
+    parser.close()
+    return parser.text()
+
+
+def _decoded(part: Message) -> str:
+    """A text part's content: transfer encoding undone, charset decoded (an
+    unknown one read as UTF-8), with replacement for bytes that do not fit."""
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        return ""
+    charset = part.get_content_charset() or "utf-8"
+    try:
+        return payload.decode(charset, "replace")
+    except LookupError:
+        return payload.decode("utf-8", "replace")
+
+
+# "On Tue, 3 Mar 2026, Alice wrote:", "Am 03.03.26 um 12:02 schrieb Sam:",
+# "Le 3 mars 2026, Alice a écrit :": a verb of writing, then a colon at the end.
+_ATTRIBUTION = re.compile(
+    r"\b(?:wrote|writes|schrieb|écrit|escribió|skrev|kirjoitti|scrisse|schreef)\b[^\n]*:\s*$",
+    re.IGNORECASE,
+)
+_ATTRIBUTION_START = re.compile(r"^\s*(?:On|Am|Le|El|Il|Op|Den|På)\s", re.IGNORECASE)
+_ORIGINAL = re.compile(
+    r"^\s*-{2,}\s*(?:Original Message|Ursprüngliche Nachricht|Message d'origine"
+    r"|Forwarded message|Weitergeleitete Nachricht)\s*-{2,}\s*$",
+    re.IGNORECASE,
+)
+_OUTLOOK_RULE = re.compile(r"^\s*_{10,}\s*$")
+_OUTLOOK_FROM = re.compile(r"^\s*(?:From|Von|De|Da):\s", re.IGNORECASE)
+
+
+def trim_reply(text: str) -> str:
+    """The new part of an email body: quoted lines (">") and the attribution
+    line before them, Outlook's original-message blocks, and everything from
+    the signature separator ("-- ") on, left out."""
+    lines = text.split("\n")
+    kept: list[str] = []
+    for index, line in enumerate(lines):
+        bare = line.rstrip()
+        if bare == "--" or _ORIGINAL.match(line):
+            break
+        if _OUTLOOK_RULE.match(line) and any(
+            _OUTLOOK_FROM.match(following) for following in lines[index + 1 : index + 3]
+        ):
+            break
+        if line.lstrip().startswith(">"):
+            _drop_attribution(kept)
+            continue
+        kept.append(line)
+    return re.sub(r"\n\s*\n(?:\s*\n)+", "\n\n", "\n".join(kept)).strip()
+
+
+def _drop_attribution(kept: list[str]) -> None:
+    """Remove the "On ... wrote:" line (one or two, when wrapped) that ends
+    ``kept`` (blank lines after it too), if it does."""
+    end = len(kept)
+    while end and not kept[end - 1].strip():
+        end -= 1
+    if not end or not _ATTRIBUTION.search(kept[end - 1]):
+        return
+    start = end - 1
+    if (
+        not _ATTRIBUTION_START.match(kept[start])
+        and start
+        and _ATTRIBUTION_START.match(kept[start - 1])
+    ):
+        start -= 1
+    del kept[start:]
+
+
+def _body(message: EmailMessage) -> tuple[str, list[str]]:
+    """The email's body text (untrimmed) and its attachments' file names."""
+    try:
+        part = message.get_body(preferencelist=("plain", "html"))
+    except Exception:  # a broken MIME tree: no body to find
+        part = None
+    text = ""
+    if part is not None:
+        text = _decoded(part)
+        if part.get_content_subtype() == "html":
+            text = html_to_text(text)
+    names: list[str] = []
+    for sub in message.walk():
+        if sub is part or sub.is_multipart():
+            continue
+        try:
+            name = sub.get_filename()
+        except Exception:  # a mangled parameter: the file stays unnamed
+            name = None
+        disposition = sub.get_content_disposition()
+        if name:
+            names.append(_one_line(name, 120))
+        elif disposition == "attachment":
+            names.append(f"unnamed {sub.get_content_type()}")
+    return clean_text(text), [n for n in names if n]
+
+
+# --- the importer --------------------------------------------------------------------
+
+
+class MboxImporter:
+    """mbox files, one email event per message."""
+
+    name = "mbox"
+    units = ("email", "emails")
+
+    def sniff(self, path: Path) -> bool:
+        """A file named .mbox or .mbx, or a regular file that starts with
+        "From ". A folder is not an mbox (Apple Mail's "Inbox.mbox" folder
+        holds one), and a pipe or a device is never read."""
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            return path.suffix.lower() in SUFFIXES
+        if stat.S_ISDIR(mode):
+            return False
+        if path.suffix.lower() in SUFFIXES:
+            return True
+        # Checked before opening: opening a named pipe would wait for a writer.
+        if not stat.S_ISREG(mode):
+            return False
+        try:
+            with path.open("rb") as stream:
+                head = stream.read(SNIFF_BYTES)
+        except OSError:
+            return False
+        return head.startswith(MAGIC)
+
+    def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
+        """Every email of ``path``, each after the cards of its people."""
+        try:
+            stream = path.open("rb")
+        except OSError as exc:
+            raise BadInput(f"cannot read {path.name}: {exc.strerror}") from None
+        with stream:
+            try:
+                total = os.fstat(stream.fileno()).st_size
+            except OSError:
+                total = 0
+            counter = [0]
+            carded: set[ContactCard] = set()
+            try:
+                for raw in _messages(stream, path, counter):
+                    yield from self._message(path, raw, options, carded)
+                    if progress is not None and raw.number % PROGRESS_MESSAGES == 0:
+                        progress(counter[0], max(total, counter[0]))
+            except OSError as exc:
+                raise BadInput(f"cannot read {path.name}: {exc.strerror}") from None
+            if progress is not None:
+                progress(counter[0], max(total, counter[0]))
+
+    def _message(
+        self, path: Path, raw: _Raw, options: ImportOptions, carded: set[ContactCard]
+    ) -> Iterator[Item]:
+        message = _parse(raw, path)
+        if message is None:
+            yield Skipped("empty email")
+            return
+        at = _date(message, raw.postmark, options.tz)
+        if at is None:
+            yield Skipped("email without a date")
+            return
+        subject = _text_header(message, "subject")
+        body, attachments = _body(message)
+        if not body and not attachments:
+            yield Skipped("email without a body")
+            return
+
+        senders = _people(message, "from")
+        sender = senders[0] if senders else None
+        if sender is None:
+            sender_name = _header(message, "from")
+            from_me = options.is_me(sender_name)
+        else:
+            from_me = options.is_me(sender.address, sender.name)
+        recipients = _people(message, "to")
+        copied = _people(message, "cc")
+        contact: str | None = None
+        if not from_me:
+            contact = sender.address if sender is not None else None
+        else:
+            others = [p for p in recipients + copied if not options.is_me(p.address, p.name)]
+            contact = others[0].address if others else None
+
+        seen: set[str] = set()
+        for person in senders + recipients + copied:
+            if person.address in seen or options.is_me(person.address, person.name):
+                continue
+            seen.add(person.address)
+            card = ContactCard(name=person.name, aliases=(person.address,))
+            if card in carded:
+                continue
+            if len(carded) >= MAX_REMEMBERED_CARDS:
+                carded.clear()
+            carded.add(card)
+            yield card
+
+        ids = _ids(_raw_header(message, "message-id"))
+        message_id = ids[0] if ids else None
+        references = _ids(_raw_header(message, "references"))
+        replied = _ids(_raw_header(message, "in-reply-to"))
+        roots = references or replied or ids
+        thread: str | None = None
+        if roots:
+            thread = _ref("email:", roots[0])
+        elif _thread_subject(subject):
+            thread = _ref("email:subject:", _thread_subject(subject))
+
+        trimmed = trim_reply(body)
+        lines = [f"Subject: {subject or '(no subject)'}"]
+        if trimmed:
+            lines += ["", trimmed]
+        if attachments:
+            lines += ["", f"[attachments: {', '.join(attachments)}]"]
+        text = fit_text("\n".join(lines))
+
+        if message_id is not None:
+            event_id = stable_id("mbox", message_id, at_us=at)
+            source = _ref("mbox:", message_id)
+        else:
+            from_key = sender.address if sender is not None else _header(message, "from")
+            key = hashlib.sha256(
+                "\x1f".join((str(at), from_key, subject, body)).encode("utf-8", "surrogatepass")
+            ).hexdigest()
+            event_id = stable_id("mbox", None, key, at_us=at)
+            source = _ref("mbox:", f"no-id:{key[:32]}")
+        yield NewEvent(
+            kind=EventKind.EMAIL,
+            at=at,
+            text=text,
+            contact=contact,
+            thread=thread,
+            source=source,
+            from_me=from_me,
+            id=event_id,
+        )
+
+
+IMPORTER = MboxImporter()
+
+__all__ = [
+    "IMPORTER",
+    "MAX_MESSAGE_BYTES",
+    "SNIFF_BYTES",
+    "SUFFIXES",
+    "MboxImporter",
+    "bare_parse",
+    "html_to_text",
+    "trim_reply",
+]
