@@ -1,0 +1,678 @@
+"""Journal entries from a folder of Markdown or plain-text notes (an Obsidian
+vault, a folder of daily notes, a Day One Markdown export) or from one file.
+
+Every ``.md``, ``.markdown`` and ``.txt`` file under the folder is read, in
+sorted order; hidden files and folders (``.obsidian``, ``.git``, ``.trash``)
+are passed over, and so are symbolic links, which could lead out of the
+folder or round in a circle. A file is one entry, unless it holds two or more
+dated headings (``## 2025-03-14``, ``# Friday, 14 March 2025``,
+``## March 14, 2025``, ``### 14.03.2025``): then each dated section is one
+entry, and the text before the first of them belongs to the file's own date,
+or is skipped when the file has none.
+
+An entry's date comes from, in order: the front matter's ``date`` or
+``created``, the dated heading, the file name (``2025-03-14.md``,
+``20250314.md``, ``Journal 2025-03-14.txt``) or its folders (``2025/03/14.md``).
+A file dated nowhere is skipped, not dated by its modification time: copying,
+syncing or restoring a folder rewrites those, and a memory that placed a
+year of entries on the day of a backup would be worse than one without them.
+A date without a time is read as noon in the import's zone, so the entry
+stays on its day in any zone within eleven hours of it; a time without an
+offset is read in the import's zone too.
+
+Front matter is read by a few lines of this module rather than a YAML
+library: a journal's front matter is a flat list of ``key: value`` lines of
+which four keys matter (``date``, ``created``, ``title``, ``tags``), and a
+full YAML parser is a large surface (tags, anchors, aliases, arbitrary types)
+to expose to every file of a folder for so little.
+
+Ids are stable: they derive from the file's path within the folder, the
+section's date and a SHA-256 of the entry's text. Importing the same folder
+again adds nothing, and a folder that grew adds only its new entries. The
+memory log is append-only, so an entry edited since the last import is a new
+event, next to the old one rather than in its place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pixie.device.errors import BadInput
+from pixie.device.ingest.base import (
+    ImportOptions,
+    Item,
+    Progress,
+    Skipped,
+    clean_text,
+    fit_text,
+    stable_id,
+    to_us,
+)
+from pixie.device.store.memlog import MAX_REF_CHARS, EventKind, NewEvent
+
+SUFFIXES = (".md", ".markdown", ".txt")
+MAX_FILE_BYTES = 16 * 1024 * 1024
+SNIFF_BYTES = 4096
+SNIFF_ENTRIES = 200  # folder entries `sniff` looks at, at most
+SNIFF_DEPTH = 3  # folder levels `sniff` looks into: enough for 2025/03/14.md
+PROGRESS_FILES = 64  # files between two calls of the progress hook
+PROGRESS_BYTES = 1024 * 1024  # ... or bytes, whichever comes first
+NOON = dt.time(12)
+
+# --- dates ----------------------------------------------------------------------
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(?P<month_name>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_WEEKDAY = (
+    r"(?:(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?,?\s+)?"
+)
+_ORDINAL = r"(?:st|nd|rd|th)?"
+# A date at the start of a heading: ISO (2025-03-14, 2025/03/14, 2025.03.14),
+# day first with dots (14.03.2025, as much of Europe writes it), or with an
+# English month name either side of the day, after an optional weekday.
+# Slashed dates with the year last are left alone: 03/04/2025 is March in
+# one country and April in the next.
+_DATE_FORMS = (
+    r"(?P<year>\d{4})([-/.])(?P<month>\d{1,2})\2(?P<day>\d{1,2})",
+    _WEEKDAY + r"(?P<day>\d{1,2})\.(?P<month>\d{1,2})\.(?P<year>\d{4})",
+    _WEEKDAY + r"(?P<day>\d{1,2})" + _ORDINAL + r"\s+" + _MONTH + r",?\s+(?P<year>\d{4})",
+    _WEEKDAY + _MONTH + r"\s+(?P<day>\d{1,2})" + _ORDINAL + r",?\s+(?P<year>\d{4})",
+)
+_DATES = tuple(re.compile(form, re.IGNORECASE) for form in _DATE_FORMS)
+# An optional time after a heading's date ("2025-03-14 21:05", "..., at 9:05 pm").
+_TIME = re.compile(
+    r"(?:\s*[,@]?\s*(?:at\s+)?|T)(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?"
+    r"(?:\s*(?P<ampm>[ap])\.?m\.?)?",
+    re.IGNORECASE,
+)
+# What may follow a date in a heading: nothing, or a separator before a title.
+_AFTER_DATE = re.compile(r"$|[\s,:;.\-\u2013\u2014|(\[]")
+# A front matter value: ISO 8601 date, with or without a time and an offset.
+_FRONT_DATE = re.compile(
+    r"(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})"
+    r"(?:[T ]\s*(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:[.,]\d+)?)?"
+    r"\s*(?P<offset>Z|[+-]\d{2}(?::?\d{2})?)?)?",
+    re.IGNORECASE,
+)
+_NAME_ISO = re.compile(r"(?<!\d)(\d{4})[-_.](\d{1,2})[-_.](\d{1,2})(?!\d)")
+_NAME_COMPACT = re.compile(r"(?<!\d)(\d{4})(\d{2})(\d{2})(?!\d)")
+_YEAR = re.compile(r"\d{4}")
+_MONTH_DIR = re.compile(r"\d{1,2}")
+_DAY_NAME = re.compile(r"(\d{1,2})(?:[\s_\-].*)?", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """A date as an entry states it: a day, perhaps a time, perhaps an offset."""
+
+    day: dt.date
+    time: dt.time | None = None
+    offset: dt.tzinfo | None = None
+
+    def at_us(self, tz: dt.tzinfo) -> int:
+        moment = dt.datetime.combine(self.day, self.time or NOON)
+        return to_us(moment.replace(tzinfo=self.offset) if self.offset else moment, tz)
+
+    def key(self) -> str:
+        """How a section is named in its source and id: "2025-03-14" or "2025-03-14T21:05"."""
+        if self.time is None:
+            return self.day.isoformat()
+        return f"{self.day.isoformat()}T{self.time.isoformat(timespec='minutes')}"
+
+
+class _NoDate(ValueError):
+    """Something shaped like a date that is none (2025-02-30)."""
+
+
+def _day(year: str | int, month: str | int, day: str | int) -> dt.date:
+    try:
+        return dt.date(int(year), int(month), int(day))
+    except ValueError:
+        raise _NoDate(f"{year}-{month}-{day}") from None
+
+
+def _clock(hour: str, minute: str, second: str | None, ampm: str | None = None) -> dt.time:
+    h = int(hour)
+    if ampm:
+        if not 1 <= h <= 12:
+            raise _NoDate(f"{hour}:{minute} {ampm}m")
+        h = h % 12 + (12 if ampm.lower() == "p" else 0)
+    try:
+        return dt.time(h, int(minute), int(second or 0))
+    except ValueError:
+        raise _NoDate(f"{hour}:{minute}") from None
+
+
+def _offset(text: str | None) -> dt.tzinfo | None:
+    if not text:
+        return None
+    if text.upper() == "Z":
+        return dt.UTC
+    digits = text[1:].replace(":", "")
+    minutes = int(digits[:2]) * 60 + int(digits[2:4] or 0)
+    if minutes >= 24 * 60:
+        raise _NoDate(text)
+    return dt.timezone(dt.timedelta(minutes=-minutes if text[0] == "-" else minutes))
+
+
+def date_at_start(text: str) -> When | None:
+    """The date (and time) a heading or a name starts with, if it starts with
+    one; raises `_NoDate` for a date-shaped start that is no date."""
+    for form in _DATES:
+        m = form.match(text)
+        if m is None:
+            continue
+        parts = m.groupdict()
+        month = _MONTHS[parts["month_name"].lower()] if parts.get("month_name") else parts["month"]
+        rest = text[m.end() :]
+        clock = _TIME.match(rest)
+        time = None
+        if clock is not None and _AFTER_DATE.match(rest[clock.end() :]):
+            time = _clock(clock["hour"], clock["minute"], clock["second"], clock["ampm"])
+            rest = rest[clock.end() :]
+        if not _AFTER_DATE.match(rest):
+            continue  # "2025-03-14abc" is not a date followed by a title
+        return When(_day(parts["year"], month, parts["day"]), time)
+    return None
+
+
+def front_date(value: str) -> When | None:
+    """A front matter ``date``/``created`` value; None when it is not
+    date-shaped (a template's "{{date}}"), `_NoDate` when it is but is no date."""
+    m = _FRONT_DATE.fullmatch(value)
+    if m is None:
+        return None
+    day = _day(m["year"], m["month"], m["day"])
+    if m["hour"] is None:
+        return When(day)
+    return When(day, _clock(m["hour"], m["minute"], m["second"]), _offset(m["offset"]))
+
+
+def name_date(parts: tuple[str, ...]) -> When | None:
+    """The date a file's name or folders give: "2025-03-14 Friday.md",
+    "20250314.md", "Journal 2025-03-14.txt", "2025/03/14.md". A number that
+    is not a real date is just a number here: names hold all sorts of them."""
+    stem = PurePosixPath(parts[-1]).stem
+    for pattern in (_NAME_ISO, _NAME_COMPACT):
+        for m in pattern.finditer(stem):
+            try:
+                return When(_day(*m.groups()))
+            except _NoDate:
+                continue
+    try:
+        found = date_at_start(stem.strip())
+    except _NoDate:
+        found = None
+    if found is not None:
+        return When(found.day)
+    day = _DAY_NAME.fullmatch(stem)
+    if day and len(parts) >= 3 and _YEAR.fullmatch(parts[-3]) and _MONTH_DIR.fullmatch(parts[-2]):
+        try:
+            return When(_day(parts[-3], parts[-2], day[1]))
+        except _NoDate:
+            return None
+    return None
+
+
+# --- one file -------------------------------------------------------------------
+
+_HEADING = re.compile(r" {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_KEY = re.compile(r"([A-Za-z_][\w\-]*)[ \t]*:[ \t]*(.*)")
+_LIST_ITEM = re.compile(r"[ \t]*-[ \t]+(.*)")
+_FRONT_OPEN = "---"
+_FRONT_CLOSE = ("---", "...")
+_FRONT_KEYS = ("date", "created", "title", "tags")
+
+
+@dataclass(slots=True)
+class FrontMatter:
+    """What a file's front matter says, and the line its body starts on."""
+
+    body_start: int = 0
+    when: When | None = None
+    title: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1].strip()
+    return value
+
+
+def _tag_list(value: str) -> list[str]:
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    pieces = value.split(",") if "," in value else value.split()
+    return [t for t in (_unquote(p).lstrip("#") for p in pieces) if t]
+
+
+def read_front_matter(lines: list[str], name: str) -> FrontMatter:
+    """The flat ``key: value`` lines of a leading ``---`` block. Nested values
+    are passed over, but for ``tags`` written as a list of ``- item`` lines.
+    A block that never closes is no front matter (a leading rule, rather)."""
+    if not lines or lines[0].rstrip() != _FRONT_OPEN:
+        return FrontMatter()
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _FRONT_CLOSE), None)
+    if end is None:
+        return FrontMatter()
+    found: dict[str, tuple[str, int]] = {}
+    tags: list[str] = []
+    listing = False
+    for number in range(1, end):
+        line = lines[number]
+        if listing and (item := _LIST_ITEM.fullmatch(line)):
+            tags.extend(_tag_list(_unquote(item[1])))
+            continue
+        listing = False
+        m = _KEY.fullmatch(line.rstrip())
+        if m is None:
+            continue
+        key, value = m[1].lower(), m[2].strip()
+        if key in _FRONT_KEYS and key not in found:
+            found[key] = (value, number + 1)
+        if key == "tags":
+            listing = not value
+            tags.extend(_tag_list(value))
+    front = FrontMatter(body_start=end + 1, tags=tuple(dict.fromkeys(tags)))
+    for key in ("date", "created"):
+        if key not in found:
+            continue
+        value, number = found[key]
+        try:
+            front.when = front_date(_unquote(value))
+        except _NoDate:
+            raise BadInput(f"{name}, line {number}: {key} {value!r:.60} is not a date") from None
+        if front.when is not None:
+            break
+    if "title" in found:
+        front.title = _unquote(found["title"][0]) or None
+    return front
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A stretch of a file's body: its lines, the dated heading it starts with
+    (if any) and that heading's date."""
+
+    lines: list[str]
+    when: When | None
+    heading: bool
+
+
+def split_body(lines: list[str], start: int, name: str) -> list[Part]:
+    """The body's parts: the text before the first dated heading, then one
+    part for each dated heading and what follows it up to the next one.
+    Headings inside fenced code are text."""
+    parts: list[Part] = []
+    current: list[str] = []
+    when: When | None = None
+    heading = False
+    fence: str | None = None
+    for number in range(start, len(lines)):
+        line = lines[number]
+        opener = _FENCE.match(line)
+        if fence is not None:
+            if opener and opener[1][0] == fence[0] and len(opener[1]) >= len(fence):
+                fence = None
+        elif opener:
+            fence = opener[1]
+        elif (m := _HEADING.fullmatch(line)) is not None:
+            try:
+                dated = date_at_start(m[2])
+            except _NoDate as exc:
+                raise BadInput(f"{name}, line {number + 1}: {exc} is not a date") from None
+            if dated is not None:
+                parts.append(Part(current, when, heading))
+                current, when, heading = [], dated, True
+        current.append(line)
+    parts.append(Part(current, when, heading))
+    return parts
+
+
+def _entry_text(lines: list[str], title: str | None, tags: tuple[str, ...]) -> str:
+    body = "\n".join(lines).strip("\n")
+    if title:
+        first = next((line.strip() for line in lines if line.strip()), "")
+        m = _HEADING.fullmatch(first)
+        if (m[2] if m else first).strip() != title:
+            body = f"# {title}\n\n{body}" if body else f"# {title}"
+    if tags:
+        body += "\n\nTags: " + ", ".join(tags)
+    return body
+
+
+def _is_empty(part: Part) -> bool:
+    """Whether a part says nothing but its dated heading."""
+    lines = part.lines[1:] if part.heading else part.lines
+    return not clean_text("\n".join(lines))
+
+
+_UNSAFE_REF = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def _source(relative: str, section: str) -> str:
+    """ "journal:" and the path (and "#" and the section's date), at most
+    `MAX_REF_CHARS` long: a longer one keeps its end (the file name) behind
+    a hash of the whole."""
+    tail = _UNSAFE_REF.sub("\ufffd", relative) + (f"#{section}" if section else "")
+    source = f"journal:{tail}"
+    if len(source) <= MAX_REF_CHARS:
+        return source
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    head = f"journal:{digest}:\u2026"
+    return head + tail[len(tail) - (MAX_REF_CHARS - len(head)) :]
+
+
+def entries(
+    data: bytes, relative: str, parts: tuple[str, ...], options: ImportOptions
+) -> Iterator[Item]:
+    """The entries (or skips) of one file's bytes; ``relative`` names it in
+    errors, sources and ids, ``parts`` are the path components its date may
+    come from."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BadInput(f"{relative}, line {line}: not UTF-8 text") from None
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    front = read_front_matter(lines, relative)
+    pieces = split_body(lines, front.body_start, relative)
+    own = front.when or name_date(parts)
+    if len(pieces) <= 2:
+        # No or one dated heading: the whole file is one entry.
+        lines = [line for p in pieces for line in p.lines]
+        single = Part(lines, pieces[-1].when, False)
+        if all(_is_empty(p) for p in pieces):
+            yield Skipped("empty entry")
+            return
+        when = front.when or single.when or own
+        if when is None:
+            yield Skipped("entry without a date")
+            return
+        yield _event(single, when, "", relative, front.title, front.tags, options)
+        return
+    lead, sections = pieces[0], pieces[1:]
+    if not _is_empty(lead):
+        if own is None:
+            yield Skipped("undated text before the first dated heading")
+        else:
+            yield _event(lead, own, "", relative, front.title, front.tags, options)
+    for section in sections:
+        if _is_empty(section):
+            yield Skipped("empty entry")
+            continue
+        assert section.when is not None
+        yield _event(section, section.when, section.when.key(), relative, None, front.tags, options)
+
+
+def _event(
+    part: Part,
+    when: When,
+    section: str,
+    relative: str,
+    title: str | None,
+    tags: tuple[str, ...],
+    options: ImportOptions,
+) -> NewEvent:
+    text = fit_text(clean_text(_entry_text(part.lines, title, tags)))
+    at = when.at_us(options.tz)
+    content = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return NewEvent(
+        kind=EventKind.JOURNAL,
+        at=at,
+        text=text,
+        contact=None,
+        thread=None,
+        source=_source(relative, section),
+        from_me=True,
+        id=stable_id("journal", relative, section, content, at_us=at),
+    )
+
+
+# --- the folder -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """An eligible file: where it is, how the import names it, its size."""
+
+    path: Path
+    relative: str
+    parts: tuple[str, ...]
+    size: int
+    top: bool  # the path the user gave, rather than a file found in a folder
+
+
+def _label(path: Path) -> str:
+    return path.name or str(path)
+
+
+def _eligible(name: str) -> bool:
+    return not name.startswith(".") and name.lower().endswith(SUFFIXES)
+
+
+def _too_big(relative: str) -> BadInput:
+    return BadInput(f"{relative} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+
+
+def walk(folder: Path) -> list[Note]:
+    """Every eligible regular file under ``folder``, in sorted order, without
+    following symbolic links or entering hidden folders."""
+    notes: list[Note] = []
+    seen: set[tuple[int, int]] = set()
+
+    def visit(directory: Path, prefix: tuple[str, ...]) -> None:
+        try:
+            info = directory.stat()
+            if (info.st_dev, info.st_ino) in seen:
+                return  # a bind mount leading back up
+            seen.add((info.st_dev, info.st_ino))
+            with os.scandir(directory) as listing:
+                found = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            where_ = "/".join(prefix) or _label(folder)
+            raise BadInput(f"cannot read folder {where_}: {exc.strerror}") from None
+        for entry in found:
+            if entry.name.startswith("."):
+                continue
+            parts = (*prefix, entry.name)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    visit(Path(entry.path), parts)
+                    continue
+                if not _eligible(entry.name) or not entry.is_file(follow_symlinks=False):
+                    continue
+                size = entry.stat(follow_symlinks=False).st_size
+            except OSError as exc:
+                raise BadInput(f"cannot read {'/'.join(parts)}: {exc.strerror}") from None
+            relative = "/".join(parts)
+            if size > MAX_FILE_BYTES:
+                raise _too_big(relative)
+            notes.append(Note(Path(entry.path), relative, parts, size, top=False))
+
+    visit(folder, ())
+    return notes
+
+
+def _load(note: Note) -> bytes:
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not note.top:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(note.path, flags)
+    except OSError as exc:
+        raise BadInput(f"cannot read {note.relative}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as stream:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise BadInput(f"{note.relative} is not a regular file")
+            data = stream.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise BadInput(f"cannot read {note.relative}: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise _too_big(note.relative)
+    return data
+
+
+def _starts_like_journal(head: bytes, whole: bool) -> bool:
+    """Whether a file's first bytes (``whole``: all of them) open with a
+    closed front matter block holding a ``key: value`` line, or with a dated
+    heading."""
+    text = head.decode("utf-8", "ignore").removeprefix("\ufeff")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if not whole:
+        lines = lines[:-1]  # the last line may be cut short
+    if lines and lines[0].rstrip() == _FRONT_OPEN:
+        keys = False
+        for line in lines[1:]:
+            if line.rstrip() in _FRONT_CLOSE:
+                return keys
+            keys = keys or _KEY.fullmatch(line.rstrip()) is not None
+        return False
+    first = next((line for line in lines if line.strip()), "")
+    m = _HEADING.fullmatch(first)
+    if m is None:
+        return False
+    try:
+        return date_at_start(m[2]) is not None
+    except _NoDate:
+        return False
+
+
+def _folder_has_notes(folder: Path) -> bool:
+    budget = SNIFF_ENTRIES
+    level = [folder]
+    for _ in range(SNIFF_DEPTH):
+        below: list[Path] = []
+        for directory in level:
+            try:
+                with os.scandir(directory) as listing:
+                    for entry in listing:
+                        budget -= 1
+                        if budget < 0:
+                            return False
+                        if entry.name.startswith("."):
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            below.append(Path(entry.path))
+                        elif _eligible(entry.name) and entry.is_file(follow_symlinks=False):
+                            return True
+            except OSError:
+                continue
+        level = below
+    return False
+
+
+class JournalImporter:
+    """Markdown and plain-text journals: a folder of notes, or one file."""
+
+    name = "journal"
+    units = ("journal entry", "journal entries")
+
+    def sniff(self, path: Path) -> bool:
+        """A folder with a ``.md``, ``.markdown`` or ``.txt`` file within its
+        first levels (looking at no more than a couple of hundred entries, and
+        at none of their contents), a regular ``.md`` or ``.markdown`` file,
+        or a ``.txt`` file whose first 4 KiB open with front matter or a dated
+        heading (other plain text, such as a chat export, is another format's).
+        Nothing but a regular file is ever opened."""
+        try:
+            mode = path.stat().st_mode
+            if stat.S_ISDIR(mode):
+                return _folder_has_notes(path)
+            if not stat.S_ISREG(mode):
+                return False  # opening a pipe would wait for, or take, its bytes
+            suffix = path.suffix.lower()
+            if suffix in (".md", ".markdown"):
+                return True
+            if suffix != ".txt":
+                return False
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            with os.fdopen(fd, "rb") as stream:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return False
+                head = stream.read(SNIFF_BYTES)
+        except (OSError, ValueError):
+            return False
+        return _starts_like_journal(head, len(head) < SNIFF_BYTES)
+
+    def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
+        """Every entry of the folder or file at ``path``, file by file."""
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise BadInput(f"cannot read {_label(path)}: {exc.strerror}") from None
+        if stat.S_ISDIR(mode):
+            notes = walk(path)
+            if not notes:
+                raise BadInput(f"no .md or .txt files in {_label(path)}")
+        elif stat.S_ISREG(mode):
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise _too_big(path.name)
+            notes = [Note(path, path.name, path.parts, size, top=True)]
+        else:
+            raise BadInput(f"{_label(path)} is neither a folder nor a file")
+        total = sum(n.size for n in notes)
+        done = reported = 0
+        for count, note in enumerate(notes, start=1):
+            data = _load(note)
+            yield from entries(data, note.relative, note.parts, options)
+            done += len(data)
+            if progress is not None and (
+                count % PROGRESS_FILES == 0 or done - reported >= PROGRESS_BYTES
+            ):
+                progress(done, max(total, done))
+                reported = done
+        if progress is not None:
+            progress(done, max(total, done))
+
+
+IMPORTER = JournalImporter()
+
+__all__ = [
+    "IMPORTER",
+    "MAX_FILE_BYTES",
+    "SNIFF_BYTES",
+    "SUFFIXES",
+    "JournalImporter",
+    "date_at_start",
+    "entries",
+    "front_date",
+    "name_date",
+    "read_front_matter",
+    "walk",
+]
