@@ -254,6 +254,7 @@ def _survey(source: _Source, options: ImportOptions, progress: Progress | None) 
     first_day: int | None = None  # line where a first field > 12 proves day-first
     first_month: int | None = None
     others: set[str] = set()
+    mine: set[str] = set()
     group = False
     seen_head = False
     messages = 0
@@ -279,8 +280,9 @@ def _survey(source: _Source, options: ImportOptions, progress: Progress | None) 
             group = group or bool(_GROUP_SYSTEM.search(head.rest))
             continue
         messages += 1
-        if len(others) < 2 and not options.is_me(said[0]):
-            others.add(said[0])
+        name = said[0]
+        if len(others) < 2 and name not in others and name not in mine:
+            (mine if options.is_me(name) else others).add(name)
     if not seen_head:
         raise BadInput(f"{source.path.name}: no WhatsApp messages")
     return _Survey(first_month is None, frozenset(others), group or len(others) > 1, messages)
@@ -412,6 +414,7 @@ class WhatsappImporter:
             elif source.named is not None:
                 other = source.named
         carded: set[str] = set()
+        known_me: dict[str, bool] = {}  # a chat has few senders and many messages
         occurrences = _Occurrences()
 
         def finish(pending: _Pending) -> Iterator[Item]:
@@ -427,7 +430,9 @@ class WhatsappImporter:
                 yield Skipped("empty message")
                 return
             text = fit_text(text)
-            mine = options.is_me(sender)
+            mine = known_me.get(sender)
+            if mine is None:
+                mine = known_me[sender] = options.is_me(sender)
             contact = other if mine else sender
             if contact is not None:
                 contact = clean_name(_BIDI.sub("", contact), "contact name")

@@ -252,3 +252,17 @@ def test_a_broken_zip_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"PK\x03\x04 not really")
     with pytest.raises(BadInput, match=r"WhatsApp Chat - Lena\.zip"):
         read(path)
+
+
+def test_deleted_messages_are_skipped_and_long_chat_names_bounded(tmp_path: Path) -> None:
+    path = tmp_path / f"WhatsApp Chat with {'Cousins ' * 28}.txt"  # 224 characters
+    path.write_text(
+        "14/03/2025, 21:05 - Priya: This message was deleted\n"
+        "14/03/2025, 21:06 - Sam: You deleted this message\n"
+        "14/03/2025, 21:07 - Priya: still here\n"
+    )
+    items = read(path)
+    assert items[:2] == [Skipped("deleted message")] * 2
+    (event,) = events(items)
+    assert event.thread is not None and len(event.thread) == 200
+    assert event.thread.startswith("whatsapp:Cousins Cousins")
