@@ -18,7 +18,14 @@ syncing or restoring a folder rewrites those, and a memory that placed a
 year of entries on the day of a backup would be worse than one without them.
 A date without a time is read as noon in the import's zone, so the entry
 stays on its day in any zone within eleven hours of it; a time without an
-offset is read in the import's zone too.
+offset is read in the import's zone too. A front matter date that names no
+day (``date: 2025-02-30``) is refused with its line; a heading or a file name
+that does is only text, since headings and names hold numbers of all sorts.
+
+An entry's text is its Markdown as written, front matter removed: the front
+matter's title leads it as a heading (unless the text already starts with
+it), its tags close it ("Tags: garden, spring"). Front matter and dated
+headings are not content: an entry with nothing else is skipped as empty.
 
 Front matter is read by a few lines of this module rather than a YAML
 library: a journal's front matter is a flat list of ``key: value`` lines of
@@ -278,6 +285,16 @@ def _tag_list(value: str) -> list[str]:
     return [t for t in (_unquote(p).lstrip("#") for p in pieces) if t]
 
 
+def _front_line(line: str) -> bool:
+    """Whether a line can stand in front matter: a key, a list item, a nested
+    or continued value, a comment or nothing. A leading rule followed by
+    prose and another rule is no front matter."""
+    return not line.strip() or line[0] in " \t-#" or _KEY.fullmatch(line.rstrip()) is not None
+
+
+_COMMENT = re.compile(r"\s+#.*")
+
+
 def read_front_matter(lines: list[str], name: str) -> FrontMatter:
     """The flat ``key: value`` lines of a leading ``---`` block. Nested values
     are passed over, but for ``tags`` written as a list of ``- item`` lines.
@@ -285,7 +302,7 @@ def read_front_matter(lines: list[str], name: str) -> FrontMatter:
     if not lines or lines[0].rstrip() != _FRONT_OPEN:
         return FrontMatter()
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _FRONT_CLOSE), None)
-    if end is None:
+    if end is None or not all(_front_line(lines[i]) for i in range(1, end)):
         return FrontMatter()
     found: dict[str, tuple[str, int]] = {}
     tags: list[str] = []
@@ -301,6 +318,8 @@ def read_front_matter(lines: list[str], name: str) -> FrontMatter:
             continue
         key, value = m[1].lower(), m[2].strip()
         if key in _FRONT_KEYS and key not in found:
+            if key != "tags" and value[:1] not in ("'", '"'):
+                value = _COMMENT.sub("", value)
             found[key] = (value, number + 1)
         if key == "tags":
             listing = not value
@@ -331,7 +350,7 @@ class Part:
     heading: bool
 
 
-def split_body(lines: list[str], start: int, name: str) -> list[Part]:
+def split_body(lines: list[str], start: int) -> list[Part]:
     """The body's parts: the text before the first dated heading, then one
     part for each dated heading and what follows it up to the next one.
     Headings inside fenced code are text."""
@@ -351,8 +370,10 @@ def split_body(lines: list[str], start: int, name: str) -> list[Part]:
         elif (m := _HEADING.fullmatch(line)) is not None:
             try:
                 dated = date_at_start(m[2])
-            except _NoDate as exc:
-                raise BadInput(f"{name}, line {number + 1}: {exc} is not a date") from None
+            except _NoDate:
+                # "## 1.15.2024 release" names no day: a heading like any other,
+                # its text kept in the section it stands in.
+                dated = None
             if dated is not None:
                 parts.append(Part(current, when, heading))
                 current, when, heading = [], dated, True
@@ -409,7 +430,7 @@ def entries(
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
     front = read_front_matter(lines, relative)
-    pieces = split_body(lines, front.body_start, relative)
+    pieces = split_body(lines, front.body_start)
     own = front.when or name_date(parts)
     if len(pieces) <= 2:
         # No or one dated heading: the whole file is one entry.
@@ -447,9 +468,11 @@ def _event(
     tags: tuple[str, ...],
     options: ImportOptions,
 ) -> NewEvent:
-    text = fit_text(clean_text(_entry_text(part.lines, title, tags)))
+    whole = clean_text(_entry_text(part.lines, title, tags))
+    text = fit_text(whole)
     at = when.at_us(options.tz)
-    content = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # Of the whole text: an edit past the cut of a very long entry is an edit too.
+    content = hashlib.sha256(whole.encode("utf-8")).hexdigest()
     return NewEvent(
         kind=EventKind.JOURNAL,
         at=at,
