@@ -1,0 +1,518 @@
+"""Memory-quality benchmark: retrieval recall of the agent's memory tools.
+
+In the style of LongMemEval's retrieval metric. The labelled questions come
+from `pixie.sim.questions`, which derives them from what the sample life
+planted (never from what the system made of it): each has a kind (single fact,
+multi-session, knowledge update, temporal, abstention), a query (plain words, a
+person filter, sometimes a days-back window) and the ids of the log events that
+state the answer.
+
+One run builds a data dir from the sample life, imports it, runs a full offline
+distillation pass, and then asks every question of:
+
+* ``check_notebook@8``: the Notebook search the tool runs (top 8 notes, title,
+  tags and body weighted 3/2/1), with the question's person and window. A note
+  counts as holding a gold event if it was distilled from it. Notes carry only
+  a reference to their source (``source_ref``: a thread, a post, a call), so
+  the benchmark records which events each distillation request actually showed
+  the distiller (a thread's newest lines, not all of them) and credits a note
+  with those: a digest with its source's request, a person page with its
+  one-to-one thread's request (or, from a group, that person's own lines in
+  it), the about-you note with the user's own lines in requests that yielded
+  facts about the user;
+* ``grep_memory@12``: the tool itself over the log's text mirror, with the
+  query's key words OR-ed into one pattern (``\\b(?:w1|w2|...)``);
+* ``two-step@8``: the Notebook first; only if it returns no note, grep_memory
+  with the same key words; the first 8 of what was returned count;
+* ``BM25@8``, the baseline, computed in the same run: SQLite FTS5 ``bm25()``
+  over an in-memory table of the raw event texts (and contact names), the same
+  key words OR-ed as prefixes.
+
+Reported per method and question kind: recall (share of questions where any
+gold event is among what was returned), the mean share of gold events found,
+and the context handed to the model (characters / 4 as a token estimate, median
+and p95). Recall is not defined for abstention questions; for them the figure
+is the share where the method returned nothing (no tool exposes a score
+threshold: the Notebook's scores are raw term-weight sums, grep has none).
+
+The tuning half of the questions by default; ``--held-out`` for the other.
+
+    python scripts/bench_memory.py [--seed 7] [--events 5000] [--held-out] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import re
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pixie.device.agent.grep import SNIPPET_CHARS, GrepMemoryTool, clip
+from pixie.device.agent.tools import CheckNotebookTool
+from pixie.device.distill.llm import LLMRouter
+from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.service import NotetakingService, source_of
+from pixie.device.errors import NotFound
+from pixie.device.ingest.jsonl import read_events
+from pixie.device.node.keyed import Node
+from pixie.device.notebook.clearview import STOPWORDS, TOP_RESULTS
+from pixie.device.store.contacts import clean_name
+from pixie.device.store.keystore import FileKeyStore
+from pixie.device.store.notes import ClearNote, NoteKind
+from pixie.device.store.provision import create_data_dir
+from pixie.protocol.timestamps import format_date, parse_time
+from pixie.sim import questions as qset
+from pixie.sim.samplelife import DEFAULT_END, Event, generate, write_jsonl
+
+METHODS = ("check_notebook@8", "grep_memory@12", "two-step@8", "BM25@8")
+COLUMNS = (*qset.KINDS, "overall")
+TWO_STEP_K = 8
+BM25_K = 8
+DAY_US = 86_400_000_000
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def key_words(text: str) -> list[str]:
+    """The query's words minus the Notebook's stopwords, as typed (accents kept:
+    grep matches text as written)."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    return [w for w in words if _fold(w) not in STOPWORDS] or words
+
+
+def _fold(word: str) -> str:
+    decomposed = unicodedata.normalize("NFD", word)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def grep_pattern(words: Sequence[str]) -> str:
+    return r"\b(?:" + "|".join(re.escape(w) for w in words) + ")"
+
+
+# -- the data dir and the distillation pass ----------------------------------------------
+
+
+class Recording:
+    """The built-in distiller, remembering every request and its answer."""
+
+    name = "offline"
+
+    def __init__(self) -> None:
+        self.inner = OfflineDistiller()
+        self.seen: list[tuple[Any, Any]] = []
+
+    async def answer(self, request: Any) -> object:
+        result = await self.inner.answer(request)
+        self.seen.append((request, result))
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@dataclass
+class Provenance:
+    """Which events each note was distilled from (see the module docstring)."""
+
+    by_source: dict[str, set[str]] = field(default_factory=dict)
+    by_person: dict[str, set[str]] = field(default_factory=dict)  # 1:1 thread, by name
+    group_person: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    about_you: set[str] = field(default_factory=set)
+    unmatched_lines: int = 0
+
+    def of(self, note: ClearNote) -> set[str]:
+        if note.kind is NoteKind.ABOUT_YOU:
+            return self.about_you
+        if note.kind is NoteKind.PERSON:
+            if note.source_ref is None:
+                return self.by_person.get(note.title, set())
+            return self.group_person.get((note.source_ref, note.title), set())
+        if note.source_ref is not None:
+            return self.by_source.get(note.source_ref, set())
+        return set()
+
+
+def event_us(event: Event) -> int:
+    return parse_time(event["at"])
+
+
+def provenance(events: Sequence[Event], seen: Iterable[tuple[Any, Any]]) -> Provenance:
+    by_at: dict[int, list[Event]] = {}
+    for e in events:
+        by_at.setdefault(event_us(e), []).append(e)
+    prov = Provenance()
+    for request, result in seen:
+        ids: list[tuple[str, Any]] = []
+        for line in request.lines:
+            head = line.text.rstrip("…")[:40]
+            match = [e for e in by_at.get(line.at, ()) if e["text"].strip().startswith(head)]
+            if not match:
+                prov.unmatched_lines += 1
+                continue
+            ids.append((match[0]["id"], line))
+        if not ids:
+            continue
+        first = next(e for e in by_at[ids[0][1].at] if e["id"] == ids[0][0])
+        src = source_of(first["kind"], first["id"], first.get("thread"), None, first.get("source"))
+        if src is None:
+            continue
+        every = {i for i, _ in ids}
+        prov.by_source[src.key] = every
+        if request.person:
+            prov.by_person[request.person] = every
+        else:
+            for name in request.participants:
+                own = {i for i, line in ids if line.speaker == name}
+                prov.group_person[(src.key, name)] = own
+        facts = result.get("facts") if isinstance(result, dict) else None
+        if facts:
+            prov.about_you |= {i for i, line in ids if line.from_me}
+    return prov
+
+
+def build(where: Path, seed: int, events: int) -> tuple[Node, list[Event], Provenance, float]:
+    keys = FileKeyStore(where / "keys")
+    create_data_dir(where / "device", name="bench", role="device", key_store=keys)
+    node = Node.open(where / "device", key_store=keys)
+    text = io.StringIO()
+    write_jsonl(text, seed=seed, events=events)
+    node.log.append(read_events(io.BytesIO(text.getvalue().encode())), now=0)
+    life = list(generate(seed, events))
+    recording = Recording()
+    service = NotetakingService(node.db, node.notebook, LLMRouter((recording,)))
+    t0 = time.perf_counter()
+    trio.run(service.run_pass)
+    seconds = time.perf_counter() - t0
+    return node, life, provenance(life, recording.seen), seconds
+
+
+# -- the methods -----------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """One method's answer to one question."""
+
+    ids: list[str]  # gold-comparable event ids, in the order returned (deduplicated)
+    text: str  # what the model would be handed
+    returned: int  # how many items came back
+    top_score: float | None = None
+
+    @property
+    def tokens(self) -> int:
+        return math.ceil(len(self.text) / 4)
+
+
+def _ordered(groups: Iterable[Iterable[str]]) -> list[str]:
+    out: dict[str, None] = {}
+    for group in groups:
+        for i in sorted(group):
+            out.setdefault(i, None)
+    return list(out)
+
+
+class Methods:
+    def __init__(self, node: Node, life: Sequence[Event], prov: Provenance, now_us: int) -> None:
+        self.node = node
+        self.prov = prov
+        self.now_us = now_us
+        self.view = node.notebook.clear_view()
+        self.tool = CheckNotebookTool(self.view, node.contacts, now=lambda: now_us)
+        self.grep = GrepMemoryTool(node.mirror)
+        self.unresolved: set[str] = set()
+        self.fts = sqlite3.connect(":memory:")
+        self.fts.execute(
+            "CREATE VIRTUAL TABLE ev USING fts5(contact, text, "
+            "tokenize = 'unicode61 remove_diacritics 2')"
+        )
+        self.events = list(life)
+        self.fts.executemany(
+            "INSERT INTO ev(rowid, contact, text) VALUES (?, ?, ?)",
+            [(n, e.get("contact", ""), e["text"]) for n, e in enumerate(self.events)],
+        )
+
+    def notebook(self, q: qset.Question) -> Outcome:
+        query = q.query
+        contact_id = None
+        if query.person is not None:
+            try:
+                contact_id = self.node.contacts.resolve(clean_name(query.person, "person"))
+            except NotFound:
+                self.unresolved.add(query.person)
+        text = self.tool.search(query.text, query.person, None, query.days_back)
+        if query.person is not None and contact_id is None:
+            return Outcome([], text, 0)
+        since = self.now_us - query.days_back * DAY_US if query.days_back else None
+        found = self.view.search_clear(query.text, contact_id, None, since, limit=TOP_RESULTS)
+        ids = _ordered(self.prov.of(s.note) for s in found)
+        top = float(found[0].score) if found else None
+        return Outcome(ids, text, len(found), top)
+
+    def grep_memory(self, q: qset.Question) -> Outcome:
+        result = self.grep.run(grep_pattern(key_words(q.query.text)))
+        return Outcome([h.event_id for h in result.hits], result.render(), len(result.hits))
+
+    def two_step(self, q: qset.Question, first: Outcome, second: Outcome) -> Outcome:
+        if first.returned:
+            return first
+        hits = second.ids[:TWO_STEP_K]
+        return Outcome(hits, first.text + "\n" + second.text, len(hits))
+
+    def bm25(self, q: qset.Question) -> Outcome:
+        words = [_fold(w) for w in key_words(q.query.text)]
+        match = " OR ".join(f'"{w}"*' for w in words)
+        rows = self.fts.execute(
+            "SELECT rowid, bm25(ev) FROM ev WHERE ev MATCH ? ORDER BY bm25(ev), rowid DESC LIMIT ?",
+            (match, BM25_K),
+        ).fetchall()
+        lines = [f"{len(rows)} best matches (BM25):"]
+        ids = []
+        for rowid, _score in rows:
+            e = self.events[rowid]
+            ids.append(e["id"])
+            who = f" · {e['contact']}" if "contact" in e else ""
+            body = clip(" ".join(e["text"].split()), 0, 0, SNIPPET_CHARS)
+            lines.append(f"- {format_date(event_us(e))} · {e['kind']}{who}: {body}")
+        top = -float(rows[0][1]) if rows else None
+        return Outcome(ids, "\n".join(lines), len(rows), top)
+
+
+# -- scoring ---------------------------------------------------------------------------
+
+
+def score(q: qset.Question, out: Outcome, k: int) -> dict[str, Any]:
+    gold = set(q.gold_event_ids)
+    got = set(out.ids[:k])
+    row: dict[str, Any] = {
+        "tokens": out.tokens,
+        "returned": out.returned,
+        "nothing": not out.returned,
+    }
+    if out.top_score is not None:
+        row["top_score"] = out.top_score
+    if gold:
+        found = gold & got
+        row["hit"] = bool(found)
+        row["gold_found"] = len(found) / len(gold)
+    terms = answer_terms(q)
+    if terms:
+        shown = out.text.casefold()
+        row["answer_shown"] = any(t in shown for t in terms)
+    return row
+
+
+def answer_terms(q: qset.Question) -> list[str]:
+    """The question's evidence words that its query does not already contain:
+    whether the returned text shows one of them is a check on what the model
+    actually gets to read (a note can be distilled from a gold event and still
+    not quote it). None for temporal and abstention questions."""
+    if q.kind in ("temporal", "abstention"):
+        return []
+    asked = f"{q.query.text} {q.query.person or ''}".casefold()
+    return [w.casefold() for w in q.evidence if w and w.casefold() not in asked]
+
+
+def bench(args: argparse.Namespace, where: Path) -> dict[str, Any]:
+    os.environ["PIXIE_KEYSTORE"] = "file"
+    os.environ["PIXIE_KEYS"] = str(where / "keys")
+    questions = qset.load(args.seed, args.events, held_out=args.held_out)
+    t0 = time.perf_counter()
+    node, life, prov, distill_s = build(where, args.seed, args.events)
+    build_s = time.perf_counter() - t0
+    try:
+        end_us = parse_time(f"{DEFAULT_END.isoformat()}T18:00:00Z")
+        methods = Methods(node, life, prov, end_us)
+        per_q = []
+        for q in questions:
+            nb = methods.notebook(q)
+            gr = methods.grep_memory(q)
+            two = methods.two_step(q, nb, gr)
+            bm = methods.bm25(q)
+            per_q.append(
+                {
+                    "qid": q.qid,
+                    "kind": q.kind,
+                    "question": q.question,
+                    "query": q.query.as_json(),
+                    "gold": len(q.gold_event_ids),
+                    "check_notebook@8": score(q, nb, TOP_RESULTS),
+                    "grep_memory@12": score(q, gr, len(gr.ids)),
+                    "two-step@8": score(q, two, TWO_STEP_K),
+                    "BM25@8": score(q, bm, BM25_K),
+                }
+            )
+        notes = methods.view.counts()
+        unresolved = sorted(methods.unresolved)
+    finally:
+        node.close()
+    return {
+        "seed": args.seed,
+        "events": args.events,
+        "half": "held-out" if args.held_out else "tuning",
+        "questions": len(questions),
+        "by_kind": {k: sum(1 for q in questions if q.kind == k) for k in qset.KINDS},
+        "build_seconds": round(build_s, 2),
+        "distill_seconds": round(distill_s, 2),
+        "notes": notes,
+        "unmatched_request_lines": prov.unmatched_lines,
+        "unresolved_persons": unresolved,
+        "summary": summarise(per_q),
+        "per_question": per_q,
+    }
+
+
+def _pct(values: Sequence[float]) -> float | None:
+    return round(100 * statistics.fmean(values), 1) if values else None
+
+
+def _p95(values: Sequence[int]) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def summarise(per_q: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for method in METHODS:
+        cells: dict[str, Any] = {}
+        for column in COLUMNS:
+            rows = [
+                r[method]
+                for r in per_q
+                if (column == "overall" and r["kind"] != "abstention") or r["kind"] == column
+            ]
+            if column == "abstention":
+                cell: dict[str, Any] = {"abstained": _pct([r["nothing"] for r in rows])}
+            else:
+                shown = [r["answer_shown"] for r in rows if "answer_shown" in r]
+                cell = {
+                    "recall": _pct([r["hit"] for r in rows]),
+                    "gold_found": _pct([r["gold_found"] for r in rows]),
+                    "answer_shown": _pct(shown),
+                    "answer_shown_n": len(shown),
+                }
+            tokens = [r["tokens"] for r in rows]
+            cell["n"] = len(rows)
+            cell["tokens_median"] = statistics.median(tokens) if tokens else None
+            cell["tokens_p95"] = _p95(tokens) if tokens else None
+            cells[column] = cell
+        all_tokens = [r[method]["tokens"] for r in per_q]
+        cells["all"] = {
+            "tokens_median": statistics.median(all_tokens) if all_tokens else None,
+            "tokens_p95": _p95(all_tokens) if all_tokens else None,
+            "returned_nothing": _pct([r[method]["nothing"] for r in per_q]),
+        }
+        out[method] = cells
+    return out
+
+
+def _cell(value: Any, width: int) -> str:
+    text = "—" if value is None else f"{value:.1f}%" if isinstance(value, float) else str(value)
+    return text.rjust(width)
+
+
+def render(r: dict[str, Any]) -> list[str]:
+    s = r["summary"]
+    kinds = ", ".join(f"{n} {k}" for k, n in r["by_kind"].items())
+    w, first = 13, 18
+    header = "".ljust(first) + "".join(c.rjust(w) for c in COLUMNS)
+    lines = [
+        f"memory retrieval: sample life seed {r['seed']}, {r['events']:,} events, "
+        f"{r['half']} half: {r['questions']} questions ({kinds})",
+        f"  offline distillation pass {r['distill_seconds']:.1f} s; notes: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(r["notes"].items())),
+    ]
+    if r["unresolved_persons"]:
+        lines.append(
+            "  person filters the contact book could not resolve (the Notebook then returns "
+            "nothing): " + ", ".join(r["unresolved_persons"])
+        )
+    lines += [
+        "",
+        "recall: any gold event among what came back (abstention: share that returned nothing;"
+        " overall: the four answerable kinds)",
+        header,
+    ]
+    for method in METHODS:
+        cells = s[method]
+        row = method.ljust(first)
+        for column in COLUMNS:
+            key = "abstained" if column == "abstention" else "recall"
+            row += _cell(cells[column][key], w)
+        lines.append(row)
+    lines += ["", "mean share of each question's gold events found", header]
+    for method in METHODS:
+        cells = s[method]
+        row = method.ljust(first)
+        for column in COLUMNS:
+            value = None if column == "abstention" else cells[column]["gold_found"]
+            row += _cell(value, w)
+        lines.append(row)
+    shown_n = s[METHODS[0]]["overall"]["answer_shown_n"]
+    lines += [
+        "",
+        f"answer words shown in the returned text ({shown_n} single, multi and update "
+        "questions whose answer words are not in the query)",
+        header,
+    ]
+    for method in METHODS:
+        cells = s[method]
+        row = method.ljust(first)
+        for column in COLUMNS:
+            value = None if column == "abstention" else cells[column]["answer_shown"]
+            row += _cell(value, w)
+        lines.append(row)
+    lines += [
+        "",
+        "context handed to the model, tokens (characters / 4): median / p95 "
+        "(overall: every question)",
+        header,
+    ]
+    for method in METHODS:
+        cells = s[method]
+        row = method.ljust(first)
+        for column in COLUMNS:
+            c = cells["all"] if column == "overall" else cells[column]
+            row += f"{c['tokens_median']:g}/{c['tokens_p95']}".rjust(w)
+        lines.append(row)
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--events", type=int, default=5000, help="sample-life size (default 5000)")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="score the held-out half of the questions (default: the tuning half)",
+    )
+    parser.add_argument("--dir", type=Path, default=None, help="where to build (default: temp)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    if args.events < 300:
+        parser.error("--events must be at least 300")
+    with tempfile.TemporaryDirectory(prefix="pixie-bench-memory-", dir=args.dir) as tmp:
+        results = bench(args, Path(tmp))
+    print(
+        json.dumps(results, indent=2, ensure_ascii=False)
+        if args.json
+        else "\n".join(render(results))
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
