@@ -575,6 +575,70 @@ def _update(b: _Builder) -> None:
     )
     b.add(
         "update",
+        "Did Priya get the job at Helix Bio?",
+        Query("Priya Helix Bio", person="Priya"),
+        life.find(_phrases(*stating), contacts=["Priya"]),
+        "Yes: she works there now",
+        ("Helix Bio",),
+    )
+    b.add(
+        "update",
+        "How does Priya get to work these days?",
+        Query("Priya commute", person="Priya"),
+        life.find(_phrases("commute to King's Cross"), contacts=["Priya"]),
+        "she commutes to King's Cross every day for the new job",
+        ("King's Cross",),
+    )
+    b.add(
+        "update",
+        "Is Ada planning another marathon?",
+        Query("Ada another marathon", person="Ada"),
+        life.find(_phrases(done.says[2], done.asks[1]), contacts=["Ada"]),
+        "She is thinking about another one next year",
+        ("another marathon",),
+    )
+    b.add(
+        "update",
+        "Is Zoë still packing for the move?",
+        Query("Zoë move packing", person="Zoë"),
+        life.find(_phrases(*flat.says, *flat.asks), contacts=["Zoë"]),
+        "No: the move is done and she is in the new flat",
+        ("new flat",),
+    )
+    b.add(
+        "update",
+        "Is Marco still busy with the Atlas cutover?",
+        Query("Marco Atlas cutover", person="Marco"),
+        life.find(_phrases(*atlas.says, *atlas.asks), contacts=["Marco"]),
+        "No: the last Atlas server is switched off",
+        ("Atlas",),
+    )
+    b.add(
+        "update",
+        "Has Ada run the Lyon marathon yet?",
+        Query("Ada Lyon marathon", person="Ada"),
+        life.find(_phrases(done.says[0], done.says[1], done.asks[0]), contacts=["Ada"]),
+        "Yes: she finished it in 3:58",
+        ("marathon",),
+    )
+    b.add(
+        "update",
+        "What is Zoë's new flat like?",
+        Query("Zoë new flat", person="Zoë"),
+        life.find(_phrases(flat.says[0]), contacts=["Zoë"]),
+        "bigger, in Bordeaux, with a tiny garden Leo is obsessed with",
+        ("tiny garden",),
+    )
+    b.add(
+        "update",
+        "Are there still Atlas servers running?",
+        Query("Atlas servers"),
+        life.find(_phrases(*atlas.says), contacts=["Marco"]),
+        "No: Marco switched off the last one",
+        ("Atlas server",),
+    )
+    b.add(
+        "update",
         "How is Mum's knee after the surgery?",
         Query("Mum knee", person="Mum"),
         life.find(_phrases("the knee is getting better"), contacts=["Mum"]),
