@@ -108,7 +108,7 @@ _ORDINAL = r"(?:st|nd|rd|th)?"
 # Slashed dates with the year last are left alone: 03/04/2025 is March in
 # one country and April in the next.
 _DATE_FORMS = (
-    r"(?P<year>\d{4})([-/.])(?P<month>\d{1,2})\2(?P<day>\d{1,2})",
+    _WEEKDAY + r"(?P<year>\d{4})([-/.])(?P<month>\d{1,2})\2(?P<day>\d{1,2})",
     _WEEKDAY + r"(?P<day>\d{1,2})\.(?P<month>\d{1,2})\.(?P<year>\d{4})",
     _WEEKDAY + r"(?P<day>\d{1,2})" + _ORDINAL + r"\s+" + _MONTH + r",?\s+(?P<year>\d{4})",
     _WEEKDAY + _MONTH + r"\s+(?P<day>\d{1,2})" + _ORDINAL + r",?\s+(?P<year>\d{4})",
@@ -120,8 +120,11 @@ _TIME = re.compile(
     r"(?:\s*(?P<ampm>[ap])\.?m\.?)?",
     re.IGNORECASE,
 )
-# What may follow a date in a heading: nothing, or a separator before a title.
-_AFTER_DATE = re.compile(r"$|[\s,:;.\-\u2013\u2014|(\[]")
+# What may follow a date in a heading: nothing, or anything but a letter or digit
+# ("2025-03-14 Friday", "[[2025-03-14]]"; not "2025-03-14abc").
+_AFTER_DATE = re.compile(r"$|[\W_]")
+# What may come before it: marks, not words ("**2025-03-14**", "[[...", an emoji).
+_BEFORE_DATE = re.compile(r"[\W_]*")
 # A front matter value: ISO 8601 date, with or without a time and an offset.
 _FRONT_DATE = re.compile(
     r"(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})"
@@ -192,7 +195,9 @@ def _offset(text: str | None) -> dt.tzinfo | None:
 
 def date_at_start(text: str) -> When | None:
     """The date (and time) a heading or a name starts with, if it starts with
-    one; raises `_NoDate` for a date-shaped start that is no date."""
+    one; raises `_NoDate` for a date-shaped start that is no date. A time
+    after it that is no time ("25:00") is left as text, the date kept."""
+    text = _BEFORE_DATE.sub("", text, count=1)  # its one match is at the start
     for form in _DATES:
         m = form.match(text)
         if m is None:
@@ -203,8 +208,11 @@ def date_at_start(text: str) -> When | None:
         clock = _TIME.match(rest)
         time = None
         if clock is not None and _AFTER_DATE.match(rest[clock.end() :]):
-            time = _clock(clock["hour"], clock["minute"], clock["second"], clock["ampm"])
-            rest = rest[clock.end() :]
+            try:
+                time = _clock(clock["hour"], clock["minute"], clock["second"], clock["ampm"])
+                rest = rest[clock.end() :]
+            except _NoDate:
+                time = None
         if not _AFTER_DATE.match(rest):
             continue  # "2025-03-14abc" is not a date followed by a title
         return When(_day(parts["year"], month, parts["day"]), time)
@@ -513,11 +521,13 @@ def _too_big(relative: str) -> BadInput:
 
 def walk(folder: Path) -> list[Note]:
     """Every eligible regular file under ``folder``, in sorted order, without
-    following symbolic links or entering hidden folders."""
+    following symbolic links or entering hidden folders. The walk keeps its
+    own stack, so no depth of folders exhausts Python's."""
     notes: list[Note] = []
     seen: set[tuple[int, int]] = set()
+    stack: list[tuple[tuple[str, ...], Iterator[os.DirEntry[str]]]] = []
 
-    def visit(directory: Path, prefix: tuple[str, ...]) -> None:
+    def enter(directory: Path, prefix: tuple[str, ...]) -> None:
         try:
             info = directory.stat()
             if (info.st_dev, info.st_ino) in seen:
@@ -526,27 +536,33 @@ def walk(folder: Path) -> list[Note]:
             with os.scandir(directory) as listing:
                 found = sorted(listing, key=lambda e: e.name)
         except OSError as exc:
-            where_ = "/".join(prefix) or _label(folder)
-            raise BadInput(f"cannot read folder {where_}: {exc.strerror}") from None
-        for entry in found:
-            if entry.name.startswith("."):
-                continue
-            parts = (*prefix, entry.name)
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    visit(Path(entry.path), parts)
-                    continue
-                if not _eligible(entry.name) or not entry.is_file(follow_symlinks=False):
-                    continue
-                size = entry.stat(follow_symlinks=False).st_size
-            except OSError as exc:
-                raise BadInput(f"cannot read {'/'.join(parts)}: {exc.strerror}") from None
-            relative = "/".join(parts)
-            if size > MAX_FILE_BYTES:
-                raise _too_big(relative)
-            notes.append(Note(Path(entry.path), relative, parts, size, top=False))
+            name = "/".join(prefix) or _label(folder)
+            raise BadInput(f"cannot read folder {name}: {exc.strerror}") from None
+        stack.append((prefix, iter(found)))
 
-    visit(folder, ())
+    enter(folder, ())
+    while stack:
+        prefix, entries_ = stack[-1]
+        entry = next(entries_, None)
+        if entry is None:
+            stack.pop()
+            continue
+        if entry.name.startswith("."):
+            continue
+        parts = (*prefix, entry.name)
+        relative = "/".join(parts)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                enter(Path(entry.path), parts)
+                continue
+            if not _eligible(entry.name) or not entry.is_file(follow_symlinks=False):
+                continue
+            size = entry.stat(follow_symlinks=False).st_size
+        except OSError as exc:
+            raise BadInput(f"cannot read {relative}: {exc.strerror}") from None
+        if size > MAX_FILE_BYTES:
+            raise _too_big(relative)
+        notes.append(Note(Path(entry.path), relative, parts, size, top=False))
     return notes
 
 

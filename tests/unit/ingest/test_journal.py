@@ -8,22 +8,56 @@ import datetime as dt
 import hashlib
 import os
 import shutil
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from pixie.device.errors import BadInput
+from pixie.device.ingest import load as loading
 from pixie.device.ingest.base import ImportOptions, Item, Skipped, stable_id
 from pixie.device.ingest.journal import IMPORTER, MAX_FILE_BYTES
+from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import MAX_REF_CHARS, EventKind, NewEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "ingest" / "journal"
 VAULT = FIXTURES / "vault"
 NEW_YORK = ZoneInfo("America/New_York")  # EST (UTC-5) until 9 March 2025, EDT (UTC-4) after
 TOKYO = ZoneInfo("Asia/Tokyo")  # UTC+9, no summer time
+T = TypeVar("T")
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+
+
+def unblocked(call: Callable[[], T], *fifos: Path) -> T:
+    """``call``'s result, failing (rather than hanging) if it blocks on one of
+    ``fifos``: after five seconds a writer is opened on each to free it."""
+    answer: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.append(call())
+        except BaseException as exc:  # handed to the test thread below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    if worker.is_alive():
+        for fifo in fifos:
+            with suppress(OSError):  # ENXIO: nobody reads this one
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join()
+        pytest.fail("blocked on a named pipe")
+    if failure:
+        raise failure[0]
+    return answer[0]
 
 
 def utc(*fields: int) -> int:
@@ -299,6 +333,12 @@ def test_a_note_dated_nowhere_is_skipped_whatever_its_mtime(tmp_path: Path, name
         ("## 2025/03/14 21:05 - dinner at Ana's", utc(2025, 3, 15, 1, 5), "2025-03-14T21:05"),
         ("## 2025-03-14T07:15", utc(2025, 3, 14, 11, 15), "2025-03-14T07:15"),
         ("## Sept. 14, 2025, 9:05 am", utc(2025, 9, 14, 13, 5), "2025-09-14T09:05"),
+        ("## Friday 2025-03-14", utc(2025, 3, 14, 16), "2025-03-14"),
+        ("## [[2025-03-14]]", utc(2025, 3, 14, 16), "2025-03-14"),
+        ("## __2025-03-14__ notes", utc(2025, 3, 14, 16), "2025-03-14"),
+        ("## \U0001f4c5 **14 March 2025**", utc(2025, 3, 14, 16), "2025-03-14"),
+        # No time, so the date alone: noon.
+        ("## 2025-03-14 25:00 rehearsal", utc(2025, 3, 14, 16), "2025-03-14"),
     ],
 )
 def test_dated_heading_styles(tmp_path: Path, heading: str, expected: int, key: str) -> None:
@@ -377,9 +417,31 @@ def test_symbolic_links_are_not_followed(tmp_path: Path) -> None:
 def test_a_pipe_in_the_folder_is_passed_over(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     write(vault / "2025-03-15.md", "In the vault.\n")
-    os.mkfifo(vault / "2025-03-16.md")
-    assert [e.text for e in events(read(vault))] == ["In the vault."]
-    assert IMPORTER.sniff(vault)
+    pipe = vault / "2025-03-16.md"
+    os.mkfifo(pipe)
+    assert [e.text for e in events(unblocked(lambda: read(vault), pipe))] == ["In the vault."]
+    assert unblocked(lambda: IMPORTER.sniff(vault), pipe)
+
+
+def test_folders_deeper_than_the_interpreter_stack(tmp_path: Path) -> None:
+    top = deep = tmp_path / "vault"
+    top.mkdir()
+    levels = sys.getrecursionlimit() + 100
+    try:
+        for _ in range(levels):  # one at a time: pathlib's own mkdir recurses
+            deep = deep / "d"
+            deep.mkdir()
+        (deep / "2025-03-14.md").write_text("At the bottom.\n")
+        entry = only_event(top)
+        assert entry.text == "At the bottom."
+        assert entry.source is not None and entry.source.endswith("d/d/2025-03-14.md")
+    finally:
+        # Emptied from the bottom up, since removing a tree this deep recurses too.
+        (deep / "2025-03-14.md").unlink(missing_ok=True)
+        while deep != tmp_path:
+            with suppress(FileNotFoundError):
+                deep.rmdir()
+            deep = deep.parent
 
 
 # --- sniffing -------------------------------------------------------------------
@@ -427,13 +489,13 @@ def test_sniff_declines_the_rest(tmp_path: Path) -> None:
 
 @needs_fifo
 def test_sniff_never_opens_a_pipe(tmp_path: Path) -> None:
-    pipe = tmp_path / "journal.md"
+    pipe, text = tmp_path / "journal.md", tmp_path / "notes.txt"
     os.mkfifo(pipe)
-    assert not IMPORTER.sniff(pipe)
-    os.mkfifo(tmp_path / "notes.txt")
-    assert not IMPORTER.sniff(tmp_path / "notes.txt")
-    # A folder holding nothing but a pipe named like a note.
-    assert not IMPORTER.sniff(tmp_path)
+    os.mkfifo(text)
+    assert not unblocked(lambda: IMPORTER.sniff(pipe), pipe)
+    assert not unblocked(lambda: IMPORTER.sniff(text), text)
+    # A folder holding nothing but pipes named like notes.
+    assert not unblocked(lambda: IMPORTER.sniff(tmp_path), pipe, text)
 
 
 # --- bad input ------------------------------------------------------------------
@@ -487,4 +549,23 @@ def test_a_pipe_is_neither_folder_nor_file(tmp_path: Path) -> None:
     pipe = tmp_path / "journal.md"
     os.mkfifo(pipe)
     with pytest.raises(BadInput, match=r"^journal\.md is neither a folder nor a file$"):
-        read(pipe)
+        unblocked(lambda: read(pipe), pipe)
+
+
+# --- into the log ---------------------------------------------------------------
+
+
+def test_the_fixtures_load_and_a_second_import_adds_nothing(node: Node) -> None:
+    options = ImportOptions(tz=NEW_YORK)
+    for path in (VAULT, FIXTURES / "journal.md", FIXTURES / "2025-01-02.txt"):
+        first = loading.load(node.log, IMPORTER.read(path, options, None))
+        again = loading.load(node.log, IMPORTER.read(path, options, None))
+        assert first.imported > 0
+        assert (again.imported, again.already_present) == (0, first.imported)
+        assert again.skipped == first.skipped
+    assert node.log.count() == 4 + 3 + 1
+
+
+def test_names_and_units() -> None:
+    assert IMPORTER.name == "journal"
+    assert IMPORTER.units == ("journal entry", "journal entries")
