@@ -286,7 +286,7 @@ def _unquote(value: str) -> str:
 
 
 def _tag_list(value: str) -> list[str]:
-    value = value.strip()
+    value = _unquote(value)
     if value.startswith("[") and value.endswith("]"):
         value = value[1:-1]
     pieces = value.split(",") if "," in value else value.split()
@@ -318,7 +318,7 @@ def read_front_matter(lines: list[str], name: str) -> FrontMatter:
     for number in range(1, end):
         line = lines[number]
         if listing and (item := _LIST_ITEM.fullmatch(line)):
-            tags.extend(_tag_list(_unquote(item[1])))
+            tags.extend(_tag_list(item[1]))
             continue
         listing = False
         m = _KEY.fullmatch(line.rstrip())
@@ -412,9 +412,9 @@ _UNSAFE_REF = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 def _source(relative: str, section: str) -> str:
-    """ "journal:" and the path (and "#" and the section's date), at most
-    `MAX_REF_CHARS` long: a longer one keeps its end (the file name) behind
-    a hash of the whole."""
+    """An entry's source: "journal:", the path, and "#" and the section's
+    date for a section; at most `MAX_REF_CHARS` long, a longer one keeping
+    its end (the file name) behind a hash of the whole."""
     tail = _UNSAFE_REF.sub("\ufffd", relative) + (f"#{section}" if section else "")
     source = f"journal:{tail}"
     if len(source) <= MAX_REF_CHARS:

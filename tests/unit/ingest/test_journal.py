@@ -286,6 +286,25 @@ def test_front_matter_beats_heading_and_heading_beats_name(tmp_path: Path) -> No
     assert entry.text == "# 2025-03-03\n\nText."
 
 
+@pytest.mark.parametrize(
+    ("front", "body", "text"),
+    [
+        # The title is not repeated when the text already opens with it.
+        ("title: Week 11", "# Week 11\n\nBusy.", "# Week 11\n\nBusy."),
+        ("title: 'Week 11'", "Week 11\nBusy.", "Week 11\nBusy."),
+        ("title: Week 11", "## Monday\nBusy.", "# Week 11\n\n## Monday\nBusy."),
+        ("tags: journal, daily", "Busy.", "Busy.\n\nTags: journal, daily"),
+        ("tags: [journal, 'daily']", "Busy.", "Busy.\n\nTags: journal, daily"),
+        ("tags: '#journal #daily'", "Busy.", "Busy.\n\nTags: journal, daily"),
+        ("tags:\n- journal\n- journal\nmood: fine", "Busy.", "Busy.\n\nTags: journal"),
+        ("aliases: [x]\nnested:\n  title: not this one", "Busy.", "Busy."),
+    ],
+)
+def test_front_matter_titles_and_tags(tmp_path: Path, front: str, body: str, text: str) -> None:
+    note = write(tmp_path / "2025-03-14.md", f"---\n{front}\n---\n{body}\n")
+    assert only_event(note).text == text
+
+
 def test_a_leading_rule_is_not_front_matter(tmp_path: Path) -> None:
     note = write(tmp_path / "2025-03-14.md", "---\nA thought between rules.\n---\nMore.\n")
     assert only_event(note).text == "---\nA thought between rules.\n---\nMore."
