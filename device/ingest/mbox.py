@@ -9,8 +9,11 @@ an attachment in practice, is passed over), so memory stays bounded whatever
 the size of the mailbox. ">From " lines are unescaped (mboxrd).
 
 Each message is parsed by the standard library's ``email`` package
-(``policy.default``): RFC 2047 headers and the body's charset and transfer
-encoding decoded, an unknown charset read as UTF-8 with replacement. The
+(``policy.default``); the fields the event needs are then read from the raw
+headers (parsed header objects are rebuilt on every access and would cost
+more than the parse): RFC 2047 words, raw 8-bit bytes and the body's charset
+and transfer encoding decoded, an unknown charset read as UTF-8 with
+replacement. `bare_parse` does the splitting and parsing alone. The
 event's text is the subject line and the body: text/plain preferred, else the
 HTML reduced to text; quoted replies, their "On ... wrote:" attribution,
 Outlook's "Original Message" blocks and the signature trimmed; attachments
@@ -26,15 +29,17 @@ first recipient.
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
 import hashlib
 import os
 import re
 import stat
 from collections.abc import Iterator
 from email import policy
+from email.errors import HeaderParseError
+from email.header import decode_header
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
+from email.utils import getaddresses, parsedate_to_datetime
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import IO
@@ -159,40 +164,65 @@ def _one_line(value: object, limit: int = MAX_SHORT_CHARS) -> str:
     return text[:limit].rstrip()
 
 
-def _header(message: Message, name: str) -> str:
-    """A header's value, decoded, as one line ("" when missing or unreadable)."""
-    try:
-        value = message.get(name)
-    except Exception:  # a header the parser chokes on is as good as missing
-        return ""
-    return "" if value is None else _one_line(value, 4096)
+# Headers are read from their raw text: the parsed header objects of
+# ``policy.default`` are rebuilt on every access and cost more than the parse.
 
 
-def _text_header(message: Message, name: str) -> str:
-    """`_header` for a text field (Subject), with raw 8-bit bytes (which no
-    standard allows, and many mailers write) read as UTF-8, else in the
-    message's charset, else as Windows-1252."""
-    value = _header(message, name)
-    if "\ufffd" not in value:
-        return value
-    data = _raw_header(message, name).encode("utf-8", "surrogateescape")
-    try:
-        return _one_line(data.decode("utf-8"), 4096)
-    except UnicodeDecodeError:
-        pass
-    try:
-        return _one_line(data.decode(message.get_content_charset() or "cp1252", "replace"), 4096)
-    except LookupError:
-        return _one_line(data.decode("cp1252", "replace"), 4096)
+def _raw_all(message: Message, name: str) -> list[str]:
+    """Every value of a header as written, unfolded."""
+    lowered = name.lower()
+    return [" ".join(str(v).split()) for k, v in message.raw_items() if k.lower() == lowered]
 
 
 def _raw_header(message: Message, name: str) -> str:
-    """A header's value as written (for dates and ids: no decoding wanted)."""
-    lowered = name.lower()
-    for key, value in message.raw_items():
-        if key.lower() == lowered:
-            return " ".join(str(value).split())
-    return ""
+    """A header's first value as written (for dates and ids: no decoding wanted)."""
+    values = _raw_all(message, name)
+    return values[0] if values else ""
+
+
+def _eight_bit(value: str) -> str:
+    """Raw 8-bit bytes in a header (which no standard allows and many mailers
+    write; the parser keeps them as surrogate escapes) read as UTF-8, else as
+    Windows-1252."""
+    if not _SURROGATE.search(value):
+        return value
+    data = value.encode("utf-8", "surrogateescape")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("cp1252", "replace")
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def decode_words(value: str) -> str:
+    """A header's text with RFC 2047 encoded words decoded (an unknown charset
+    read as UTF-8, bytes that do not fit replaced), as one line."""
+    value = _eight_bit(value)
+    if "=?" not in value:
+        return _one_line(value, 4096)
+    try:
+        chunks = decode_header(value)
+    except (HeaderParseError, ValueError, UnicodeError):
+        return _one_line(value, 4096)
+    out = []
+    for chunk, charset in chunks:
+        if isinstance(chunk, str):
+            out.append(chunk)
+            continue
+        # Text between encoded words comes back as "raw-unicode-escape" bytes.
+        codec = charset or "raw-unicode-escape"
+        try:
+            out.append(chunk.decode(codec, "replace"))
+        except LookupError:
+            out.append(chunk.decode("utf-8", "replace"))
+    return _one_line("".join(out), 4096)
+
+
+def _header(message: Message, name: str) -> str:
+    """A text header's first value (Subject), decoded, one line ("" when missing)."""
+    return decode_words(_raw_header(message, name))
 
 
 _MSG_ID = re.compile(r"<([^<>\s]+)>")
@@ -238,17 +268,12 @@ class _Person:
 
 def _people(message: Message, name: str) -> list[_Person]:
     """The people of an address header (From, To, Cc): those with an address."""
-    try:
-        header = message.get(name)
-        addresses = getattr(header, "addresses", ()) if header is not None else ()
-    except Exception:  # an unreadable address list names nobody
-        return []
     found = []
-    for address in addresses:
-        spec = "".join(str(address.addr_spec).split()).lower()
+    for raw_name, raw_address in getaddresses(_raw_all(message, name)):
+        spec = "".join(_eight_bit(raw_address).split()).lower()
         if "@" not in spec or spec.startswith("@") or len(spec) > MAX_SHORT_CHARS:
             continue
-        display = _one_line(address.display_name)
+        display = _one_line(decode_words(raw_name))
         if not display or display.lower() == spec:
             display = _one_line(spec.split("@", 1)[0]) or spec
         found.append(_Person(display, spec))
@@ -260,7 +285,7 @@ def _date(message: Message, postmark: bytes, tz: dt.tzinfo) -> int | None:
     raw = _raw_header(message, "date")
     if raw:
         try:
-            return to_us(email.utils.parsedate_to_datetime(raw), tz)
+            return to_us(parsedate_to_datetime(raw), tz)
         except (TypeError, ValueError, IndexError, OverflowError):
             pass
     return _postmark_date(postmark, tz)
@@ -352,21 +377,95 @@ def html_to_text(html: str) -> str:
     return parser.text()
 
 
+_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.IGNORECASE)
+_NAMED = re.compile(r"name\s*\*?\s*=", re.IGNORECASE)
+
+
+def _content_type(part: Message) -> str:
+    """A part's content type from its raw header (the parsed one costs more
+    than it tells): text/plain when it has none, or one without a slash."""
+    value = _raw_header(part, "content-type").split(";", 1)[0].strip().lower()
+    return value if "/" in value else "text/plain"
+
+
 def _decoded(part: Message) -> str:
     """A text part's content: transfer encoding undone, charset decoded (an
     unknown one read as UTF-8), with replacement for bytes that do not fit."""
     payload = part.get_payload(decode=True)
     if not isinstance(payload, bytes):
         return ""
-    charset = part.get_content_charset() or "utf-8"
+    found = _CHARSET.search(_raw_header(part, "content-type"))
+    charset = found.group(1) if found else "utf-8"
     try:
         return payload.decode(charset, "replace")
     except LookupError:
         return payload.decode("utf-8", "replace")
 
 
-# "On Tue, 3 Mar 2026, Alice wrote:", "Am 03.03.26 um 12:02 schrieb Sam:",
-# "Le 3 mars 2026, Alice a écrit :": a verb of writing, then a colon at the end.
+def _leaves(part: Message, attached: bool = False) -> Iterator[tuple[Message, str, bool]]:
+    """Every part that holds content, with its content type and whether it
+    is (or is inside) an attachment; an attached email (message/rfc822)
+    is one leaf, not opened."""
+    kind = _content_type(part)
+    attached = attached or _raw_header(part, "content-disposition").lower().startswith("attachment")
+    if kind.startswith("message/"):
+        yield part, kind, True
+        return
+    # Asked only of a multipart: a leaf's get_payload() decodes its text.
+    if kind.startswith("multipart/") and part.is_multipart():
+        for sub in part.get_payload():
+            if isinstance(sub, Message):
+                yield from _leaves(sub, attached)
+        return
+    yield part, kind, attached
+
+
+def _attachment_name(part: Message, kind: str) -> str:
+    named = _NAMED.search(_raw_header(part, "content-disposition")) or _NAMED.search(
+        _raw_header(part, "content-type")
+    )
+    name = None
+    if named:
+        try:
+            name = part.get_filename()
+        except Exception:  # a mangled parameter: the file stays unnamed
+            name = None
+    if name:
+        return _one_line(decode_words(name), 120)
+    if kind.startswith("message/"):
+        return "forwarded email"
+    return f"unnamed {kind}"
+
+
+def _body(message: EmailMessage) -> tuple[str, list[str]]:
+    """The email's body text (untrimmed) and its attachments' file names:
+    the first text/plain part that is not an attachment, else the first
+    text/html one reduced to text; every other part with a file name, or
+    marked as an attachment, is an attachment."""
+    leaves = list(_leaves(message))
+    body = next((leaf for leaf in leaves if leaf[1] == "text/plain" and not leaf[2]), None)
+    if body is None:
+        body = next((leaf for leaf in leaves if leaf[1] == "text/html" and not leaf[2]), None)
+    text = ""
+    if body is not None:
+        text = _decoded(body[0])
+        if body[1] == "text/html":
+            text = html_to_text(text)
+    names: list[str] = []
+    for part, kind, attached in leaves:
+        if body is not None and part is body[0]:
+            continue
+        named_file = bool(_NAMED.search(_raw_header(part, "content-disposition")))
+        # A name on the content type alone marks a file unless it is text
+        # (some mailers name their inline text parts too).
+        named_file = named_file or (
+            not kind.startswith("text/") and bool(_NAMED.search(_raw_header(part, "content-type")))
+        )
+        if attached or named_file:
+            names.append(_attachment_name(part, kind))
+    return clean_text(text), [n for n in names if n]
+
+
 _ATTRIBUTION = re.compile(
     r"\b(?:wrote|writes|schrieb|écrit|escribió|skrev|kirjoitti|scrisse|schreef)\b[^\n]*:\s*$",
     re.IGNORECASE,
@@ -418,33 +517,6 @@ def _drop_attribution(kept: list[str]) -> None:
     ):
         start -= 1
     del kept[start:]
-
-
-def _body(message: EmailMessage) -> tuple[str, list[str]]:
-    """The email's body text (untrimmed) and its attachments' file names."""
-    try:
-        part = message.get_body(preferencelist=("plain", "html"))
-    except Exception:  # a broken MIME tree: no body to find
-        part = None
-    text = ""
-    if part is not None:
-        text = _decoded(part)
-        if part.get_content_subtype() == "html":
-            text = html_to_text(text)
-    names: list[str] = []
-    for sub in message.walk():
-        if sub is part or sub.is_multipart():
-            continue
-        try:
-            name = sub.get_filename()
-        except Exception:  # a mangled parameter: the file stays unnamed
-            name = None
-        disposition = sub.get_content_disposition()
-        if name:
-            names.append(_one_line(name, 120))
-        elif disposition == "attachment":
-            names.append(f"unnamed {sub.get_content_type()}")
-    return clean_text(text), [n for n in names if n]
 
 
 # --- the importer --------------------------------------------------------------------
@@ -512,7 +584,7 @@ class MboxImporter:
         if at is None:
             yield Skipped("email without a date")
             return
-        subject = _text_header(message, "subject")
+        subject = _header(message, "subject")
         body, attachments = _body(message)
         if not body and not attachments:
             yield Skipped("email without a body")

@@ -233,6 +233,43 @@ def test_gmail_postmark_offset_is_honoured(tmp_path: Path) -> None:
     assert event.at == at(2026, 3, 10, 6, 0, 12)
 
 
+def test_forwarded_email_and_odd_header_charsets(tmp_path: Path) -> None:
+    path = tmp_path / "forward.mbox"
+    path.write_bytes(
+        b"From a@example.com Mon Mar  2 10:00:00 2026\n"
+        b"Message-ID: <fwd-1@example.com>\n"
+        b"Date: Mon, 2 Mar 2026 10:00:00 +0000\n"
+        b"From: =?x-unknown?Q?Zo=C3=A9?= <zoe@example.com>\n"
+        b"To: Kl\xc3\xa4re <klaere@example.com>\n"
+        b"Subject: Fwd: =?utf-8?q?Caf=C3=A9?= news\n"
+        b"Content-Type: multipart/mixed; boundary=b1\n"
+        b"\n"
+        b"--b1\n"
+        b"Content-Type: text/plain; charset=utf-8\n"
+        b"\n"
+        b"See the email below.\n"
+        b"--b1\n"
+        b"Content-Type: message/rfc822\n"
+        b"Content-Disposition: attachment\n"
+        b"\n"
+        b"From: someone@example.com\n"
+        b"Subject: inner\n"
+        b"\n"
+        b"Inner text that is not the body.\n"
+        b"--b1--\n"
+    )
+    items = read(path, ImportOptions())
+    (event,) = events(items)
+    assert event.text == (
+        "Subject: Fwd: Café news\n\nSee the email below.\n\n[attachments: forwarded email]"
+    )
+    # An unknown charset in an encoded word reads as UTF-8; raw UTF-8 as is.
+    assert cards(items) == [
+        ContactCard(name="Zoé", aliases=("zoe@example.com",)),
+        ContactCard(name="Kläre", aliases=("klaere@example.com",)),
+    ]
+
+
 # --- ids, threads and sources ------------------------------------------------------------
 
 
