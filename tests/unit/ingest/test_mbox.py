@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from pixie.device.errors import BadInput
+from pixie.device.ingest import load as loading
 from pixie.device.ingest import mbox
 from pixie.device.ingest.base import ContactCard, ImportOptions, Item, Skipped, to_us
+from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import MAX_REF_CHARS, MAX_TEXT_CHARS, EventKind, NewEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "ingest" / "mbox"
@@ -358,6 +360,23 @@ def test_an_empty_file_is_an_empty_mailbox(tmp_path: Path) -> None:
     path = tmp_path / "empty.mbox"
     path.write_bytes(b"")
     assert read(path) == []
+
+
+def test_names_and_units() -> None:
+    assert mbox.IMPORTER.name == "mbox"
+    assert mbox.IMPORTER.units == ("email", "emails")
+
+
+def test_every_fixture_loads_and_a_second_import_adds_nothing(node: Node) -> None:
+    for path in sorted(FIXTURES.glob("*.mbox")):
+        first = loading.load(node.log, mbox.IMPORTER.read(path, ME, None))
+        again = loading.load(node.log, mbox.IMPORTER.read(path, ME, None))
+        assert first.imported > 0
+        assert (again.imported, again.already_present) == (0, first.imported)
+    # An email's address resolves to the card of its sender.
+    alice = node.contacts.info(node.contacts.resolve("alice@example.com"))
+    assert alice.name == "Alice Example"
+    assert all(c.name != "Sam Sample" for c in node.contacts.all())
 
 
 # --- body helpers ------------------------------------------------------------------------
