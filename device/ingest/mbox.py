@@ -72,7 +72,8 @@ PROGRESS_MESSAGES = 256  # messages between two calls of the progress hook
 # repeated card is harmless, an unbounded set is not).
 MAX_REMEMBERED_CARDS = 10_000
 
-_POSTMARK = re.compile(rb"From \S+ .*\d{4}\s*$")
+# A postmark: "From sender Sat Jan  3 01:05:34 1996", a time of day then a year.
+_POSTMARK = re.compile(rb"From \S+ .*\d{1,2}:\d{2}(?::\d{2})?\b.*\d{4}\s*$")
 _ESCAPED_FROM = re.compile(rb">+From ")
 _PARSER = BytesParser(policy=policy.default)
 
@@ -100,6 +101,7 @@ def _messages(stream: IO[bytes], path: Path, counter: list[int]) -> Iterator[_Ra
     size = 0
     line_start = True  # the chunk about to be read starts a line
     previous_blank = True  # the line before it was blank (or there was none)
+    leading = 0  # blank lines before the first postmark
     while True:
         chunk = stream.readline(CHUNK_BYTES)
         if not chunk:
@@ -119,8 +121,11 @@ def _messages(stream: IO[bytes], path: Path, counter: list[int]) -> Iterator[_Ra
         blank = starts and line_start and not chunk.strip()
         if postmark is None:
             if blank:
+                leading += 1
                 continue
-            raise BadInput(where(path, 'line 1: not an mbox file (it does not start with "From ")'))
+            raise BadInput(
+                where(path, f'line {leading + 1}: not an mbox file (no "From " line starts it)')
+            )
         if starts and chunk.startswith(b">") and _ESCAPED_FROM.match(chunk):
             chunk = chunk[1:]
         if size < MAX_MESSAGE_BYTES:
@@ -133,7 +138,7 @@ def _messages(stream: IO[bytes], path: Path, counter: list[int]) -> Iterator[_Ra
 
 def _parse(raw: _Raw, path: Path) -> EmailMessage | None:
     """``raw`` as a message, or None for an empty one."""
-    if not raw.data.strip():
+    if not raw.data or raw.data.isspace():  # isspace, unlike strip, copies nothing
         return None
     try:
         message = _PARSER.parsebytes(raw.data)
@@ -150,7 +155,7 @@ def bare_parse(path: Path) -> int:
     count = 0
     with path.open("rb") as stream:
         for raw in _messages(stream, path, [0]):
-            if raw.data.strip():
+            if raw.data and not raw.data.isspace():
                 _PARSER.parsebytes(raw.data)
             count += 1
     return count

@@ -455,6 +455,31 @@ def test_a_file_that_is_not_an_mbox_names_the_file(tmp_path: Path) -> None:
     path.write_text("Dear Sam,\n\nFrom Alice\n")
     with pytest.raises(BadInput, match=r"^letter\.mbox, line 1: not an mbox file"):
         read(path)
+    path.write_text("\n\nDear Sam,\n")
+    with pytest.raises(BadInput, match=r"^letter\.mbox, line 3: not an mbox file"):
+        read(path)
+
+
+def test_a_from_line_inside_a_paragraph_does_not_split_the_message(tmp_path: Path) -> None:
+    path = tmp_path / "mboxo.mbox"
+    path.write_text(
+        message(1, "Our plan runs\nFrom 2019 to 2024 without a break.\nAnd then\nFrom here on")
+        + message(2)
+    )
+    first, second = events(read(path))
+    assert body(first).endswith("From 2019 to 2024 without a break.\nAnd then\nFrom here on")
+    assert second.text == "Subject: Message 2\n\nHello."
+
+
+def test_a_postmark_without_a_blank_line_before_it_still_starts_a_message(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tight.mbox"
+    path.write_text(message(1)[:-1] + message(2))
+    assert [e.text for e in events(read(path))] == [
+        "Subject: Message 1\n\nHello.",
+        "Subject: Message 2\n\nHello.",
+    ]
 
 
 def test_a_message_without_headers_names_the_file_and_message(tmp_path: Path) -> None:
