@@ -59,6 +59,7 @@ from pixie.device.ingest.base import (
 )
 from pixie.device.store.memlog import MAX_REF_CHARS, EventKind, NewEvent
 from pixie.protocol.syncwire import MAX_SHORT_CHARS
+from pixie.protocol.timestamps import MAX_US, MIN_US
 
 SUFFIXES = (".mbox", ".mbx")
 SNIFF_BYTES = 4096
@@ -290,9 +291,14 @@ def _date(message: Message, postmark: bytes, tz: dt.tzinfo) -> int | None:
     raw = _raw_header(message, "date")
     if raw:
         try:
-            return to_us(parsedate_to_datetime(raw), tz)
+            moment = parsedate_to_datetime(raw)
         except (TypeError, ValueError, IndexError, OverflowError):
-            pass
+            moment = None
+        if moment is not None:
+            # Only "-0000" gives no zone; it means UTC (RFC 5322), whatever --tz says.
+            us = to_us(moment, dt.UTC)
+            if MIN_US <= us < MAX_US:
+                return us
     return _postmark_date(postmark, tz)
 
 
@@ -327,7 +333,8 @@ def _postmark_date(postmark: bytes, tz: dt.tzinfo) -> int | None:
         )
     except ValueError:
         return None
-    return to_us(moment, tz)
+    us = to_us(moment, tz)
+    return us if MIN_US <= us < MAX_US else None
 
 
 # --- body ----------------------------------------------------------------------------

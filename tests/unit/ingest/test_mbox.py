@@ -272,6 +272,21 @@ def test_forwarded_email_and_odd_header_charsets(tmp_path: Path) -> None:
     ]
 
 
+def test_dates_out_of_range_or_without_a_zone(tmp_path: Path) -> None:
+    path = tmp_path / "dates.mbox"
+    path.write_text(
+        "From a@example.com Mon Mar  2 10:00:00 2026\nFrom: a@example.com\nSubject: far\n"
+        "Date: Mon, 2 Mar 2250 10:00:00 +0000\n\nThe postmark wins.\n\n"
+        "From a@example.com Mon Mar  2 11:00:00 2026\nFrom: a@example.com\nSubject: utc\n"
+        "Date: Mon, 2 Mar 2026 12:00:00 -0000\n\nNo zone means UTC.\n\n"
+        "From nobody\nFrom: a@example.com\nSubject: none\n"
+        "Date: Mon, 2 Mar 1850 10:00:00 +0000\n\nNeither can be used.\n"
+    )
+    items = read(path, ImportOptions(tz=LISBON))
+    assert [e.at for e in events(items)] == [at(2026, 3, 2, 10, 0), at(2026, 3, 2, 12, 0)]
+    assert skips(items) == ["email without a date"]
+
+
 # --- ids, threads and sources ------------------------------------------------------------
 
 
