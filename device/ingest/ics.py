@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import icalendar
-import recurring_ical_events  # type: ignore[import-untyped]
+import recurring_ical_events
 
 from pixie.device.errors import BadInput
 from pixie.device.ingest.base import (
@@ -106,10 +106,10 @@ def _text(component: Any, name: str) -> str:
 class _Person:
     __slots__ = ("address", "card", "name")
 
-    def __init__(self, name: str, address: str | None) -> None:
+    def __init__(self, name: str, address: str | None, card_name: str | None = None) -> None:
         self.name = name
         self.address = address
-        self.card = ContactCard(name=name, aliases=(address,) if address else ())
+        self.card = ContactCard(name=card_name or name, aliases=(address,) if address else ())
 
     @property
     def contact(self) -> str:
@@ -131,10 +131,12 @@ def _person(value: Any) -> _Person | None:
     name = _one_line(params.get("CN", ""))
     if name.lower().startswith("mailto:"):
         name = name[7:].strip()
-    if not name:
+    if not name or (address is not None and name.lower() == address):
+        # Google writes the address as the name of a guest it has no name
+        # for; the address's local part reads as a name, as mail's does.
         if address is None:
             return None
-        name = address
+        return _Person(address, address, address.split("@", 1)[0] or address)
     return _Person(name, address)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pixie.device.errors import BadInput
-from pixie.device.ingest import jsonl
+from pixie.device.ingest import ics, journal, jsonl, mbox, telegram, vcard, whatsapp
 from pixie.device.ingest.base import Importer
 
 
@@ -69,7 +69,15 @@ class Registry:
 DEFAULT = jsonl.IMPORTER.name
 
 # The built-in importers, in the order `detect` asks them.
-_BUILT_IN: tuple[Importer, ...] = (jsonl.IMPORTER,)
+_BUILT_IN: tuple[Importer, ...] = (
+    jsonl.IMPORTER,
+    telegram.IMPORTER,
+    mbox.IMPORTER,
+    ics.IMPORTER,
+    vcard.IMPORTER,
+    whatsapp.IMPORTER,
+    journal.IMPORTER,
+)
 
 REGISTRY = Registry()
 for _importer in _BUILT_IN:

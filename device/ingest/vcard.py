@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from vobject.base import (  # type: ignore[import-untyped]
+from vobject.base import (
     ParseError,
     getLogicalLines,
     parseLine,

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from pixie.device.errors import DataDirError
 from pixie.device.notebook.clear import ClearNotebookStore
 from pixie.device.store import statedigest
-from pixie.device.store.contacts import Contact, ContactAlias, ContactBook
+from pixie.device.store.contacts import ContactBook, contact_items
 from pixie.device.store.datadir import ROLES, DataDir
 from pixie.device.store.db import Database
 from pixie.device.store.memlog import MemoryEvent, MemoryLog
@@ -20,7 +20,7 @@ from pixie.device.store.mirror import MemoryTextMirror
 from pixie.device.store.notes import Note
 from pixie.device.store.siblings import SiblingBook
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
-from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item
+from pixie.protocol.digest import Fingerprint, event_item
 from pixie.protocol.ids import IdMinter, minter_for
 
 # A peer's public key as the data dir records it: 32 bytes in lowercase hex.
@@ -78,13 +78,8 @@ class ClearNode:
             )
             for row in session.scalars(select(Note)):
                 fingerprint = fingerprint.add(statedigest.note_version(row))
-            for cid, name in session.execute(select(Contact.id, Contact.name)):
-                fingerprint = fingerprint.add(contact_item(cid, name))
-            aliases = session.execute(
-                select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias)
-            )
-            for key, cid, alias in aliases:
-                fingerprint = fingerprint.add(alias_item(key, cid, alias))
+            # contacts, their aliases and their details, as the replica lists them
+            fingerprint = fingerprint.update(add=list(contact_items(session)))
         return fingerprint
 
     def public_key(self) -> bytes:

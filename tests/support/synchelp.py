@@ -53,6 +53,15 @@ def dump(node: Node) -> dict[str, object]:
         aliases = con.execute(
             "SELECT alias_key, contact_id, alias FROM contact_alias ORDER BY alias_key"
         ).fetchall()
+        details = con.execute(
+            "SELECT contact_id, field, value, at FROM contact_detail ORDER BY contact_id, field"
+        ).fetchall()
     finally:
         con.close()
-    return {"events": events, "notes": notes, "contacts": contacts, "aliases": aliases}
+    return {
+        "events": events,
+        "notes": notes,
+        "contacts": contacts,
+        "aliases": aliases,
+        "details": details,
+    }

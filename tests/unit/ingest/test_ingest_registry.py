@@ -51,8 +51,12 @@ def test_jsonl_is_registered_first_and_is_the_default() -> None:
 
 
 def test_an_unknown_importer_is_refused_naming_the_known_ones() -> None:
-    with pytest.raises(BadInput, match=r"no importer named 'mbox' \(one of: jsonl\)"):
-        registry.get("mbox")
+    with pytest.raises(
+        BadInput,
+        match=r"no importer named 'xml' \(one of: jsonl, telegram, mbox, ics, vcf, "
+        r"whatsapp, journal\)",
+    ):
+        registry.get("xml")
 
 
 def test_a_second_importer_of_the_same_name_is_refused() -> None:
