@@ -381,13 +381,9 @@ class MemoryLog:
             return
         while True:
             with self.db.reading() as session:
-                found = session.scalars(
-                    select(MemoryEvent)
-                    .where(MemoryEvent.n > top)
-                    .order_by(MemoryEvent.n)
-                    .limit(batch)
-                ).all()
-                rows = [as_row(r.n, to_record(r)) for r in found]
+                found = session.connection().exec_driver_sql(_AFTER_SQL, (top, batch)).all()
+            # from_me is stored as 0/1; listeners see it as the bool it was
+            rows = [cast(Row, (*r[:9], None if r[9] is None else bool(r[9]), r[10])) for r in found]
             if not rows:
                 return
             self.committed(rows)
@@ -513,6 +509,9 @@ _INSERT_NEW_SQL = "INSERT INTO memory_event ({}) VALUES ({}) ON CONFLICT (id) DO
 )
 _LANDED_SQL = "SELECT n, id FROM memory_event WHERE n > ? ORDER BY n"
 _TOP_SQL = "SELECT max(n) FROM memory_event"
+_AFTER_SQL = "SELECT {} FROM memory_event WHERE n > ? ORDER BY n LIMIT ?".format(
+    ", ".join(MemoryEvent.__table__.c[name].name for name in COLUMNS)
+)
 
 
 def _insert(session: Session, rows: Sequence[Row]) -> None:
