@@ -114,11 +114,12 @@ def stable_id(source: str, *parts: str | int | None, at_us: int = 0) -> str:
     millisecond time first (ids of one export sort by time, which keeps the
     index's inserts local), then 74 bits of a SHA-256 of the parts.
     """
-    h = hashlib.sha256(b"pixie-import\0" + source.encode())
-    for part in parts:
-        text = "\x1e" if part is None else str(part)
-        h.update(b"\x1f" + text.encode("utf-8", "surrogatepass"))
-    digest = h.digest()
+    # Each part follows a 0x1f separator; None is written 0x1e. One hash
+    # over the joined text (an import derives an id per record).
+    joined = "".join(["\x1f" + ("\x1e" if part is None else str(part)) for part in parts])
+    digest = hashlib.sha256(
+        b"pixie-import\0" + source.encode() + joined.encode("utf-8", "surrogatepass")
+    ).digest()
     ms = max(0, at_us // 1000) & ((1 << 48) - 1)
     rand_a = int.from_bytes(digest[:2], "big") & 0xFFF
     rand_b = int.from_bytes(digest[2:10], "big") & ((1 << 62) - 1)

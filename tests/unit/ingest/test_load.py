@@ -85,3 +85,16 @@ def test_a_card_seen_again_is_not_merged_again(node: Node) -> None:
     assert (report.cards, report.new_contacts, report.imported) == (1, 1, 2)
     (ana,) = node.contacts.all()
     assert set(ana.aliases) >= {"ana@example.org"}
+
+
+def test_stable_ids_never_change_between_releases() -> None:
+    # An id minted by an earlier release must come out the same forever, or a
+    # re-import after an upgrade would double every event: pinned here.
+    assert stable_id("mbox", "<a@b>", at_us=1_700_000_000_000_000) == (
+        "018bcfe5-6800-86fc-9dd3-284da4cb84ca"
+    )
+    # a version 8 UUID, variant 10, led by the event's millisecond
+    other = stable_id("whatsapp", "Priya", T0, None, "ok", 1, at_us=T0)
+    assert other[14] == "8" and other[19] in "89ab"
+    assert int(other.replace("-", "")[:12], 16) == T0 // 1000
+    assert other != stable_id("whatsapp", "Priya", T0, None, "ok", 2, at_us=T0)
