@@ -41,6 +41,7 @@ from typing import Final
 
 from pixie.sim.samplelife import (
     _JOURNAL_ABOUT,
+    _MONTHS,
     _PLAN_LOCAL,
     _PLAN_REMOTE,
     _SLOT_VALUES,
@@ -55,20 +56,6 @@ from pixie.sim.samplelife import (
 __all__ = ["KINDS", "Query", "Question", "all_questions", "load"]
 
 KINDS: Final = ("single", "multi", "update", "temporal", "abstention")
-_MONTHS: Final = (
-    "Jan",
-    "Feb",
-    "Mar",
-    "Apr",
-    "May",
-    "Jun",
-    "Jul",
-    "Aug",
-    "Sep",
-    "Oct",
-    "Nov",
-    "Dec",
-)
 
 
 @dataclass(frozen=True, slots=True)
