@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pixie.device.store.contacts import ContactCard, phone_alias
-from pixie.device.store.memlog import MAX_TEXT_CHARS, NewEvent
+from pixie.device.store.memlog import MAX_REF_CHARS, MAX_TEXT_CHARS, NewEvent
 from pixie.protocol.ids import id_text
 
 # Hears (bytes read so far, bytes in all) now and then and once at the end.
@@ -157,6 +157,17 @@ def fit_text(text: str) -> str:
     return text[: MAX_TEXT_CHARS - len(TRUNCATED)].rstrip() + TRUNCATED
 
 
+def ref(prefix: str, key: str, suffix: str = "") -> str:
+    """``prefix + key + suffix`` as an event's thread or source: one line of
+    at most `MAX_REF_CHARS`, the key replaced by a hash of it when it would not
+    fit or is not one printable line."""
+    plain = prefix + key + suffix
+    if len(plain) <= MAX_REF_CHARS and key.isprintable():
+        return plain
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return (prefix + digest + suffix)[:MAX_REF_CHARS]
+
+
 def where(path: Path, place: str | None = None) -> str:
     """How an error names the spot: "file.txt, line 12"."""
     return f"{path.name}, {place}" if place else path.name
@@ -171,6 +182,7 @@ __all__ = [
     "Skipped",
     "clean_text",
     "fit_text",
+    "ref",
     "stable_id",
     "to_us",
     "where",

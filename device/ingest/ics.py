@@ -43,11 +43,12 @@ from pixie.device.ingest.base import (
     Skipped,
     clean_text,
     fit_text,
+    ref,
     stable_id,
     to_us,
     where,
 )
-from pixie.device.store.memlog import MAX_REF_CHARS, EventKind, NewEvent
+from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.protocol.syncwire import MAX_SHORT_CHARS
 
 SUFFIXES = (".ics", ".ical", ".ifb")
@@ -70,16 +71,6 @@ _TIME_PROPERTIES = frozenset(
 )
 _NOT_PEOPLE = frozenset({"ROOM", "RESOURCE"})
 _UTC = dt.UTC
-
-
-def _ref(prefix: str, key: str, suffix: str = "") -> str:
-    """``prefix + key + suffix`` as a thread or source: one line of at most
-    `MAX_REF_CHARS`, the key hashed when it would not fit or is not one line."""
-    plain = prefix + key + suffix
-    if len(plain) <= MAX_REF_CHARS and key.isprintable():
-        return plain
-    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return (prefix + digest + suffix)[:MAX_REF_CHARS]
 
 
 def _iso(moment: dt.date) -> str:
@@ -339,8 +330,8 @@ class IcsImporter:
             at=start_us,
             text=fit_text("\n".join(lines)),
             contact=others[0].contact if others else None,
-            thread=_ref("cal:", uid),
-            source=_ref("ics:", uid, f"#{rid}" if rid else ""),
+            thread=ref("cal:", uid),
+            source=ref("ics:", uid, f"#{rid}" if rid else ""),
             from_me=from_me,
             id=stable_id("ics", uid, rid, at_us=start_us),
         )

@@ -53,11 +53,12 @@ from pixie.device.ingest.base import (
     Skipped,
     clean_text,
     fit_text,
+    ref,
     stable_id,
     to_us,
     where,
 )
-from pixie.device.store.memlog import MAX_REF_CHARS, EventKind, NewEvent
+from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.protocol.syncwire import MAX_SHORT_CHARS
 from pixie.protocol.timestamps import MAX_US, MIN_US
 
@@ -253,15 +254,6 @@ def _thread_subject(subject: str) -> str:
     """A subject as threads compare it: reply and forward prefixes gone,
     spacing and case folded."""
     return " ".join(_SUBJECT_PREFIX.sub("", subject).split()).casefold()
-
-
-def _ref(prefix: str, key: str) -> str:
-    """``prefix + key`` as a thread or source: one line of at most
-    `MAX_REF_CHARS`, the key hashed when it would not fit."""
-    plain = prefix + key
-    if len(plain) <= MAX_REF_CHARS and key.isprintable():
-        return plain
-    return prefix + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class _Person:
@@ -638,9 +630,9 @@ class MboxImporter:
         roots = references or replied or ids
         thread: str | None = None
         if roots:
-            thread = _ref("email:", roots[0])
+            thread = ref("email:", roots[0])
         elif _thread_subject(subject):
-            thread = _ref("email:subject:", _thread_subject(subject))
+            thread = ref("email:subject:", _thread_subject(subject))
 
         trimmed = trim_reply(body)
         lines = [f"Subject: {subject or '(no subject)'}"]
@@ -652,14 +644,14 @@ class MboxImporter:
 
         if message_id is not None:
             event_id = stable_id("mbox", message_id, at_us=at)
-            source = _ref("mbox:", message_id)
+            source = ref("mbox:", message_id)
         else:
             from_key = sender.address if sender is not None else _header(message, "from")
             key = hashlib.sha256(
                 "\x1f".join((str(at), from_key, subject, body)).encode("utf-8", "surrogatepass")
             ).hexdigest()
             event_id = stable_id("mbox", None, key, at_us=at)
-            source = _ref("mbox:", f"no-id:{key[:32]}")
+            source = ref("mbox:", f"no-id:{key[:32]}")
         yield NewEvent(
             kind=EventKind.EMAIL,
             at=at,
