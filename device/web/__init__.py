@@ -1,0 +1,1 @@
+"""`pixie web`: the Notebook, the log and sync status in a local browser page."""
