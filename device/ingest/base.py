@@ -114,17 +114,36 @@ def stable_id(source: str, *parts: str | int | None, at_us: int = 0) -> str:
     millisecond time first (ids of one export sort by time, which keeps the
     index's inserts local), then 74 bits of a SHA-256 of the parts.
     """
-    # Each part follows a 0x1f separator; None is written 0x1e. One hash
-    # over the joined text (an import derives an id per record).
+    hasher = id_hasher(source)
+    hasher.update(id_parts(*parts))
+    return id_from_digest(hasher.digest(), at_us)
+
+
+# `stable_id` in steps, for an importer that derives many ids sharing leading
+# parts (a chat's name) or that needs the hash of the first parts on its way
+# (to count repeats): hashing in pieces gives the same digest as hashing the
+# joined whole, so the ids are the same.
+
+
+def id_hasher(source: str, *parts: str | int | None) -> hashlib._Hash:
+    """A SHA-256 fed with ``source`` and the leading ``parts`` of an id;
+    `copy()` it and feed it the rest with `id_parts`."""
+    return hashlib.sha256(b"pixie-import\0" + source.encode() + id_parts(*parts))
+
+
+def id_parts(*parts: str | int | None) -> bytes:
+    """The bytes an id's parts add to its hash: each follows a 0x1f
+    separator, None written 0x1e."""
     joined = "".join(["\x1f" + ("\x1e" if part is None else str(part)) for part in parts])
-    digest = hashlib.sha256(
-        b"pixie-import\0" + source.encode() + joined.encode("utf-8", "surrogatepass")
-    ).digest()
+    return joined.encode("utf-8", "surrogatepass")
+
+
+def id_from_digest(digest: bytes, at_us: int) -> str:
+    """The UUIDv8 text of a parts hash's ``digest`` for an event at ``at_us``."""
+    # ms (48 bits) | version 8 | 12 bits of the digest | variant 0b10 | 62 bits
     ms = max(0, at_us // 1000) & ((1 << 48) - 1)
-    rand_a = int.from_bytes(digest[:2], "big") & 0xFFF
-    rand_b = int.from_bytes(digest[2:10], "big") & ((1 << 62) - 1)
-    value = ms << 80 | 0x8 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
-    return id_text(value.to_bytes(16, "big"))
+    version = bytes((0x80 | digest[0] & 0x0F, digest[1], 0x80 | digest[2] & 0x3F))
+    return id_text(ms.to_bytes(6, "big") + version + digest[3:10])
 
 
 def to_us(moment: dt.datetime, tz: dt.tzinfo) -> int:
@@ -135,6 +154,42 @@ def to_us(moment: dt.datetime, tz: dt.tzinfo) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+_EPOCH_DAY = dt.date(1970, 1, 1).toordinal()
+
+
+class LocalTimes:
+    """Wall-clock times read in one zone, made microseconds since the epoch as
+    `to_us` makes them, for an import of many records: the zone's offset is
+    looked up once per hour of a day instead of once per record. An hour
+    whose first and last second have different offsets (a zone changing its
+    offset within the hour) is not cached; its times are converted one by
+    one."""
+
+    def __init__(self, tz: dt.tzinfo) -> None:
+        self.tz = tz
+        self._offsets: dict[tuple[int, int], int | None] = {}
+
+    def us(self, day: dt.date, hour: int, minute: int, second: int) -> int:
+        key = (day.toordinal(), hour)
+        offset = self._offsets.get(key, -1)
+        if offset == -1:
+            offset = self._offset(day, hour)
+            if len(self._offsets) > 100_000:
+                self._offsets.clear()
+            self._offsets[key] = offset
+        if offset is None:
+            return to_us(dt.datetime.combine(day, dt.time(hour, minute, second)), self.tz)
+        wall = (key[0] - _EPOCH_DAY) * 86_400 + hour * 3_600 + minute * 60 + second
+        return (wall - offset) * 1_000_000
+
+    def _offset(self, day: dt.date, hour: int) -> int | None:
+        start = dt.datetime.combine(day, dt.time(hour), tzinfo=self.tz).utcoffset()
+        end = dt.datetime.combine(day, dt.time(hour, 59, 59), tzinfo=self.tz).utcoffset()
+        if start is None or start != end or start.microseconds:
+            return None
+        return start.days * 86_400 + start.seconds
+
+
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
@@ -142,7 +197,8 @@ def clean_text(text: str) -> str:
     """Text as the log stores it: control characters (but tab and line
     breaks) and lone surrogates dropped, line ends made "\\n", outer blank
     lines trimmed."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROL.sub("", text).strip()
 
 
@@ -178,10 +234,14 @@ __all__ = [
     "ImportOptions",
     "Importer",
     "Item",
+    "LocalTimes",
     "Progress",
     "Skipped",
     "clean_text",
     "fit_text",
+    "id_from_digest",
+    "id_hasher",
+    "id_parts",
     "ref",
     "stable_id",
     "to_us",

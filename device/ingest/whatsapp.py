@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import re
 import stat
 import zipfile
@@ -45,12 +44,13 @@ from pixie.device.errors import BadInput
 from pixie.device.ingest.base import (
     ImportOptions,
     Item,
+    LocalTimes,
     Progress,
     Skipped,
     clean_text,
     fit_text,
-    stable_id,
-    to_us,
+    id_from_digest,
+    id_hasher,
     where,
 )
 from pixie.device.store.contacts import ContactCard, clean_name, phone_alias
@@ -58,13 +58,14 @@ from pixie.device.store.memlog import MAX_REF_CHARS, MAX_TEXT_CHARS, EventKind, 
 
 SNIFF_BYTES = 4096
 MAX_LINE_BYTES = 1024 * 1024
+BLOCK_BYTES = 1024 * 1024  # read at a time by the first pass
 PROGRESS_LINES = 2048
 THREAD_PREFIX = "whatsapp:"
 
 _SP = "[ \u00a0\u202f]"
 # The head of a message line: an optional mark, an optional "[", a date, a
 # time with optional seconds and AM/PM, then "] " (iOS) or " - " (Android).
-_HEAD = re.compile(
+_HEAD_PATTERN = (
     r"[\u200e\u200f\ufeff]*\[?"
     r"(?P<a>\d{1,4})(?P<sep>[./-])(?P<b>\d{1,2})(?P=sep)(?P<c>\d{2,4})\.?"
     rf",?{_SP}"
@@ -72,6 +73,10 @@ _HEAD = re.compile(
     rf"(?:{_SP}?(?P<ampm>[AaPp])\.?{_SP}?[Mm]\.?)?"
     rf"(?:\]{_SP}?|{_SP}[-\u2013\u2014]{_SP})"
 )
+_HEAD = re.compile(_HEAD_PATTERN)
+# Every head line of a block of lines, for the first pass: (a, sep, b, c, h,
+# mi, s, ampm, the rest of the line).
+_HEAD_LINES = re.compile(rf"^{_HEAD_PATTERN}(?P<rest>.*)", re.MULTILINE)
 _BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 _LRM = "\u200e"
 _MEDIA_OMITTED = re.compile(
@@ -104,6 +109,11 @@ _CHAT_FILE = re.compile(
     re.IGNORECASE,
 )
 _CHAT_MEMBER = "_chat.txt"
+# What the attachment, media and edit patterns above need in a first line:
+# "<", "(" or a bidi mark. A line without is plain text (or, if short, a
+# deleted message's placeholder).
+_MARKED = re.compile("[<(\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_DELETED_CHARS = 40  # longer than any placeholder _DELETED knows
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +238,49 @@ class _Source:
                     progress(done + read, total)
                 yield number, text.rstrip("\r\n")
 
+    def blocks(self, progress: Progress | None, total: int) -> Iterator[tuple[int, str]]:
+        """(number of its first line, text) of the file in blocks of whole
+        lines, decoded, lines ended by "\\n": what `lines` reads, a megabyte at
+        a time, with the same limits and the same errors."""
+        with self.open() as stream:
+            number = 1
+            read = 0
+            carry = b""
+            while True:
+                raw = stream.read(BLOCK_BYTES)
+                read += len(raw)
+                data = carry + raw
+                if raw:
+                    cut = data.rfind(b"\n") + 1
+                    block, carry = data[:cut], data[cut:]
+                    if len(carry) > MAX_LINE_BYTES:
+                        at = number + block.count(b"\n")
+                        raise BadInput(f"{self.at(at)}: longer than {MAX_LINE_BYTES // 1024} KiB")
+                    if not block:
+                        continue
+                elif data:
+                    block, carry = data + b"\n", b""
+                else:
+                    break
+                if len(block) > MAX_LINE_BYTES and (
+                    long := re.search(rb"[^\n]{%d}" % (MAX_LINE_BYTES + 1), block)
+                ):
+                    at = number + block.count(b"\n", 0, long.start())
+                    raise BadInput(f"{self.at(at)}: longer than {MAX_LINE_BYTES // 1024} KiB")
+                try:
+                    text = block.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    at = number + block.count(b"\n", 0, exc.start)
+                    raise BadInput(f"{self.at(at)}: not UTF-8 text") from None
+                if number == 1:
+                    text = text.removeprefix("\ufeff")
+                if "\r" in text:
+                    text = text.replace("\r\n", "\n")
+                if progress is not None:
+                    progress(read, total)
+                yield number, text
+                number += block.count(b"\n")
+
 
 def _chat_member(names: list[str]) -> str | None:
     texts = [n for n in names if n.lower().endswith(".txt") and not n.endswith("/")]
@@ -247,48 +300,72 @@ class _Survey:
     day_first: bool = True
     others: frozenset[str] = frozenset()
     group: bool = False
-    messages: int = 0
 
 
 def _survey(source: _Source, options: ImportOptions, progress: Progress | None) -> _Survey:
-    first_day: int | None = None  # line where a first field > 12 proves day-first
-    first_month: int | None = None
-    others: set[str] = set()
-    mine: set[str] = set()
+    # Only the heads matter here, a block of lines at a time: a pattern finds
+    # every head line of a block at once, and what is looked at per line is
+    # the date's first two fields and the sender's name.
+    fields: set[tuple[str, str]] = set()  # the (first, second) of dates not year-first
+    names: set[str] = set()  # what stands before ": " on message lines
     group = False
     seen_head = False
-    messages = 0
-    for number, line in source.lines(progress, 0, 2 * source.size):
-        head = _head(line)
-        if head is None:
-            if not seen_head and line.strip():
-                raise BadInput(f"{source.at(number)}: not a WhatsApp chat line (no timestamp)")
-            continue
-        seen_head = True
-        if len(head.a) != 4:
-            if int(head.a) > 12 and first_day is None:
-                first_day = number
-            if int(head.b) > 12 and first_month is None:
-                first_month = number
-            if first_day is not None and first_month is not None:
-                raise BadInput(
-                    f"{source.at(max(first_day, first_month))}: dates are written both"
-                    f" day-first (line {first_day}) and month-first (line {first_month})"
-                )
-        said = _sender(head.rest)
-        if said is None:
-            group = group or bool(_GROUP_SYSTEM.search(head.rest))
-            continue
-        messages += 1
-        name = said[0]
-        if len(others) < 2 and name not in others and name not in mine:
-            (mine if options.is_me(name) else others).add(name)
+    for number, block in source.blocks(progress, 2 * source.size):
+        if not seen_head:
+            for offset, line in enumerate(block.split("\n")):
+                if line.strip():
+                    if _head(line) is None:
+                        raise BadInput(
+                            f"{source.at(number + offset)}: not a WhatsApp chat line (no timestamp)"
+                        )
+                    seen_head = True
+                    break
+        for a, _, b, _, _, _, _, _, rest in _HEAD_LINES.findall(block):
+            if len(a) != 4:
+                fields.add((a, b))
+            name, sep, text = rest.partition(": ")
+            if sep and not text.startswith(_LRM):
+                names.add(name)
+            elif (said := _sender(rest)) is not None:
+                names.add(said[0])
+            else:
+                group = group or bool(_GROUP_SYSTEM.search(rest))
     if not seen_head:
         raise BadInput(f"{source.path.name}: no WhatsApp messages")
-    return _Survey(first_month is None, frozenset(others), group or len(others) > 1, messages)
+    day_first = any(int(a) > 12 for a, _ in fields)
+    month_first = any(int(b) > 12 for _, b in fields)
+    if day_first and month_first:
+        _refuse_mixed_orders(source)
+    others: set[str] = set()
+    for raw in names:
+        said = _sender(raw + ": ")
+        if said is None:  # not a name after all: a system line with ": " in it
+            group = group or bool(_GROUP_SYSTEM.search(raw))
+        elif not options.is_me(said[0]):
+            others.add(said[0])
+    return _Survey(not month_first, frozenset(others), group or len(others) > 1)
 
 
-def _moment(source: _Source, number: int, head: _Head, day_first: bool) -> dt.datetime:
+def _refuse_mixed_orders(source: _Source) -> None:
+    """Name the first line proving each order of day and month."""
+    first_day: int | None = None
+    first_month: int | None = None
+    for number, line in source.lines(None, 0, 0):
+        head = _head(line)
+        if head is None or len(head.a) == 4:
+            continue
+        if int(head.a) > 12 and first_day is None:
+            first_day = number
+        if int(head.b) > 12 and first_month is None:
+            first_month = number
+        if first_day is not None and first_month is not None:
+            raise BadInput(
+                f"{source.at(max(first_day, first_month))}: dates are written both"
+                f" day-first (line {first_day}) and month-first (line {first_month})"
+            )
+
+
+def _day(source: _Source, number: int, head: _Head, day_first: bool) -> dt.date:
     if len(head.a) == 4:
         year, month, day = int(head.a), int(head.b), int(head.c)
     else:
@@ -297,20 +374,36 @@ def _moment(source: _Source, number: int, head: _Head, day_first: bool) -> dt.da
         if len(head.c) == 3:
             raise BadInput(f"{source.at(number)}: the year {head.c} is not a year")
         year = int(head.c) + (2000 if len(head.c) == 2 else 0)
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        raise BadInput(f"{source.at(number)}: no such date or time") from None
+
+
+def _hour(source: _Source, number: int, head: _Head) -> int:
+    """The head's hour on a 24-hour clock; its minute and second checked."""
     hour = head.hour
     if head.ampm is not None:
         if not 1 <= hour <= 12:
             raise BadInput(f"{source.at(number)}: {hour} is not an hour of a 12-hour clock")
         hour = hour % 12 + (12 if head.ampm == "p" else 0)
-    try:
-        return dt.datetime(year, month, day, hour, head.minute, head.second)
-    except ValueError:
-        raise BadInput(f"{source.at(number)}: no such date or time") from None
+    if hour > 23 or head.minute > 59 or head.second > 59:
+        raise BadInput(f"{source.at(number)}: no such date or time")
+    return hour
+
+
+def _moment(source: _Source, number: int, head: _Head, day_first: bool) -> dt.datetime:
+    day = _day(source, number, head, day_first)
+    return dt.datetime.combine(day, dt.time(_hour(source, number, head), head.minute, head.second))
 
 
 def _message_text(text: str) -> str | None:
     """The text to store for a message as written; None for a deleted one."""
     first, sep, more = text.partition("\n")
+    if not _MARKED.search(first):  # most messages: nothing to recognise
+        if not more and len(first) <= _DELETED_CHARS and _DELETED.fullmatch(first.strip()):
+            return None
+        return clean_text(text)
     first = _EDITED.sub("", first)
     bare = _BIDI.sub("", first).strip()
     if (m := _ATTACHED.fullmatch(bare)) or (m := _FILE_ATTACHED.fullmatch(bare)):
@@ -327,11 +420,11 @@ def _message_text(text: str) -> str | None:
 class _Pending:
     """A message whose continuation lines are still being read."""
 
-    __slots__ = ("at", "chars", "lines", "name", "number", "wall")
+    __slots__ = ("chars", "head", "lines", "name", "number")
 
-    def __init__(self, number: int, wall: dt.datetime, name: str, first: str) -> None:
+    def __init__(self, number: int, head: _Head, name: str, first: str) -> None:
         self.number = number
-        self.wall = wall
+        self.head = head
         self.name = name
         self.lines = [first]
         self.chars = len(first)
@@ -340,6 +433,16 @@ class _Pending:
         if self.chars <= MAX_TEXT_CHARS:  # beyond, fit_text cuts it anyway
             self.lines.append(line)
             self.chars += len(line) + 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Who:
+    """A sender as the events name it: their name, whether it is the user,
+    and the contact their messages belong to."""
+
+    name: str
+    mine: bool
+    contact: str | None
 
 
 _DAY_US = 86_400_000_000
@@ -354,8 +457,8 @@ class _Occurrences:
         self.by_minute: dict[int, dict[bytes, int]] = {}
         self.latest = 0
 
-    def count(self, minute: int, sender: str, text: str) -> int:
-        key = hashlib.sha256(f"{sender}\x1f{text}".encode("utf-8", "surrogatepass")).digest()
+    def count(self, minute: int, key: bytes) -> int:
+        """``key``: a hash of the sender and the text (and the minute)."""
         seen = self.by_minute.setdefault(minute, {})
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
@@ -413,46 +516,59 @@ class WhatsappImporter:
                 other = next(iter(survey.others))
             elif source.named is not None:
                 other = source.named
-        carded: set[str] = set()
-        known_me: dict[str, bool] = {}  # a chat has few senders and many messages
+        who: dict[str, _Who] = {}  # a chat has few senders and many messages
+        days: dict[tuple[str, str, str], dt.date] = {}
+        times = LocalTimes(options.tz)
+        ids = id_hasher(self.name, chat)
         occurrences = _Occurrences()
 
-        def finish(pending: _Pending) -> Iterator[Item]:
-            try:
-                sender = clean_name(pending.name, "sender name")
-            except BadInput as exc:
-                raise BadInput(f"{source.at(pending.number)}: {exc}") from None
+        def finish(pending: _Pending) -> Item:
             text = _message_text("\n".join(pending.lines))
             if text is None:
-                yield Skipped("deleted message")
-                return
+                return Skipped("deleted message")
             if not text:
-                yield Skipped("empty message")
-                return
+                return Skipped("empty message")
             text = fit_text(text)
-            mine = known_me.get(sender)
-            if mine is None:
-                mine = known_me[sender] = options.is_me(sender)
-            contact = other if mine else sender
-            if contact is not None:
-                contact = clean_name(_BIDI.sub("", contact), "contact name")
-                if contact not in carded and not options.is_me(contact):
-                    carded.add(contact)
-                    alias = phone_alias(contact)
-                    yield ContactCard(name=contact, aliases=(alias,) if alias else ())
-            at = to_us(pending.wall, options.tz)
+            sender = who.get(pending.name)
+            if sender is None:
+                sender = who[pending.name] = self._who(source, pending, options, other)
+            head = pending.head
+            day = days.get((head.a, head.b, head.c))
+            if day is None:
+                day = _day(source, pending.number, head, survey.day_first)
+                days[(head.a, head.b, head.c)] = day
+            at = times.us(day, _hour(source, pending.number, head), head.minute, head.second)
             minute = at - at % 60_000_000
-            occurrence = occurrences.count(minute, sender, text)
-            yield NewEvent(
+            # One hash over the text serves both the repeat count (the hash
+            # of the id's parts so far) and the id (the same, with the count).
+            hasher = ids.copy()
+            parts = f"\x1f{minute}\x1f{sender.name}\x1f{text}"  # as id_parts writes them
+            hasher.update(parts.encode("utf-8", "surrogatepass"))
+            occurrence = occurrences.count(minute, hasher.digest())
+            hasher.update(b"\x1f%d" % occurrence)
+            return NewEvent(
                 kind=EventKind.MESSAGE,
                 at=at,
                 text=text,
-                contact=contact,
+                contact=sender.contact,
                 thread=thread,
                 source=self.name,
-                from_me=mine,
-                id=stable_id("whatsapp", chat, minute, sender, text, occurrence, at_us=at),
+                from_me=sender.mine,
+                id=id_from_digest(hasher.digest(), at),
             )
+
+        carded: set[str] = set()
+
+        def emit(pending: _Pending) -> Iterator[Item]:
+            item = finish(pending)
+            if isinstance(item, NewEvent) and item.contact not in carded:
+                contact = item.contact
+                if contact is not None:
+                    carded.add(contact)
+                    if not options.is_me(contact):
+                        alias = phone_alias(contact)
+                        yield ContactCard(name=contact, aliases=(alias,) if alias else ())
+            yield item
 
         pending: _Pending | None = None
         total = 2 * source.size
@@ -463,18 +579,31 @@ class WhatsappImporter:
                     pending.add(line)
                 continue
             if pending is not None:
-                yield from finish(pending)
+                yield from emit(pending)
                 pending = None
-            wall = _moment(source, number, head, survey.day_first)
             said = _sender(head.rest)
             if said is None:
+                _day(source, number, head, survey.day_first)
+                _hour(source, number, head)
                 yield Skipped("system message")
                 continue
-            pending = _Pending(number, wall, said[0], said[1])
+            pending = _Pending(number, head, said[0], said[1])
         if pending is not None:
-            yield from finish(pending)
+            yield from emit(pending)
         if progress is not None:
             progress(total, total)
+
+    @staticmethod
+    def _who(source: _Source, pending: _Pending, options: ImportOptions, other: str | None) -> _Who:
+        try:
+            sender = clean_name(pending.name, "sender name")
+            mine = options.is_me(sender)
+            contact = other if mine else sender
+            if contact is not None:
+                contact = clean_name(_BIDI.sub("", contact), "contact name")
+        except BadInput as exc:
+            raise BadInput(f"{source.at(pending.number)}: {exc}") from None
+        return _Who(sender, mine, contact)
 
 
 def bare_parse(path: Path) -> int:

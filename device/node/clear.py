@@ -57,7 +57,7 @@ class ClearNode:
         )
         self.contacts = ContactBook(self.db)
         self.mirror = MemoryTextMirror(self.db)
-        self.log.subscribe(self.mirror.on_commit)
+        self.log.subscribe(self.mirror.on_commit, wants_rows=self.mirror.is_built)
         self.notebook = self._notebook()
         self.siblings = SiblingBook(self.db)
 

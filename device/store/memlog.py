@@ -191,6 +191,10 @@ COLUMNS = (
 Listener = Callable[[Sequence[Row]], None]
 
 
+def _always() -> bool:
+    return True
+
+
 class MemoryLog:
     """Append and insert-if-absent; there is deliberately no other write path.
 
@@ -212,10 +216,19 @@ class MemoryLog:
         self.clock = clock
         self.ids = ids if ids is not None else minter_for(clock, entropy)
         self._listeners: list[Listener] = []
+        self._wanting: list[Callable[[], bool]] = []
 
-    def subscribe(self, listener: Listener) -> None:
-        """Call ``listener`` with the rows of each committed write, in ``n`` order."""
+    def subscribe(
+        self, listener: Listener, *, wants_rows: Callable[[], bool] | None = None
+    ) -> None:
+        """Call ``listener`` with the rows of each committed write, in ``n`` order.
+
+        ``wants_rows``, if given, says whether the listener would do anything
+        with rows now (a derived index not built yet would not: it reads the
+        log when it is built); when no listener does, `committed_after` does
+        not read a long import's rows back at all."""
         self._listeners.append(listener)
+        self._wanting.append(wants_rows if wants_rows is not None else _always)
 
     def append(
         self,
@@ -377,7 +390,7 @@ class MemoryLog:
         """Tell listeners about every row numbered above ``top``, read back in
         batches: how a long import, which keeps no rows in memory, reports
         what it wrote once it has committed."""
-        if not self._listeners:
+        if not any(wants() for wants in self._wanting):
             return
         while True:
             with self.db.reading() as session:

@@ -182,6 +182,10 @@ class MemoryTextMirror:
             self._ingest(self._entry(r) for r in logged if r.kind in _SEARCHABLE)
             self._watermark = max(self._watermark, logged[-1].n)
 
+    def is_built(self) -> bool:
+        """Whether the mirror is in memory (and so indexes rows as they commit)."""
+        return self._loaded
+
     def ensure_current(self) -> None:
         """Build on first use; afterwards index whatever the log gained since."""
         with self._lock:

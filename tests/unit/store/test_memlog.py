@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import sqlite3
 import uuid
 from pathlib import Path
@@ -172,3 +173,31 @@ def test_a_schema_with_no_migration_is_refused_untouched(data_dir: Path, version
     (stored,) = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     con.close()
     assert stored == str(version) and "offload_counter" in columns
+
+
+def test_rows_are_read_back_after_a_long_write_only_for_a_listener_that_wants_them(
+    node: Node,
+) -> None:
+    heard: list[int] = []
+    wanted = [False]
+    node.log.subscribe(lambda rows: heard.extend(r[0] for r in rows), wants_rows=lambda: wanted[0])
+    node.log.append([ev("one")], now=0)
+    node.log.committed_after(0)
+    assert heard == [1]  # the write itself was heard; the read-back was skipped
+    heard.clear()
+    wanted[0] = True
+    node.log.committed_after(0)
+    assert heard == [1]
+
+
+def test_the_text_mirror_built_after_a_write_it_skipped_still_finds_it(node: Node) -> None:
+    assert not node.mirror.is_built()
+    with node.log.db.writing() as session:
+        first = node.log.top_in(session)
+        node.log.append_in(session, [ev("the lighthouse keeper")], now=0)
+    node.log.committed_after(first)  # nothing built, nothing read back
+    assert not node.mirror.is_built()
+    node.mirror.ensure_current()
+    assert [h.body for h in node.mirror.search(re.compile(rb"lighthouse"), 12)] == [
+        "the lighthouse keeper"
+    ]
