@@ -1,8 +1,8 @@
 """The device-side commands of ``pixie``, one module per noun.
 
 Each module (``datadir``, ``contacts``, ``log``, ``grep``, ``notebook``,
-``pairing``, ``sync``, ``run``, ``distill``, ``offload``, ``nudges``) defines
-its handlers and an ``add_commands`` that registers them; `add_commands` here
+``pairing``, ``sync``, ``run``, ``distill``, ``offload``, ``nudges``, ``web``)
+defines its handlers and an ``add_commands`` that registers them; `add_commands` here
 calls each in the order ``pixie --help`` lists them. Handlers print exactly
 what a user (or, for grep, the model) should see and raise a `DeviceError`
 for anything refused; the entry point turns that into one line on stderr and
@@ -28,6 +28,7 @@ from pixie.device.cli import (
     pairing,
     run,
     sync,
+    web,
 )
 from pixie.device.cli.common import emit_json
 from pixie.device.cli.nodes import open_node
@@ -57,3 +58,4 @@ def add_commands(
     distill.add_commands(sub, common)
     offload.add_commands(sub, common)
     nudges.add_commands(sub, common)
+    web.add_commands(sub, common)
