@@ -5,16 +5,23 @@ same answer, on every machine, so a pass that re-derives a note re-derives it
 word for word and the Notebook's no-op rule keeps it untouched. It answers in
 the same JSON a model would and goes through the same validation.
 
-What it writes is extractive rather than invented:
+It writes what the source means rather than copies of it:
 
-* a summary picks the most informative lines (content words, topic words,
-  names, numbers; greetings, sign-offs and one-word replies score nothing),
-  shows them in order with who said them and when, and notes a question left
-  hanging or a plan in the air;
-* a person summary does the same for the other person's own lines, with the
-  topics they bring up;
-* facts about the user come only from the user's own lines, by simple fixed
-  patterns ("I live in", "I work at", "my birthday is", ...);
+* a conversation digest says who talked, when, about what, and what is still
+  open or arranged, with the few lines that say most;
+* the person of a one-to-one thread (or the one other person of a call, a
+  post or a calendar entry) gets facts, each with the day it was said: work,
+  home, family, birthday, pets, plans (`extract.FIRST_PERSON` on their own
+  lines, `extract.SECOND_PERSON` on the user's lines to them), a read on the
+  relationship (how often, who writes, what about, how recently), and open
+  threads (unanswered questions, the latest plan);
+* facts about the user come only from the user's own lines, by the same
+  first-person patterns (where they live and work, allergies, diet, likes,
+  people close to them, ...);
+* a post digest describes the post (who, when, what about, replies) and never
+  repeats the post, whose text is the note's title already;
+* a journal entry gets a dated digest of what the day was about, and a
+  calendar entry an appointment (what, which day, what time, where, with whom);
 * tags come from a small topic lexicon, plus any hashtags the user wrote.
 """
 
@@ -27,20 +34,33 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pixie.device.distill.contract import (
-    MAX_FACTS,
+    MAX_OPEN_THREADS,
     MAX_PERSON_CHARS,
     MAX_SUMMARY_CHARS,
     ME,
     DistillRequest,
+    Fact,
+    FactKind,
     Line,
     SourceKind,
-    fact_key,
 )
+from pixie.device.distill.extract import (
+    FIRST_PERSON,
+    SECOND_PERSON,
+    Said,
+    appointment_in,
+    birthday_in_calendar,
+    date_words,
+    facts_in,
+    plan_in,
+)
+from pixie.device.distill.pages import merge_facts
 
 HIGHLIGHTS = 4  # lines quoted in a conversation summary
-PERSON_QUOTES = 3  # the other person's lines quoted on their page
+KEY_LINES = 3  # sentences kept in a journal digest
 QUOTE_CHARS = 180
 MAX_TAGS = 4
+MAX_ANSWER_FACTS = 10  # MAX_FACTS, the bound on an answer
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
@@ -62,10 +82,14 @@ def distill(request: DistillRequest) -> dict[str, object]:
         return _conversation(request)
     if request.kind is SourceKind.POST:
         return _post(request)
+    if request.kind is SourceKind.JOURNAL:
+        return _journal(request)
+    if request.kind is SourceKind.CALENDAR:
+        return _calendar(request)
     return _call(request)
 
 
-# -- the three kinds of source -----------------------------------------------------
+# -- the kinds of source -------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,62 +124,152 @@ def _conversation(request: DistillRequest) -> dict[str, object]:
     hanging = _hanging_question(said)
     if hanging is not None:
         parts.append(f"Still open: {_who(hanging)} asked “{_quote(hanging.text)}”")
-    plan = _plan(said)
-    if plan is not None and plan not in highlights:
-        parts.append(f"Plans: “{_quote(plan.text)}” ({_when(plan.at, last)}).")
-    person = _person(request, said) if request.person else None
-    return _answer("\n".join(parts), person, said, request, min_hits=2)
+    plan = plan_in([Said(s.at, s.text) for s in said])
+    if plan is not None:
+        parts.append(f"Plans: {plan.text} (arranged {_when(plan.at or last, last)}).")
+    answer = _answer("\n".join(parts), said, request, min_hits=2)
+    if request.person:
+        page = person_page(request, said, request.person)
+        answer.update(page)
+    return answer
 
 
-def _person(request: DistillRequest, said: Sequence[_Said]) -> str:
-    name = request.person or ""
-    theirs = [s for s in said if not s.from_me]
+def person_page(request: DistillRequest, said: Sequence[_Said], name: str) -> dict[str, object]:
+    """The person fields of an answer for ``name``: "person" (the read on the
+    relationship), "person_facts" and "open_threads"."""
+    theirs = [s for s in said if not s.from_me and s.speaker == name]
     mine = [s for s in said if s.from_me]
-    last = request.lines[-1].at
-    if theirs:
-        parts = [f"{name}: last message from them on {day_label(theirs[-1].at)}."]
-        if said[-1].from_me and day_label(said[-1].at) != day_label(theirs[-1].at):
-            parts[0] += f" You wrote last, on {day_label(said[-1].at)}."
+    facts = _their_facts(request, name)
+    plan = plan_in([Said(s.at, s.text) for s in said])
+    if plan is not None:
+        facts.append(plan)
+    return {
+        "person": _read(request, said, theirs, name),
+        "person_facts": [f.as_json() for f in merge_facts(facts)],
+        "open_threads": _open_threads(said, theirs, mine),
+    }
+
+
+def _their_facts(request: DistillRequest, name: str) -> list[Fact]:
+    """Facts about ``name``: from their own lines (earlier ones too), and in a
+    one-to-one thread from the user's lines to them."""
+    out: list[Fact] = []
+    for line in (*request.earlier, *request.lines):
+        if line.kind == "call":
+            for speaker, from_me, text in _call_turns(line):
+                if speaker == name or (not from_me and _first(speaker) == _first(name)):
+                    out += facts_in(text, line.at, FIRST_PERSON, loose=True)
+                elif from_me and request.person == name:
+                    out += facts_in(text, line.at, SECOND_PERSON)
+        elif not line.from_me and line.speaker == name:
+            out += facts_in(line.text, line.at, FIRST_PERSON, loose=True)
+        elif line.from_me and (request.person == name or len(request.participants) == 1):
+            out += facts_in(line.text, line.at, SECOND_PERSON)
+    return out
+
+
+def _read(
+    request: DistillRequest, said: Sequence[_Said], theirs: Sequence[_Said], name: str
+) -> str:
+    """How the relationship looks from this source: how much and how recently
+    you talk, who writes more, what about."""
+    lines = request.lines
+    first, last = lines[0].at, lines[-1].at
+    days = max((last - first) / 86_400_000_000, 1.0)
+    count = len(lines)
+    mine = sum(1 for line in lines if line.from_me)
+    if count >= 20 and days <= 60:
+        pace = "You write often"
+    elif count >= 8:
+        pace = "You keep in touch"
     else:
-        parts = [f"{name}: no reply yet to your messages (the last on {day_label(said[-1].at)})."]
+        pace = "You write now and then"
+    span = (
+        f"on {day_label(first)}"
+        if day_label(first) == day_label(last)
+        else f"from {day_label(first)} to {day_label(last)}"
+    )
+    noun = "message" if count == 1 else "messages"
+    if mine * 3 > count * 2:
+        balance = "mostly from you"
+    elif mine * 3 < count:
+        balance = "mostly from them"
+    else:
+        balance = "from both sides"
+    parts = [f"{pace}: {count} {noun} {span}, {balance}."]
     topics = _topics(s.text for s in theirs)
     if topics:
-        parts.append(f"Talks about {_join(topics)}.")
-    quotes = _best(theirs, PERSON_QUOTES)
-    if quotes:
-        parts.append(
-            "Lately: "
-            + "; ".join(f"“{_quote(s.text)}” ({_when(s.at, last)})" for s in quotes)
-            + "."
-        )
-    asked = _distinct(
-        s for s in reversed(mine) if s.text.rstrip().endswith("?") and _words(s.text) >= 3
-    )
-    asked = sorted(asked[:2], key=lambda s: s.n)
-    if asked:
-        parts.append("You asked: " + "; ".join(f"“{_quote(s.text)}”" for s in asked) + ".")
-    plan = _plan(said)
-    if plan is not None:
-        parts.append(f"Plans: “{_quote(plan.text)}” ({_when(plan.at, last)}).")
-    return _fit("\n".join(parts), MAX_PERSON_CHARS)
+        parts.append(f"{_first(name)} talks about {_join(topics)}.")
+    if theirs:
+        parts.append(f"Last heard from them on {day_label(theirs[-1].at)}.")
+    else:
+        parts.append("No reply from them yet.")
+    return _fit(" ".join(parts), MAX_PERSON_CHARS)
 
 
-def person_in_group(request: DistillRequest, name: str) -> str | None:
-    """A page for someone met only in a group conversation: when they last
-    wrote, what they talk about, and a few of their own lines (never anyone
-    else's). None if the request holds nothing they said."""
+def _open_threads(
+    said: Sequence[_Said], theirs: Sequence[_Said], mine: Sequence[_Said]
+) -> list[str]:
+    """Questions left hanging: theirs if you have not written since, yours
+    if they have not."""
+    out: list[str] = []
+    last_theirs = theirs[-1].n if theirs else -1
+    last_mine = mine[-1].n if mine else -1
+    for s in _distinct(
+        s
+        for s in reversed(theirs)
+        if s.n > last_mine and s.text.rstrip().endswith("?") and _words(s.text) >= 2
+    )[:2]:
+        out.append(f"They asked “{_quote(s.text)}” ({day_label(s.at)}); not answered yet.")
+    for s in _distinct(
+        s
+        for s in reversed(mine)
+        if s.n > last_theirs and s.text.rstrip().endswith("?") and _words(s.text) >= 2
+    )[:2]:
+        out.append(f"You asked “{_quote(s.text)}” ({day_label(s.at)}); no answer yet.")
+    return out[:MAX_OPEN_THREADS]
+
+
+def person_in_group(request: DistillRequest, name: str) -> dict[str, object] | None:
+    """The person fields for someone met only in a group conversation, from
+    their own lines (never anyone else's). None if they said nothing here."""
     theirs = tuple(line for line in request.lines if line.speaker == name and not line.from_me)
     if not theirs:
         return None
-    alone = DistillRequest(request.kind, request.title, name, (name,), theirs)
-    page = _person(alone, _utterances(theirs))
-    return _fit(f"Seen in the {request.title}.\n{page}", MAX_PERSON_CHARS)
+    said = _utterances(theirs)
+    facts = [f for line in theirs for f in facts_in(line.text, line.at, FIRST_PERSON, loose=True)]
+    first, last = theirs[0].at, theirs[-1].at
+    noun = "message" if len(theirs) == 1 else "messages"
+    span = (
+        f"on {day_label(first)}"
+        if day_label(first) == day_label(last)
+        else f"from {day_label(first)} to {day_label(last)}"
+    )
+    read = [f"Seen in the {request.title}: {len(theirs)} {noun} of theirs {span}."]
+    topics = _topics(s.text for s in said)
+    if topics:
+        read.append(f"{_first(name)} talks about {_join(topics)}.")
+    best = _best(said, 2)
+    if best:
+        read.append("Lately: " + "; ".join(f"“{_quote(s.text)}”" for s in best) + ".")
+    return {
+        "person": _fit(" ".join(read), MAX_PERSON_CHARS),
+        "person_facts": [f.as_json() for f in merge_facts(facts)],
+        "open_threads": [],
+    }
 
 
 def _post(request: DistillRequest) -> dict[str, object]:
+    """Describes the post; its text is the note's title, so it is not repeated."""
     root, replies = request.lines[0], request.lines[1:]
     author = "You" if root.from_me else root.speaker
-    parts = [f"{author} posted on {day_label(root.at)}: “{_quote(root.text, 400)}”"]
+    said = _utterances(request.lines)
+    topics = _topics((s.text for s in said[:1]), min_hits=1)
+    about = f" about {_join(topics)}" if topics else ""
+    tags = [t for t in _hashtags(request.lines[:1]) if t not in topics]
+    parts = [f"{author} posted{about} on {day_label(root.at)}."]
+    if tags:
+        parts.append("Tagged " + ", ".join(f"#{t}" for t in tags) + ".")
     if replies:
         latest = replies[-1]
         noun = "reply" if len(replies) == 1 else "replies"
@@ -164,8 +278,14 @@ def _post(request: DistillRequest) -> dict[str, object]:
             f"{len(replies)} {noun}; the latest from {who} on {_when(latest.at, root.at)}: "
             f"“{_quote(latest.text)}”"
         )
-    said = _utterances(request.lines)
-    return _answer("\n".join(parts), None, said, request, min_hits=1)
+    else:
+        parts.append("No replies.")
+    answer = _answer(" ".join(parts), said, request, min_hits=1)
+    if not root.from_me:
+        answer["person_facts"] = [
+            f.as_json() for f in merge_facts(facts_in(root.text, root.at, loose=True))
+        ]
+    return answer
 
 
 def _call(request: DistillRequest) -> dict[str, object]:
@@ -174,7 +294,7 @@ def _call(request: DistillRequest) -> dict[str, object]:
     who = _names(request.participants) or "someone"
     parts: list[str] = []
     if first.kind == "voicemail":
-        core = [s for s in said if s.score > 0] or said[:1]
+        core = [s for s in said if s.score > 0 and not _is_small_talk(s.text)] or said[:1]
         text = " ".join(s.text for s in core)
         parts.append(f"Voicemail from {who} on {day_label(first.at)}: “{_quote(text, 400)}”")
     else:
@@ -186,20 +306,136 @@ def _call(request: DistillRequest) -> dict[str, object]:
         parts.extend(f"- {_who(s)}: “{_quote(s.text)}”" for s in highlights)
     for later in request.lines[1:]:  # more events under the same source
         parts.append(f"Also on {day_label(later.at)}: “{_quote(later.text)}”")
-    return _answer("\n".join(parts), None, said, request, min_hits=1)
+    answer = _answer("\n".join(parts), said, request, min_hits=1)
+    if len(request.participants) == 1:
+        facts = _their_facts(request, request.participants[0])
+        answer["person_facts"] = [f.as_json() for f in merge_facts(facts)]
+    return answer
+
+
+def _journal(request: DistillRequest) -> dict[str, object]:
+    """A dated digest of a journal entry: what the day was about, its key
+    sentences, and what it says about the user."""
+    first = request.lines[0]
+    weekday, _, long_day = date_words(_iso(first.at))
+    sentences = [
+        _Said(line.at, ME, True, t.strip(), _score(t.strip()), i)
+        for line in request.lines
+        for i, t in enumerate(_SENTENCE_END.split(" ".join(line.text.split())))
+        if t.strip()
+    ]
+    parts = [f"Journal, {long_day}."]
+    topics = _topics((s.text for s in sentences), min_hits=1)
+    if topics:
+        parts.append(f"About {_join(topics)}.")
+    key = [s for s in _best(sentences, KEY_LINES) if not _is_small_talk(s.text)]
+    if key:
+        parts.append("Wrote: " + " ".join(_quote(s.text) for s in key))
+    facts = _facts_of_me(request)
+    if facts:
+        parts.append("About you: " + "; ".join(_phrase(f) for f in facts) + ".")
+    if len(request.lines) > 1:
+        parts.append(
+            f"{len(request.lines)} entries, the last on {day_label(request.lines[-1].at)}."
+        )
+    topical = _topics((s.text for s in sentences), min_hits=1)
+    answer = _answer(" ".join(parts), sentences, request, min_hits=1)
+    answer["tags"] = _unique(["journal", weekday.casefold(), *topical])[: MAX_TAGS + 2]
+    return answer
+
+
+def _calendar(request: DistillRequest) -> dict[str, object]:
+    """An appointment: what, which day, what time, where, with whom."""
+    line = request.lines[-1]
+    said = _utterances(request.lines)
+    appointment = appointment_in(line.text, line.at)
+    first_line = line.text.strip().splitlines()[0] if line.text.strip() else "(untitled)"
+    parts: list[str] = []
+    appointments: list[dict[str, object]] = []
+    if appointment is not None:
+        _, _, long_day = date_words(appointment.day)
+        at_time = f" at {appointment.time}" if appointment.time else ""
+        parts.append(f"Appointment: {appointment.what}, on {long_day}{at_time}.")
+        if appointment.place:
+            parts.append(f"Where: {appointment.place}.")
+        people = appointment.with_ or tuple(request.participants)
+        if people:
+            parts.append(f"With {_join(list(people))}.")
+        appointments.append(appointment.as_json() | {"with": list(people)})
+    else:
+        parts.append(f"Calendar entry: {_quote(first_line, 300)}.")
+    parts.append(f"In your calendar since {day_label(line.at)}.")
+    answer = _answer(" ".join(parts), said, request, min_hits=1)
+    answer["appointments"] = appointments
+    birthday = birthday_in_calendar(line.text)
+    if birthday is not None and len(request.participants) == 1:
+        whose, day = birthday
+        name = request.participants[0]
+        if whose.casefold() in (name.casefold(), _first(name).casefold()):
+            answer["person_facts"] = [Fact(FactKind.BIRTHDAY, day, line.at).as_json()]
+    return answer
 
 
 def _answer(
-    summary: str, person: str | None, said: Sequence[_Said], request: DistillRequest, min_hits: int
+    summary: str, said: Sequence[_Said], request: DistillRequest, min_hits: int
 ) -> dict[str, object]:
     tags = _topics((s.text for s in said), min_hits=min_hits)
     tags += [t for t in _hashtags(request.lines) if t not in tags]
     return {
         "summary": _fit(summary, MAX_SUMMARY_CHARS),
-        "person": person,
-        "facts": _facts(s.text for s in said if s.from_me)[:MAX_FACTS],
+        "person": None,
+        "facts": [f.as_json() for f in _facts_of_me(request)][:MAX_ANSWER_FACTS],
         "tags": tags[:MAX_TAGS],
+        "person_facts": [],
+        "open_threads": [],
+        "appointments": [],
     }
+
+
+def _facts_of_me(request: DistillRequest) -> list[Fact]:
+    """What the user's own lines state about the user: the newest of each
+    single-valued kind, every distinct other fact."""
+    out: list[Fact] = []
+    for line in (*request.earlier, *request.lines):
+        if line.kind == "call":
+            texts = [text for _, mine, text in _call_turns(line) if mine]
+        elif line.from_me:
+            texts = [line.text]
+        else:
+            continue
+        for text in texts:
+            out += facts_in(text, line.at, FIRST_PERSON)
+    return [f for f in merge_facts(out, limit=MAX_ANSWER_FACTS) if f.kind is not FactKind.PLAN]
+
+
+def _phrase(fact: Fact) -> str:
+    """A fact as words in a sentence: "birthday on 14 March", "lives in Porto"."""
+    lead = {FactKind.BIRTHDAY: "birthday on ", FactKind.ROLE: "works as ", FactKind.NOTE: ""}
+    return lead.get(fact.kind, "") + fact.text
+
+
+def _call_turns(line: Line) -> list[tuple[str, bool, str]]:
+    return [_turn(t, line) for t in line.text.splitlines() if t.strip()]
+
+
+def _first(name: str) -> str:
+    """How a page names someone in passing: the first name, or the whole
+    name when it starts with a title ("Dr. Tomasz Nowak")."""
+    words = name.split()
+    if not words:
+        return name
+    return name if words[0].rstrip(".").casefold() in _TITLES else words[0]
+
+
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "prof", "sir", "dame", "rev", "fr"})
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _iso(at: int) -> str:
+    return dt.datetime.fromtimestamp(at / 1_000_000, tz=dt.UTC).date().isoformat()
 
 
 # -- lines and how much they say ---------------------------------------------------
@@ -332,78 +568,6 @@ def _hanging_question(said: Sequence[_Said]) -> _Said | None:
     if said and said[-1].text.rstrip().endswith("?") and said[-1].score > 0:
         return said[-1]
     return None
-
-
-_PLAN = re.compile(
-    r"\b(today|tonight|tomorrow|this weekend|next week|monday|tuesday|wednesday|thursday|"
-    r"friday|saturday|sunday|\d{1,2}:\d{2}|\d{1,2} ?(am|pm))\b",
-    re.IGNORECASE,
-)
-
-
-def _plan(said: Sequence[_Said]) -> _Said | None:
-    """The latest line among the last ten that names a day or a time."""
-    for s in reversed(said[-10:]):
-        if s.score > 0 and _words(s.text) >= 3 and _PLAN.search(s.text):
-            return s
-    return None
-
-
-# -- facts about the user ------------------------------------------------------------
-
-_MONTH_NAMES = (
-    "january|february|march|april|may|june|july|august|september|october|november|december"
-)
-_NAME = r"[A-Z][\w'’&.-]*(?:[ -](?:de |da |do |van |von |of )?[A-Z][\w'’&.-]*)*"
-_FACTS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(rf"\b(?i:i live in) ({_NAME})"), "Lives in {0}"),
-    (re.compile(rf"\b(?i:i(?:'ve| have)? moved to) ({_NAME})"), "Lives in {0}"),
-    (re.compile(rf"\b(?i:i work (?:at|for)) ({_NAME})"), "Works at {0}"),
-    (re.compile(rf"\b(?i:i(?:'m| am) from) ({_NAME})"), "Is from {0}"),
-    (
-        re.compile(
-            rf"\bmy birthday is (?:on )?(\d{{1,2}}(?:st|nd|rd|th)? (?:{_MONTH_NAMES})"
-            rf"|(?:{_MONTH_NAMES}) \d{{1,2}}(?:st|nd|rd|th)?)\b",
-            re.IGNORECASE,
-        ),
-        "Birthday: {0}",
-    ),
-    (
-        re.compile(
-            r"\b(?i:i(?:'m|’m| am) allergic to) ([a-z]{2,30}(?: (?:and|or) [a-z]{2,30})?)\b"
-        ),
-        "Allergic to {0}",
-    ),
-    (re.compile(r"\b(?i:i play the) ([a-z]+)\b"), "Plays the {0}"),
-    (
-        re.compile(
-            r"\b(?i:i have an?) (cat|dog|puppy|kitten|rabbit|bunny|parrot|hamster|tortoise|horse)"
-            r" (?:called|named) ([A-Z][\w'’-]*)"
-        ),
-        "Has a {0} called {1}",
-    ),
-)
-
-
-def _facts(texts: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    seen: set[str] = set()
-    for text in texts:
-        for pattern, template in _FACTS:
-            for match in pattern.finditer(text):
-                fact = template.format(*(_tidy(g) for g in match.groups()))
-                key = fact_key(fact)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(fact)
-    return out
-
-
-def _tidy(value: str) -> str:
-    value = " ".join(value.split()).strip(" .,'’-")
-    if value[:1].isdigit() or value[:1].isupper():
-        return value
-    return value.casefold()
 
 
 # -- topics ----------------------------------------------------------------------------

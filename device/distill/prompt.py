@@ -10,58 +10,115 @@ sees it.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from typing import Any
 
 from pixie.device.distill.contract import (
+    MAX_APPOINTMENTS,
     MAX_FACT_CHARS,
     MAX_FACTS,
+    MAX_OPEN_THREADS,
     MAX_PERSON_CHARS,
+    MAX_PERSON_FACTS,
     MAX_RESULT_TAGS,
     MAX_SUMMARY_CHARS,
+    MAX_WITH,
+    Appointment,
     DistillRequest,
     DistillResult,
+    Fact,
+    FactKind,
     SourceKind,
     fact_key,
 )
+from pixie.device.distill.pages import guess_kind
 from pixie.device.errors import BadInput
 from pixie.device.store.notes import MAX_TAG_CHARS, clean_tags
 from pixie.protocol.timestamps import format_time
 
 # -- the result schema -----------------------------------------------------------
 
+_DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_FACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["kind", "text", "date"],
+    "properties": {
+        "kind": {"type": "string", "enum": [k.value for k in FactKind]},
+        "text": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS},
+        "date": {"type": ["string", "null"], "pattern": _DAY_PATTERN},
+    },
+}
+_SHORT = 200
 RESULT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["summary", "person", "facts", "tags"],
+    "required": [
+        "summary",
+        "person",
+        "facts",
+        "tags",
+        "person_facts",
+        "open_threads",
+        "appointments",
+    ],
     "properties": {
         "summary": {"type": "string", "minLength": 1, "maxLength": MAX_SUMMARY_CHARS},
         "person": {"type": ["string", "null"], "maxLength": MAX_PERSON_CHARS},
-        "facts": {
-            "type": "array",
-            "maxItems": MAX_FACTS,
-            "items": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS},
-        },
+        "facts": {"type": "array", "maxItems": MAX_FACTS, "items": _FACT_SCHEMA},
         "tags": {
             "type": "array",
             "maxItems": MAX_RESULT_TAGS,
             "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS},
         },
+        "person_facts": {"type": "array", "maxItems": MAX_PERSON_FACTS, "items": _FACT_SCHEMA},
+        "open_threads": {
+            "type": "array",
+            "maxItems": MAX_OPEN_THREADS,
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS},
+        },
+        "appointments": {
+            "type": "array",
+            "maxItems": MAX_APPOINTMENTS,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["what", "date", "time", "place", "with"],
+                "properties": {
+                    "what": {"type": "string", "minLength": 1, "maxLength": _SHORT},
+                    "date": {"type": "string", "pattern": _DAY_PATTERN},
+                    "time": {"type": ["string", "null"], "pattern": r"^[0-9]{2}:[0-9]{2}$"},
+                    "place": {"type": ["string", "null"], "maxLength": _SHORT},
+                    "with": {
+                        "type": "array",
+                        "maxItems": MAX_WITH,
+                        "items": {"type": "string", "minLength": 1, "maxLength": _SHORT},
+                    },
+                },
+            },
+        },
     },
 }
+# The four keys every answer must have; the other three may be left out (an
+# answer in the older four-key shape is still valid: nothing to add there).
+_CORE = frozenset({"summary", "person", "facts", "tags"})
 _KEYS = frozenset(RESULT_SCHEMA["required"])
-_BOUNDS = frozenset({"minLength", "maxLength", "minItems", "maxItems"})
+_NOT_SENT = frozenset({"minLength", "maxLength", "minItems", "maxItems", "pattern"})
 
 
 def _without_bounds(schema: Any) -> Any:
     if isinstance(schema, dict):
-        return {k: _without_bounds(v) for k, v in schema.items() if k not in _BOUNDS}
+        return {k: _without_bounds(v) for k, v in schema.items() if k not in _NOT_SENT}
+    if isinstance(schema, list):
+        return [_without_bounds(v) for v in schema]
     return schema
 
 
 # What an endpoint is sent: the strict subset every structured-output
 # implementation accepts (all keys required, null for "none", no extra keys,
-# no length or count limits, which some hosted APIs refuse in strict mode).
-# The bounds are enforced here, on every answer, whatever the endpoint did.
+# no length, count or pattern limits, which some hosted APIs refuse in strict
+# mode). The bounds are enforced here, on every answer, whatever the endpoint did.
 WIRE_SCHEMA: dict[str, Any] = _without_bounds(RESULT_SCHEMA)
 
 
@@ -74,7 +131,7 @@ def parse_result(answer: object) -> DistillResult:
     """Validate a decoded answer against RESULT_SCHEMA and its bounds."""
     if not isinstance(answer, dict):
         raise SchemaViolation(f"the answer is a JSON {_json_type(answer)}, not an object")
-    missing = sorted(_KEYS - answer.keys())
+    missing = sorted(_CORE - answer.keys())
     if missing:
         raise SchemaViolation(f"missing key {missing[0]!r}")
     extra = sorted(str(k) for k in answer.keys() - _KEYS)
@@ -86,22 +143,102 @@ def parse_result(answer: object) -> DistillResult:
     person = None
     if answer["person"] is not None:
         person = _text(answer["person"], "person", MAX_PERSON_CHARS) or None
-    facts: list[str] = []
-    seen: set[str] = set()
-    for i, value in enumerate(_array(answer["facts"], "facts", MAX_FACTS)):
-        fact = _text(value, f"facts[{i}]", MAX_FACT_CHARS)
-        if not fact or "\n" in fact or "\r" in fact:
-            raise SchemaViolation(f"facts[{i}] is not one line of text")
-        key = fact_key(fact)
-        if key not in seen:
-            seen.add(key)
-            facts.append(fact)
+    facts = _facts(answer["facts"], "facts", MAX_FACTS)
     tags = _array(answer["tags"], "tags", MAX_RESULT_TAGS)
     try:
         clean = clean_tags(tags)
     except BadInput:
         raise SchemaViolation("a tag is not a short topic (letters, digits, spaces, '-')") from None
-    return DistillResult(summary, person, tuple(facts), clean)
+    person_facts = _facts(answer.get("person_facts", []), "person_facts", MAX_PERSON_FACTS)
+    threads: list[str] = []
+    for i, value in enumerate(
+        _array(answer.get("open_threads", []), "open_threads", MAX_OPEN_THREADS)
+    ):
+        thread = _line(value, f"open_threads[{i}]", MAX_FACT_CHARS)
+        if thread not in threads:
+            threads.append(thread)
+    appointments = tuple(
+        _appointment(value, f"appointments[{i}]")
+        for i, value in enumerate(
+            _array(answer.get("appointments", []), "appointments", MAX_APPOINTMENTS)
+        )
+    )
+    return DistillResult(summary, person, facts, clean, person_facts, tuple(threads), appointments)
+
+
+def _facts(value: object, what: str, limit: int) -> tuple[Fact, ...]:
+    """Facts as objects ({"kind", "text", "date"}); a bare string is taken as
+    a fact of the kind its wording suggests, undated."""
+    out: list[Fact] = []
+    seen: set[tuple[FactKind, str]] = set()
+    for i, item in enumerate(_array(value, what, limit)):
+        where = f"{what}[{i}]"
+        if isinstance(item, str):
+            text = _line(item, where, MAX_FACT_CHARS)
+            fact = Fact(guess_kind(text), text)
+        elif isinstance(item, dict):
+            unknown = sorted(str(k) for k in item.keys() - {"kind", "text", "date"})
+            if unknown:
+                raise SchemaViolation(f"{where} has an unexpected key {unknown[0]!r:.24}")
+            kind = item.get("kind")
+            if kind not in _FACT_KINDS:
+                raise SchemaViolation(f"{where}.kind is not one of the fact kinds")
+            text = _line(item.get("text"), f"{where}.text", MAX_FACT_CHARS)
+            fact = Fact(FactKind(kind), text, _day(item.get("date"), f"{where}.date"))
+        else:
+            raise SchemaViolation(f"{where} is a JSON {_json_type(item)}, not an object")
+        key = (fact.kind, fact_key(fact.text))
+        if key not in seen:
+            seen.add(key)
+            out.append(fact)
+    return tuple(out)
+
+
+_FACT_KINDS = frozenset(k.value for k in FactKind)
+_ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_CLOCK = re.compile(r"[0-9]{2}:[0-9]{2}")
+
+
+def _day(value: object, what: str) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _ISO_DAY.fullmatch(value):
+        raise SchemaViolation(f"{what} is not a date (YYYY-MM-DD) or null")
+    try:
+        day = dt.date.fromisoformat(value)
+    except ValueError:
+        raise SchemaViolation(f"{what} names no day") from None
+    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * 1_000_000
+
+
+def _appointment(value: object, what: str) -> Appointment:
+    if not isinstance(value, dict):
+        raise SchemaViolation(f"{what} is a JSON {_json_type(value)}, not an object")
+    keys = {"what", "date", "time", "place", "with"}
+    unknown = sorted(str(k) for k in value.keys() - keys)
+    if unknown:
+        raise SchemaViolation(f"{what} has an unexpected key {unknown[0]!r:.24}")
+    name = _line(value.get("what"), f"{what}.what", _SHORT)
+    if _day(value.get("date"), f"{what}.date") is None:
+        raise SchemaViolation(f"{what}.date is missing")
+    time = value.get("time")
+    if time is not None and (not isinstance(time, str) or not _CLOCK.fullmatch(time)):
+        raise SchemaViolation(f"{what}.time is not HH:MM or null")
+    place = value.get("place")
+    if place is not None:
+        place = _line(place, f"{what}.place", _SHORT)
+    people = tuple(
+        _line(p, f"{what}.with[{j}]", _SHORT)
+        for j, p in enumerate(_array(value.get("with", []), f"{what}.with", MAX_WITH))
+    )
+    return Appointment(name, str(value["date"]), time, place, people)
+
+
+def _line(value: object, what: str, limit: int) -> str:
+    text = _text(value, what, limit)
+    if not text or "\n" in text or "\r" in text:
+        raise SchemaViolation(f"{what} is not one line of text")
+    return text
 
 
 def _text(value: object, what: str, limit: int) -> str:
@@ -141,18 +278,29 @@ def _json_type(value: object) -> str:
 
 SYSTEM_PROMPT = """\
 You keep a private notebook for the user of a personal assistant. You are \
-shown one source from the user's life: a conversation, a post or a call. \
-"Me" is the user. Reply with one JSON object and nothing else, with exactly \
-these keys:
+shown one source from the user's life: a conversation, a post, a call, a \
+journal entry or a calendar entry. "Me" is the user. Write what it means, not \
+copies of it. Reply with one JSON object and nothing else, with exactly these keys:
 "summary": what the source is about and anything still open, in one to three \
-plain sentences;
-"person": one to three sentences about the person named in the request (how \
-they are, what is going on in their life), or null when no person is named;
-"facts": durable facts the user states about themselves (where they live or \
-work, their birthday, allergies, pets), each a short phrase such as "Lives in \
-Lisbon"; an empty list when there are none;
-"tags": up to five short lowercase topic tags, such as "travel" or "work".
-Use only what the source says."""
+plain sentences; for a post, do not repeat the post's text;
+"person": one to three sentences with your read on the relationship with the \
+person named in the request (how often and how warmly you are in touch, what \
+you talk about), or null when no person is named;
+"facts": durable facts the user states about themselves (home, work, \
+birthday, allergies, diet, likes, family and friends, pets), each an object \
+{{"kind", "text", "date"}}: kind one of {kinds}; text a short phrase such as \
+"lives in Lisbon"; date the day it was said (YYYY-MM-DD) or null;
+"tags": up to five short lowercase topic tags, such as "travel" or "work";
+"person_facts": durable facts about the person named in the request (or the \
+one other person in the source) that they say about themselves or the user \
+says about them, in the same shape: where they work and as what, where they \
+live, family, birthday, pets, plans made with them; only the newest fact of \
+each kind that can change (work, role, home, birthday);
+"open_threads": questions left unanswered and promises still open with that \
+person, each one short line; an empty list when there are none;
+"appointments": for a calendar entry, {{"what", "date" (YYYY-MM-DD), "time" \
+(HH:MM or null), "place" (or null), "with" (names)}}; otherwise an empty list.
+Use only what the source says.""".format(kinds=", ".join(k.value for k in FactKind))
 
 
 def render_prompt(request: DistillRequest) -> tuple[str, str]:
@@ -162,6 +310,8 @@ def render_prompt(request: DistillRequest) -> tuple[str, str]:
         SourceKind.CONVERSATION: "messages",
         SourceKind.POST: "post and its replies",
         SourceKind.CALL: "call",
+        SourceKind.JOURNAL: "journal entry",
+        SourceKind.CALENDAR: "calendar entry",
     }[request.kind]
     person = (
         f"Person to describe: {request.person}"
@@ -169,6 +319,12 @@ def render_prompt(request: DistillRequest) -> tuple[str, str]:
         else 'Person to describe: none (reply "person": null)'
     )
     head = [f"Source: {request.title}", person]
+    if request.details:
+        card = "; ".join(f"{field}: {value}" for field, value in request.details)
+        head.append(f"Their contact card: {card}")
+    if request.earlier:
+        head.append(f"{len(request.earlier)} earlier lines that state facts, oldest first:")
+        head += [f"[{_minute(line.at)}] {line.speaker}: {line.text}" for line in request.earlier]
     if request.kind is SourceKind.CONVERSATION:
         head.append(f"The {len(request.lines)} most recent {what}, oldest first:")
     else:

@@ -8,8 +8,21 @@ each asks the model `LLMRouter` resolves for a small structured result:
   for the contact;
 * a post, or a call transcript or voicemail (everything filed under one
   source id): a post or call digest, with a reference back to the source;
+* a journal entry (everything filed under one source id): a dated journal
+  digest; a calendar entry: an appointment note whose title and tags carry
+  its day in the words people ask with ("2026-03-14", "saturday", "march");
 * from any of them, durable facts the user stated about themselves, merged
-  into the about_you singleton without duplicates.
+  into the about_you singleton: the newest fact of a kind that holds one value
+  (home, work, ...) replaces an older one, other facts accumulate.
+
+A person page (`pages`) has three sections: who they are (dated facts, and
+their contact card's details), your read on the relationship, and open
+threads. A one-to-one thread rewrites the read and the open threads; any
+source whose one other person already has a page (a call, a post, a calendar
+entry) adds the facts it states to that page. Facts already on a page are
+merged with new ones, never dropped for want of repetition: a pass shows a
+model only a thread's newest lines, plus the older new lines that state a
+fact (`make_request`'s ``earlier``).
 
 A request carries one source's events and nothing else: no other thread, no
 note, nothing sealed (this module never reads the sealed zone; it writes clear
@@ -29,11 +42,13 @@ source succeeded.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,19 +58,39 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pixie.device.distill.contract import (
+    MAX_EARLIER_LINES,
     MAX_LINES,
     ME,
     Backend,
     DistillRequest,
     DistillResult,
+    Fact,
+    FactKind,
     Line,
     NoBackendAnswered,
     SourceKind,
-    fact_key,
     make_request,
+)
+from pixie.device.distill.extract import (
+    FIRST_PERSON,
+    SECOND_PERSON,
+    appointment_in,
+    card_facts,
+    date_words,
+    day_start_us,
+    facts_in,
 )
 from pixie.device.distill.http import ChatCompletionsBackend
 from pixie.device.distill.offline import OfflineDistiller, day_label, person_in_group
+from pixie.device.distill.pages import (
+    PersonPage,
+    merge_about_you,
+    merge_page,
+    parse_person_page,
+    render_about_you,
+    render_person_page,
+)
+from pixie.device.distill.prompt import parse_result
 from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
@@ -86,24 +121,31 @@ T = TypeVar("T")
 
 SCAN_KEY = "*scan"  # the scan watermark's row; no source key starts with '*'
 ABOUT_YOU_TITLE = "About you"
-MAX_ABOUT_FACTS = 100  # the newest are kept
 MAX_TITLE_NAMES = 4
+EARLIER_SCAN = 5_000  # older new rows of a thread looked at for facts, newest first
 
+# Journal and calendar notes are filed as conversation digests: the Notebook
+# has no kind of its own for them (yet), and a digest with a source reference
+# is what they are.
 _DIGEST_KIND = {
     SourceKind.CONVERSATION: NoteKind.CONVERSATION_DIGEST,
     SourceKind.POST: NoteKind.POST_DIGEST,
     SourceKind.CALL: NoteKind.CALL_DIGEST,
+    SourceKind.JOURNAL: NoteKind.CONVERSATION_DIGEST,
+    SourceKind.CALENDAR: NoteKind.CONVERSATION_DIGEST,
 }
 _EVENT_KINDS = {"message": SourceKind.CONVERSATION, "post": SourceKind.POST}
 _EVENT_KINDS |= {"call": SourceKind.CALL, "voicemail": SourceKind.CALL}
-_SOURCE_ORDER = {SourceKind.CONVERSATION: 0, SourceKind.POST: 1, SourceKind.CALL: 2}
+_EVENT_KINDS |= {"journal": SourceKind.JOURNAL, "calendar": SourceKind.CALENDAR}
+_SOURCE_ORDER = {kind: i for i, kind in enumerate(SourceKind)}
+_DISTILLED_KINDS = "('message', 'post', 'call', 'voicemail', 'journal', 'calendar')"
 
 
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where distilled material comes from: a thread (or, for messages filed
-    without one, the implicit thread with their contact), or a post or call
-    source id (or, without one, the event itself)."""
+    without one, the implicit thread with their contact), or a post, call,
+    journal or calendar source id (or, without one, the event itself)."""
 
     kind: SourceKind
     key: str  # the digest's identity key and its reference back to the source
@@ -152,6 +194,8 @@ class Loaded:
     names: dict[str, str]  # contact id -> display name
     participants: tuple[str, ...]  # contact ids in the source, ordered by name
     one_to_one: str | None  # the contact, when the source is a thread with one other person
+    earlier: tuple[Row, ...] = ()  # older new rows that state a fact, oldest first
+    details: tuple[tuple[str, str], ...] = ()  # the one other person's contact card
 
 
 @dataclass
@@ -182,6 +226,8 @@ class PassReport:
             "threads": self.distilled[SourceKind.CONVERSATION],
             "posts": self.distilled[SourceKind.POST],
             "calls": self.distilled[SourceKind.CALL],
+            "journals": self.distilled[SourceKind.JOURNAL],
+            "calendar": self.distilled[SourceKind.CALENDAR],
             "model_calls": self.calls,
             "calls_by_backend": dict(sorted(self.model_calls.items())),
             "fallbacks": self.fallbacks,
@@ -198,8 +244,12 @@ class PassReport:
         kept = self.notes[UpsertOutcome.KEPT_USER_EDIT]
         text = (
             f"distilled {_count(self.distilled[SourceKind.CONVERSATION], 'thread')}, "
-            f"{_count(self.distilled[SourceKind.POST], 'post')} and "
-            f"{_count(self.distilled[SourceKind.CALL], 'call')} with "
+            f"{_count(self.distilled[SourceKind.POST], 'post')}, "
+            f"{_count(self.distilled[SourceKind.CALL], 'call')}, "
+            f"{_count(self.distilled[SourceKind.JOURNAL], 'journal entry', 'journal entries')}"
+            " and "
+            f"{_count(self.distilled[SourceKind.CALENDAR], 'calendar entry', 'calendar entries')}"
+            " with "
             f"{_count(self.calls, 'model call')} ({by}); notes: {self.written} written "
             f"({self.notes[UpsertOutcome.CREATED]} new, {self.notes[UpsertOutcome.UPDATED]} "
             f"updated), {self.notes[UpsertOutcome.UNCHANGED]} unchanged, "
@@ -212,8 +262,8 @@ class PassReport:
         return text
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 # -- from a source to a request and back to notes (no I/O) ------------------------------
@@ -223,10 +273,13 @@ def build_request(loaded: Loaded) -> DistillRequest:
     """What the model is shown: this source's own lines, nothing else."""
     src, names = loaded.source, loaded.names
     others = tuple(names.get(c, "someone") for c in loaded.participants)
-    lines = [
-        Line(at, ME if me else names.get(cid or "", "someone"), me, text, kind)
-        for _, kind, at, cid, me, text in loaded.rows
-    ]
+
+    def line(row: Row) -> Line:
+        _, kind, at, cid, me, text = row
+        me = me or kind == "journal"  # a journal is the user's own, however it was filed
+        return Line(at, ME if me else names.get(cid or "", "someone"), me, text, kind)
+
+    lines = [line(r) for r in loaded.rows]
     person = names.get(loaded.one_to_one) if loaded.one_to_one else None
     if src.kind is SourceKind.CONVERSATION:
         title = (
@@ -237,10 +290,15 @@ def build_request(loaded: Loaded) -> DistillRequest:
     elif src.kind is SourceKind.POST:
         first = loaded.rows[0]
         title = "a post by the user" if first[4] else f"a post by {lines[0].speaker}"
+    elif src.kind is SourceKind.JOURNAL:
+        title = "the user's journal"
+    elif src.kind is SourceKind.CALENDAR:
+        title = f"a calendar entry{' with ' + _names(others) if others else ''}"
     else:
         what = "voicemail from" if loaded.rows[0][1] == "voicemail" else "call with"
         title = f"a {what} {_names(others) or 'someone'}"
-    return make_request(src.kind, title, person, others, lines)
+    earlier = [line(r) for r in loaded.earlier]
+    return make_request(src.kind, title, person, others, lines, earlier, loaded.details)
 
 
 def note_title(loaded: Loaded, request: DistillRequest) -> str:
@@ -255,68 +313,172 @@ def note_title(loaded: Loaded, request: DistillRequest) -> str:
     if src.kind is SourceKind.POST:
         who = "You" if first.from_me else first.speaker
         return _fit_title(f"{who[:1].upper()}{who[1:]}, {day}: {' '.join(first.text.split())}")
+    if src.kind is SourceKind.JOURNAL:
+        newest = request.lines[-1].at
+        return _fit_title(f"Journal, {date_words(_iso(newest))[2]}")
+    if src.kind is SourceKind.CALENDAR:
+        return _fit_title(_calendar_title(request.lines[-1]))
     if first.kind == "voicemail":
         return _fit_title(f"Voicemail from {_names(request.participants) or 'someone'}, {day}")
     return _fit_title(f"{_names(request.participants) or 'Someone'}, {day}")
 
 
+def _calendar_title(line: Line) -> str:
+    """ "Dentist check-up — Saturday 14 March 2026, 10:00": what, and the day
+    in words, so that a question naming the day or the month finds it."""
+    found = appointment_in(line.text, line.at)
+    if found is None:
+        first = line.text.strip().splitlines()[0] if line.text.strip() else "(untitled)"
+        return f"{first} — in your calendar since {day_label(line.at)}"
+    when = date_words(found.day)[2] + (f", {found.time}" if found.time else "")
+    return f"{found.what} — {when}"
+
+
+def _date_facets(loaded: Loaded, request: DistillRequest) -> tuple[tuple[str, ...], int | None]:
+    """Tags naming the day a journal entry or an appointment is about (its ISO
+    date, weekday and month, lower case) and that day (with its start time)."""
+    src = loaded.source
+    if src.kind is SourceKind.JOURNAL:
+        day = _iso(request.lines[-1].at)
+        weekday, month, _ = date_words(day)
+        return ("journal", day, weekday.casefold(), month.casefold()), None
+    if src.kind is SourceKind.CALENDAR:
+        line = request.lines[-1]
+        found = appointment_in(line.text, line.at)
+        if found is None:
+            return ("calendar",), None
+        weekday, month, _ = date_words(found.day)
+        start = day_start_us(found.day)
+        if found.time:
+            hours, minutes = found.time.split(":")
+            start += (int(hours) * 60 + int(minutes)) * 60_000_000
+        return ("appointment", "calendar", found.day, weekday.casefold(), month.casefold()), start
+    return (), None
+
+
 def digest_items(loaded: Loaded, request: DistillRequest, result: DistillResult) -> list[Distilled]:
-    """The digest, and for a one-to-one thread the person page."""
+    """The digest of the source (the person page is `person_items`)."""
     src = loaded.source
     newest = max(at for _, _, at, _, _, _ in loaded.rows)
     contact = loaded.one_to_one
     if src.kind is not SourceKind.CONVERSATION and len(loaded.participants) == 1:
         contact = loaded.participants[0]
-    items = [
+    facets, about = _date_facets(loaded, request)
+    tags = tuple(dict.fromkeys((*facets, *result.tags)))
+    return [
         Distilled(
             kind=_DIGEST_KIND[src.kind],
             identity_key=src.key,
             title=note_title(loaded, request),
             body=result.summary,
             contact_id=contact,
-            tags=result.tags,
+            tags=tags,
             source_ref=src.key,
-            about_date=newest,
+            about_date=about if about is not None else newest,
         )
     ]
-    if loaded.one_to_one and request.person and result.person:
-        items.append(
-            Distilled(
-                kind=NoteKind.PERSON,
-                identity_key=loaded.one_to_one,
-                title=_fit_title(request.person),
-                body=result.person,
-                contact_id=loaded.one_to_one,
-                tags=result.tags,
-            )
+
+
+def person_items(
+    session: Session, loaded: Loaded, request: DistillRequest, result: DistillResult
+) -> list[Distilled]:
+    """The person page a result writes or adds to, read and merged under the
+    write lock: for a one-to-one thread its contact's page (created if need
+    be), for any other source with one other person the facts it states, added
+    to that person's page if they have one."""
+    newest = max(at for _, _, at, _, _, _ in loaded.rows)
+    facts = [*card_facts(loaded.details), *_dated(result.person_facts, newest)]
+    if loaded.one_to_one and request.person:
+        contact = loaded.one_to_one
+        stored = _stored_page(session, contact)
+        base = PersonPage()
+        if stored is not None and stored.body is not None and not stored.user_edited:
+            base = parse_person_page(stored.body)
+        page = merge_page(
+            base,
+            facts,
+            read=[result.person] if result.person else [],
+            threads=result.open_threads,
         )
-    return items
+        return [_page_item(contact, request.person, page, result.tags)]
+    if loaded.source.kind is SourceKind.CONVERSATION or len(loaded.participants) != 1:
+        return []
+    contact = loaded.participants[0]
+    stored = _stored_page(session, contact)
+    if not facts or stored is None or stored.body is None or stored.user_edited:
+        return []
+    page = merge_page(parse_person_page(stored.body), facts)
+    return [
+        _page_item(
+            contact,
+            stored.title or loaded.names.get(contact, "someone"),
+            page,
+            tuple(json.loads(stored.tags)) if stored.tags else (),
+            stored.source_ref,
+            keep_tags=True,
+        )
+    ]
 
 
-def merge_facts(body: str | None, facts: Sequence[str]) -> tuple[list[str], bool]:
-    """The about_you facts after adding ``facts``: the stored ones first, in
-    their order, then the new ones; a fact already there (by `fact_key`) is
-    not added twice. Returns the facts and whether anything was added."""
-    stored = [_strip_bullet(line) for line in (body or "").splitlines()]
-    merged = [f for f in stored if f]
-    seen = {fact_key(f) for f in merged}
-    added = False
-    for fact in facts:
-        key = fact_key(fact)
-        if key and key not in seen:
-            seen.add(key)
-            merged.append(fact)
-            added = True
-    return merged[-MAX_ABOUT_FACTS:], added
+def _page_item(
+    contact: str,
+    name: str,
+    page: PersonPage,
+    tags: Sequence[str],
+    source_ref: str | None = None,
+    *,
+    keep_tags: bool = False,
+) -> Distilled:
+    kinds = (
+        () if keep_tags else tuple(_PAGE_TAGS[f.kind] for f in page.facts if f.kind in _PAGE_TAGS)
+    )
+    return Distilled(
+        kind=NoteKind.PERSON,
+        identity_key=contact,
+        title=_fit_title(name),
+        body=render_person_page(page),
+        contact_id=contact,
+        tags=tuple(dict.fromkeys((*tags, *kinds)))[:MAX_PAGE_TAGS],
+        source_ref=source_ref,
+    )
 
 
-def about_you_body(facts: Sequence[str]) -> str:
-    return "\n".join(f"- {fact}" for fact in facts)
+_PAGE_TAGS = {
+    FactKind.WORK: "work",
+    FactKind.ROLE: "work",
+    FactKind.HOME: "home",
+    FactKind.FAMILY: "family",
+    FactKind.BIRTHDAY: "birthdays",
+    FactKind.PET: "pets",
+    FactKind.PLAN: "plans",
+}
+MAX_PAGE_TAGS = 12
 
 
-def _strip_bullet(line: str) -> str:
-    line = line.strip()
-    return line[2:].strip() if line.startswith(("- ", "* ")) else line
+def _stored_page(session: Session, contact: str) -> Note | None:
+    return session.scalar(
+        select(Note).where(
+            Note.zone == Zone.CLEAR.value,
+            Note.kind == NoteKind.PERSON.value,
+            Note.identity_key == contact,
+        )
+    )
+
+
+def _dated(facts: Sequence[Fact], at: int) -> list[Fact]:
+    """Facts an answer left undated, dated by the source's newest line."""
+    return [f if f.at is not None else Fact(f.kind, f.text, at) for f in facts]
+
+
+def merge_facts(body: str | None, facts: Sequence[Fact]) -> tuple[list[Fact], bool]:
+    """The about_you facts after adding ``facts`` (see `pages.merge_about_you`),
+    and whether that changed them."""
+    merged = merge_about_you(body, facts)
+    return merged, render_about_you(merged) != (body or "")
+
+
+def _iso(at: int) -> str:
+    return dt.datetime.fromtimestamp(at / 1_000_000, tz=dt.UTC).date().isoformat()
 
 
 def _names(names: Sequence[str]) -> str:
@@ -346,7 +508,7 @@ class _Scan:
 
 _SCAN_SQL = (
     "SELECT n, id, kind, thread, contact_id, source FROM memory_event "
-    "WHERE n > ? AND kind IN ('message', 'post', 'call', 'voicemail') ORDER BY n"
+    f"WHERE n > ? AND kind IN {_DISTILLED_KINDS} ORDER BY n"
 )
 _ROW_COLUMNS = "n, kind, at, contact_id, from_me, text"
 _THREAD_SQL = (
@@ -354,6 +516,16 @@ _THREAD_SQL = (
     f"ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
 )
 _THREAD_TOP_SQL = "SELECT max(n) FROM memory_event WHERE thread = ? AND kind = 'message'"
+_THREAD_NEW_SQL = (
+    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'message' AND n > ? "
+    f"ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
+)
+_DIRECT_NEW_SQL = (
+    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
+    f"AND contact_id = ? AND n > ? ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
+)
+_DETAILS_SQL = "SELECT field, value FROM contact_detail WHERE contact_id = ?"
+_CARD_ORDER = ("org", "title", "birthday", "note")
 _THREAD_PEOPLE_SQL = (
     "SELECT DISTINCT contact_id FROM memory_event "
     "WHERE thread = ? AND kind = 'message' AND contact_id IS NOT NULL LIMIT 64"
@@ -370,6 +542,12 @@ _BY_SOURCE_SQL = {
     SourceKind.CALL: (
         f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? "
         "AND kind IN ('call', 'voicemail')"
+    ),
+    SourceKind.JOURNAL: (
+        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'journal'"
+    ),
+    SourceKind.CALENDAR: (
+        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'calendar'"
     ),
 }
 _BY_ID_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE id = ?"
@@ -493,6 +671,7 @@ class NotetakingService:
             conn = session.connection()
             top = conn.exec_driver_sql("SELECT max(n) FROM memory_event").scalar() or 0
             found: dict[str, tuple[Source, list[int]]] = {}
+            first: dict[str, int] = {}
             for n, event_id, kind, thread, contact_id, src in conn.exec_driver_sql(
                 _SCAN_SQL, (since,)
             ):
@@ -502,9 +681,15 @@ class NotetakingService:
                 entry = found.get(source.mark_key)
                 if entry is None:
                     found[source.mark_key] = entry = (source, [])
+                    first[source.mark_key] = n
                 if source.kind is not SourceKind.CONVERSATION:
                     entry[1].append(n)
-        ordered = sorted(found.values(), key=lambda e: (_SOURCE_ORDER[e[0].kind], e[0].key))
+        # Kind by kind, and within a kind in the order of the log: a newer
+        # source's notes are written later, and so win ties in a search.
+        ordered = sorted(
+            found.values(),
+            key=lambda e: (_SOURCE_ORDER[e[0].kind], first[e[0].mark_key], e[0].key),
+        )
         return _Scan(since, top, tuple((s, tuple(ns)) for s, ns in ordered))
 
     def load(
@@ -517,18 +702,23 @@ class NotetakingService:
                 select(DistillMark.seen_n).where(DistillMark.source == source.mark_key)
             )
             people: list[str] = []
+            fresh: list[Row] = []
             if source.thread is not None:
                 top = conn.exec_driver_sql(_THREAD_TOP_SQL, (source.thread,)).scalar()
                 if top is None or (mark is not None and mark >= top and not everything):
                     return None
                 rows = _rows(conn.exec_driver_sql(_THREAD_SQL, (source.thread,)))
                 people = [r[0] for r in conn.exec_driver_sql(_THREAD_PEOPLE_SQL, (source.thread,))]
+                since_n = 0 if everything or mark is None else mark
+                fresh = _rows(conn.exec_driver_sql(_THREAD_NEW_SQL, (source.thread, since_n)))
             elif source.contact_id is not None:
                 top = conn.exec_driver_sql(_DIRECT_TOP_SQL, (source.contact_id,)).scalar()
                 if top is None or (mark is not None and mark >= top and not everything):
                     return None
                 rows = _rows(conn.exec_driver_sql(_DIRECT_SQL, (source.contact_id,)))
                 people = [source.contact_id]
+                since_n = 0 if everything or mark is None else mark
+                fresh = _rows(conn.exec_driver_sql(_DIRECT_NEW_SQL, (source.contact_id, since_n)))
             else:
                 if mark is not None and since > 0:
                     # Filed under a source distilled before: its older rows
@@ -558,9 +748,15 @@ class NotetakingService:
                 rows.sort(key=lambda r: (r[2], r[0]))
             ids = set(people) | {r[3] for r in rows if r[3] is not None}
             names = _contact_names(conn, ids)
+            details: tuple[tuple[str, str], ...] = ()
+            if len(people) == 1:
+                card: dict[str, str] = dict(conn.exec_driver_sql(_DETAILS_SQL, (people[0],)).all())
+                details = tuple((f, card[f]) for f in _CARD_ORDER if card.get(f))
         people.sort(key=lambda cid: (names.get(cid, "").casefold(), cid))
         one = people[0] if source.kind is SourceKind.CONVERSATION and len(people) == 1 else None
-        return Loaded(source, tuple(rows), top, names, tuple(people), one)
+        shown = {r[0] for r in rows}
+        earlier = _stating(r for r in fresh if r[0] not in shown)
+        return Loaded(source, tuple(rows), top, names, tuple(people), one, earlier, details)
 
     def commit(
         self, loaded: Loaded, request: DistillRequest, result: DistillResult
@@ -568,10 +764,13 @@ class NotetakingService:
         """Upsert what ``result`` gives and move the source's watermark, in one
         durable transaction."""
         items = digest_items(loaded, request, result)
+        newest = max(at for _, _, at, _, _, _ in loaded.rows)
 
         def build(session: Session) -> list[Distilled]:
-            about = _about_you(session, result.facts) if result.facts else None
-            pages = _group_pages(session, loaded, request)
+            facts = _dated(result.facts, newest)
+            about = _about_you(session, facts) if facts else None
+            pages = person_items(session, loaded, request, result)
+            pages += _group_pages(session, loaded, request)
             return items + pages + ([about] if about is not None else [])
 
         def then(session: Session, _results: Sequence[UpsertResult]) -> None:
@@ -595,8 +794,7 @@ class NotetakingService:
                 or 0
             )
             found = session.connection().exec_driver_sql(
-                "SELECT 1 FROM memory_event WHERE n > ? AND kind IN "
-                "('message', 'post', 'call', 'voicemail') LIMIT 1",
+                f"SELECT 1 FROM memory_event WHERE n > ? AND kind IN {_DISTILLED_KINDS} LIMIT 1",
                 (since,),
             )
             return found.first() is not None
@@ -604,6 +802,23 @@ class NotetakingService:
 
 def _rows(result: Any) -> list[Row]:
     return [(n, kind, at, cid, bool(me), text) for n, kind, at, cid, me, text in result]
+
+
+def _stating(rows: Iterable[Row]) -> tuple[Row, ...]:
+    """Of rows given newest first, the newest MAX_EARLIER_LINES that state a
+    fact (about their writer, or the user's about the person written to),
+    oldest first."""
+    kept: list[Row] = []
+    for row in rows:
+        text = row[5]
+        if facts_in(text, None, FIRST_PERSON, loose=not row[4]) or (
+            row[4] and facts_in(text, None, SECOND_PERSON)
+        ):
+            kept.append(row)
+            if len(kept) >= MAX_EARLIER_LINES:
+                break
+    kept.sort(key=lambda r: (r[2], r[0]))
+    return tuple(kept)
 
 
 def _contact_names(conn: Any, ids: set[str]) -> dict[str, str]:
@@ -627,32 +842,26 @@ def _group_pages(session: Session, loaded: Loaded, request: DistillRequest) -> l
         return []
     pages = []
     for contact_id in loaded.participants:
-        stored = session.execute(
-            select(Note.source_ref).where(
-                Note.zone == Zone.CLEAR.value,
-                Note.kind == NoteKind.PERSON.value,
-                Note.identity_key == contact_id,
-            )
-        ).first()
+        stored = _stored_page(session, contact_id)
         if stored is not None and stored.source_ref is None:
             continue  # a page from a one-to-one thread
         name = loaded.names.get(contact_id)
-        body = person_in_group(request, name) if name else None
-        if name and body:
-            pages.append(
-                Distilled(
-                    kind=NoteKind.PERSON,
-                    identity_key=contact_id,
-                    title=_fit_title(name),
-                    body=body,
-                    contact_id=contact_id,
-                    source_ref=loaded.source.key,
-                )
-            )
+        answer = person_in_group(request, name) if name else None
+        if not name or answer is None:
+            continue
+        # The same validation a model's answer gets.
+        fields = parse_result({"summary": "-", "facts": [], "tags": [], **answer})
+        base = PersonPage()
+        if stored is not None and stored.body is not None and not stored.user_edited:
+            base = parse_person_page(stored.body)
+        page = merge_page(
+            base, fields.person_facts, read=[fields.person] if fields.person else [], threads=[]
+        )
+        pages.append(_page_item(contact_id, name, page, (), loaded.source.key))
     return pages
 
 
-def _about_you(session: Session, facts: Sequence[str]) -> Distilled | None:
+def _about_you(session: Session, facts: Sequence[Fact]) -> Distilled | None:
     """The about_you note with ``facts`` merged in, read and written under the
     same write lock. None when nothing can be merged: the note is the user's
     (their edit wins), or its body is parked on the Homebase."""
@@ -669,7 +878,7 @@ def _about_you(session: Session, facts: Sequence[str]) -> Distilled | None:
     # A note the user edited (or deleted) goes to the upsert all the same: it
     # reports the note kept and writes nothing.
     merged, _ = merge_facts(row.body if row is not None else None, facts)
-    return Distilled(NoteKind.ABOUT_YOU, ABOUT_YOU_KEY, ABOUT_YOU_TITLE, about_you_body(merged))
+    return Distilled(NoteKind.ABOUT_YOU, ABOUT_YOU_KEY, ABOUT_YOU_TITLE, render_about_you(merged))
 
 
 # -- settings and routers --------------------------------------------------------------

@@ -78,8 +78,9 @@ def test_distill_reports_what_it_did(data_dir: Path) -> None:
     out = cli(data_dir, "distill")
     assert out.code == 0, out.err
     assert out.out == (
-        "distilled 2 threads, 1 post and 0 calls with 3 model calls (3 offline); notes: 7 "
-        "written (6 new, 1 updated), 0 unchanged, 0 kept as you edited them\n"
+        "distilled 2 threads, 1 post, 0 calls, 0 journal entries and 0 calendar entries with "
+        "3 model calls (3 offline); notes: 7 written (6 new, 1 updated), 0 unchanged, 0 kept "
+        "as you edited them\n"
     )
     again = cli(data_dir, "distill", "--json")
     report = again.json()
@@ -176,7 +177,9 @@ async def test_run_on_a_device_distils_new_material(
     cli(node.data.path, "log", "add", "--kind", "message", "--text", "I finished in 3:58!",
         "--contact", "Ada", "--thread", "t-ada")  # fmt: skip
     with trio.fail_after(30):
-        while "3:58" not in str([n.body for n in node.notebook.clear_notes(NoteKind.PERSON)]):
+        while "3:58" not in str(
+            [n.body for n in node.notebook.clear_notes(NoteKind.CONVERSATION_DIGEST)]
+        ):
             await trio.sleep(0.05)
 
 

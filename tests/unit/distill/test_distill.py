@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from pixie.device.distill.contract import Fact, FactKind
 from pixie.device.distill.llm import ChatCompletionsBackend, LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.pages import render_about_you
 from pixie.device.distill.service import (
     ABOUT_YOU_TITLE,
     SCAN_KEY,
@@ -141,8 +143,8 @@ async def test_the_prompt_carries_nothing_from_the_notebook_or_other_sources(
     chat(node, "t-sam", "Sam", ["SAMONE the boiler is fixed"], first=10)
     node.log.append(
         [
-            NewEvent(EventKind.JOURNAL, START, "JOURNALCANARY I live in Lisbon"),
-            NewEvent(EventKind.CALENDAR, START, "CALENDARCANARY dentist", source="cal:1"),
+            NewEvent(EventKind.JOURNAL, START, "JOURNALONE I live in Lisbon"),
+            NewEvent(EventKind.CALENDAR, START, "CALENDARONE dentist", source="cal:1"),
             NewEvent(EventKind.AGENT_CHAT_USER, START, "CHATCANARY what did Ada say?"),
             NewEvent(EventKind.POST, START, "POSTONE sunset", source="post:1", from_me=True),
         ],
@@ -164,8 +166,14 @@ async def test_the_prompt_carries_nothing_from_the_notebook_or_other_sources(
     monkeypatch.setattr(notebook_module.NotebookStore, "sealed_notes_for_huddle_reasoning", refuse)
 
     report = await distil(node, server)
-    assert report.as_json()["distilled"] == 3 and len(server.requests) == 3
-    own = {"Ada": ("ADAONE", "ADATWO"), "Sam": ("SAMONE",), "post": ("POSTONE",)}
+    assert report.as_json()["distilled"] == 5 and len(server.requests) == 5
+    own = {
+        "Ada": ("ADAONE", "ADATWO"),
+        "Sam": ("SAMONE",),
+        "post": ("POSTONE",),
+        "journal": ("JOURNALONE",),
+        "calendar": ("CALENDARONE",),
+    }
     everything = {word for words in own.values() for word in words}
     forbidden = ("CANARY", "SEALED", "ABOUTCANARY", "NOTECANARY", "GUIDECANARY")
     for request in server.requests:
@@ -213,18 +221,26 @@ async def test_a_pass_files_digests_person_pages_and_facts(
     people = pages(node)
     ines, jimmy = node.contacts.resolve("Ines"), node.contacts.resolve("Jimmy")
     assert set(people) == {ada, sam, ines, jimmy}  # everyone who writes has a page
-    assert people[ada].source_ref is None and people[ada].body == "A scripted person summary."
+    assert people[ada].source_ref is None
+    assert people[ada].body == (
+        "Who they are\n- Nothing noted yet.\n"
+        "Your read on the relationship\n- A scripted person summary.\n"
+        "Open threads\n- Nothing open."
+    )
     # Met only in the group: a page from their own lines, built offline.
     assert people[jimmy].source_ref == "thread:g-club"
     body = people[jimmy].body or ""
-    assert body.startswith("Seen in the group conversation with Ines and Jimmy.")
+    assert "- Seen in the group conversation with Ines and Jimmy: 1 message of theirs" in body
     assert "the purple problem again" in body
     assert "climbing" not in body  # Ines's words stay on Ines's page
     calls = {n.source_ref: n for n in node.notebook.clear_notes(NoteKind.CALL_DIGEST)}
     assert set(calls) == {"call:9", next(k for k in calls if k.startswith("event:"))}
     assert calls["call:9"].contact_id == ada and calls["call:9"].title.startswith("Ada Lovelace, ")
     (about,) = node.notebook.clear_notes(NoteKind.ABOUT_YOU)
-    assert about.title == ABOUT_YOU_TITLE and about.body == "- Scripted fact"
+    # A bare-text fact from a model, dated by the newest line of its source.
+    assert (
+        about.title == ABOUT_YOU_TITLE and about.body == "- Also: Scripted fact; as of 15 Jun 2025"
+    )
     assert report.notes[UpsertOutcome.CREATED] == 3 + 2 + 4 + 1
     assert all(r.path == "/v1/chat/completions" for r in server.requests)
 
@@ -239,10 +255,10 @@ async def test_a_page_from_a_one_to_one_thread_outranks_one_from_a_group(node: N
     ines = node.contacts.resolve("Ines")
     assert pages(node)[ines].source_ref == "thread:g-club"
 
-    chat(node, "t-ines", "Ines", ["my knee is better, back on the wall", "great!"], first=10)
+    chat(node, "t-ines", "Ines", ["I work at Vertical Porto now", "great!"], first=10)
     await distil(node)
     page = pages(node)[ines]
-    assert page.source_ref is None and "knee" in (page.body or "")
+    assert page.source_ref is None and "Work: works at Vertical Porto" in (page.body or "")
 
     node.log.append([message("g-club", "Ines", 20, "new route set on the left wall")], now=0)
     report = await distil(node)
@@ -312,11 +328,14 @@ async def test_facts_merge_into_about_you_without_duplicates(node: Node) -> None
     chat(node, "t-sam", "Sam", ["hello", "I live in Porto, remember"], first=10)
     await distil(node)
     (about,) = node.notebook.clear_notes(NoteKind.ABOUT_YOU)
-    assert about.body == "- Lives in Porto\n- Birthday: 14 March"
-    assert merge_facts(about.body, ["lives in porto.", "Plays the cello"]) == (
-        ["Lives in Porto", "Birthday: 14 March", "Plays the cello"],
-        True,
+    assert about.body == (
+        "- Home: lives in Porto; as of 15 Jun 2025\n- Birthday: 14 March; as of 15 Jun 2025"
     )
+    cello = Fact(FactKind.HOBBY, "plays the cello", START)
+    again = Fact(FactKind.HOME, "Lives in Porto", START)
+    merged, changed = merge_facts(about.body, [again, cello])
+    assert [f.text for f in merged] == ["lives in Porto", "14 March", "plays the cello"]
+    assert changed and merge_facts(render_about_you(merged), [cello]) == (merged, False)
 
 
 # -- watermarks and interruptions ----------------------------------------------------------
@@ -409,13 +428,16 @@ async def test_the_offline_distiller_is_stable_and_readable(node: Node) -> None:
     assert report.model_calls == {"offline": 1}
     page = by_kind(node, NoteKind.PERSON)[node.contacts.resolve("Ada Lovelace")] or ""
     digest = by_kind(node, NoteKind.CONVERSATION_DIGEST)["thread:t-ada"] or ""
-    assert page.startswith("Ada Lovelace: last message from them on ")
-    assert "Talks about running" in page and "3:58" in page
+    assert page.splitlines()[0] == "Who they are"
+    assert "Your read on the relationship\n- You write now and then: 7 messages on " in page
+    assert "Ada talks about running" in page
+    assert "Open threads\n- Plan: dinner Friday at 19:30; as of 15 Jun 2025" in page
+    assert "“" not in page.split("Open threads")[0]  # facts and a read, not quotes
     assert "7 messages with Ada Lovelace on " in digest and "Highlights:" in digest
     assert "“haha”" not in digest and "“hey!”" not in digest  # small talk is left out
     assert "Still open: Ada Lovelace asked “want to grab dinner Friday at 19:30?”" in digest
     (about,) = node.notebook.clear_notes(NoteKind.ABOUT_YOU)
-    assert about.body == "- Allergic to peanuts"
+    assert about.body == "- Allergy: allergic to peanuts; as of 15 Jun 2025"
     before = content(node)
     await service(node).run_pass(everything=True)
     assert content(node) == before

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pixie.device.distill.contract import Fact, FactKind
 from pixie.device.distill.llm import (
     MAX_CONTENT_CHARS,
     MAX_FACTS,
@@ -54,7 +55,15 @@ REQUEST = make_request(
         Line(START + DAY, ME, True, "I live in Porto now! come visit"),
     ],
 )
-GOOD = {"summary": "Ada is training.", "person": "Ada runs.", "facts": [], "tags": ["running"]}
+GOOD = {
+    "summary": "Ada is training.",
+    "person": "Ada runs.",
+    "facts": [],
+    "tags": ["running"],
+    "person_facts": [],
+    "open_threads": [],
+    "appointments": [],
+}
 
 
 def http(url: str, **kw: object) -> ChatCompletionsBackend:
@@ -260,7 +269,12 @@ def test_valid_answers_are_normalised() -> None:
     )
     assert result.summary == "Ada is training."
     assert result.person is None
-    assert result.facts == ("Lives in Porto", "Works at Northwind Labs")
+    # Bare strings (the older four-key shape) are facts of the kind their
+    # wording suggests, undated.
+    assert result.facts == (
+        Fact(FactKind.HOME, "Lives in Porto"),
+        Fact(FactKind.WORK, "Works at Northwind Labs"),
+    )
     assert result.tags == ("travel", "long runs")
     fenced = b'{"choices": [{"message": {"content": "```json\\n{\\"a\\": 1}\\n```"}}]}'
     assert decode_completion(fenced) == {"a": 1}

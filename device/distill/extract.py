@@ -1,0 +1,492 @@
+"""Durable facts, plans and appointments, read out of text by fixed patterns.
+
+Deterministic and English-only. Each pattern table is a tuple of rules that
+can be extended in place: a rule is a compiled expression and what its match
+means (a `FactKind` and a template filled with the match's groups). Three
+tables, by who speaks and about whom:
+
+* `FIRST_PERSON`: someone about themselves ("I work at Helix Bio", "my son
+  Leo"). Read on the user's own lines it gives facts about the user; read on
+  another person's lines, facts about that person. Rules marked ``loose``
+  lean on context ("the new job at X", "another interview today") and are
+  used only on the other person's own lines: the user says such things about
+  other people too.
+* `SECOND_PERSON`: the user about the person they are talking to ("your new
+  job at X", "your son Leo").
+* appointments: a calendar entry's text in the iCalendar importer's layout
+  (summary, then "2026-03-14 15:00–16:00", "Location: ...", "With: ...") or
+  a one-line "Dentist check-up, Fri 14 Mar 10:00".
+
+A question states nothing ("is the flat in Hackney still cold?"), so a
+sentence ending in "?" gives no fact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pixie.device.distill.contract import Appointment, Fact, FactKind
+
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTH_RE = "|".join(MONTHS)
+_MONTH_INDEX = {m[:3].casefold(): i + 1 for i, m in enumerate(MONTHS)}
+
+# A proper name: capitalised words, with the small joining words of place
+# and company names ("Rio de Janeiro", "Bank of Portugal").
+NAME = r"[A-Z][\w'’&.-]*(?:[ -](?:de |da |do |van |von |of |la |le )?[A-Z][\w'’&.-]*)*"
+_DAY_MONTH = (
+    rf"(?:\d{{1,2}}(?:st|nd|rd|th)?(?: of)? (?:{_MONTH_RE})"
+    rf"|(?:{_MONTH_RE}) \d{{1,2}}(?:st|nd|rd|th)?)"
+)
+_RELATIVE = (
+    r"son|daughter|wife|husband|partner|boyfriend|girlfriend|fiancée|fiance|fiancé|sister|"
+    r"brother|mum|mom|mother|dad|father|grandma|grandmother|grandpa|grandfather|niece|nephew|"
+    r"cousin|aunt|uncle|best friend|twins|kids|children|baby|stepson|stepdaughter"
+)
+_ANIMAL = r"cat|dog|puppy|kitten|rabbit|bunny|parrot|hamster|tortoise|horse|guinea pig"
+# "I love it", "I hate that": a pronoun or article is not a liking.
+_NOT_PRONOUN = r"(?!(?:it|you|that|this|them|him|her|the|my|your|a|an|how|when|what|being)\b)"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A pattern and what it means: the fact's kind and a template of its
+    text, filled with the match's groups ({0}, {1}, ...)."""
+
+    pattern: re.Pattern[str]
+    kind: FactKind
+    template: str
+    loose: bool = False
+
+
+def _rule(pattern: str, kind: FactKind, template: str, *, loose: bool = False) -> Rule:
+    return Rule(re.compile(pattern), kind, template, loose)
+
+
+def _lead(words: str) -> str:
+    """Case-insensitive lead words (an apostrophe matches ’ too) before a
+    case-sensitive name."""
+    return "(?i:" + words.replace("'", "[’']") + ")"
+
+
+def _named(words: str, kind: FactKind, template: str, *, loose: bool = False) -> Rule:
+    """Lead words, then a proper name: "i work at" + "Helix Bio"."""
+    return _rule(r"\b" + _lead(words) + f" ({NAME})", kind, template, loose=loose)
+
+
+FIRST_PERSON: tuple[Rule, ...] = (
+    # work and role
+    _named("i work (?:at|for)", FactKind.WORK, "works at {0}"),
+    _rule(
+        r"\b" + _lead("i'm (?:an?|the) |i am (?:an?|the) ") + r"([a-z][a-z -]{2,40}?) (?:at|for) "
+        f"({NAME})",
+        FactKind.WORK,
+        "works at {1} as a {0}",
+    ),
+    _rule(r"\b(?i:i work as an?) ([a-z][a-z -]{2,40}[a-z])", FactKind.ROLE, "{0}"),
+    _named(
+        "(?:i've got|i have got|i got|i started|i'm starting|i am starting)"
+        " (?:a|the|my) new job at",
+        FactKind.WORK,
+        "works at {0} (new job)",
+    ),
+    _named("my new job at", FactKind.WORK, "works at {0} (new job)"),
+    _named("the new job at", FactKind.WORK, "works at {0} (new job)", loose=True),
+    _named(
+        "my (?:new )?(?:manager|boss|team|office|colleagues?) at", FactKind.WORK, "works at {0}"
+    ),
+    _rule(
+        r"\b"
+        + _lead(
+            "i've (?:started|been) job hunting|i have (?:started|been) job hunting|"
+            "i'm (?:job hunting|looking for a (?:new )?job|between jobs)|"
+            "i am (?:job hunting|looking for a (?:new )?job|between jobs)|"
+            "i (?:got laid off|quit my job|lost my job)"
+        ),
+        FactKind.WORK,
+        "looking for a new job",
+    ),
+    _rule(
+        r"\b(?i:(?:another|second|final|third) (?:round|interview)|job hunting|recruiters?)\b",
+        FactKind.WORK,
+        "looking for a new job",
+        loose=True,
+    ),
+    # home
+    _named("i live in", FactKind.HOME, "lives in {0}"),
+    _named("(?:i|we)(?:'ve| have)? (?:just )?moved to", FactKind.HOME, "lives in {0} (moved)"),
+    _named(
+        "(?:i'm|i am|we're|we are) moving to(?: a (?:[a-z]+ )?(?:flat|house|place|apartment) in)?",
+        FactKind.HOME,
+        "moving to {0}",
+    ),
+    _named("my (?:new )?(?:flat|apartment|house|place|home) in", FactKind.HOME, "lives in {0}"),
+    _named(
+        "the new (?:flat|apartment|house|place) in",
+        FactKind.HOME,
+        "lives in a new place in {0}",
+        loose=True,
+    ),
+    _named("(?:i'm|i am) from", FactKind.OTHER, "is from {0}"),
+    # birthday, family, pets
+    _rule(rf"\b(?i:my birthday is (?:on )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
+    _rule(
+        rf"\b(?i:my ({_RELATIVE}))(?:,)? ({NAME})(?: (?i:and) ({NAME}))?",
+        FactKind.FAMILY,
+        "{0} {1}",
+    ),
+    _rule(
+        rf"\b(?i:i (?:have|had) an?) ({_ANIMAL}) (?i:called|named) ({NAME})",
+        FactKind.PET,
+        "a {0} called {1}",
+    ),
+    _rule(rf"\b(?i:my) ({_ANIMAL}) ({NAME})", FactKind.PET, "a {0} called {1}"),
+    # health, food, likes
+    _rule(
+        r"\b"
+        + _lead("i'm allergic to|i am allergic to")
+        + r" ([a-z]{2,30}(?: (?:and|or) [a-z]{2,30})?)\b",
+        FactKind.ALLERGY,
+        "allergic to {0}",
+    ),
+    _rule(
+        r"\b" + _lead("i'm (?:a )?|i am (?:a )?") + r"(vegetarian|vegan|pescatarian|teetotal|"
+        r"gluten-free|lactose intolerant|diabetic)\b",
+        FactKind.DIET,
+        "{0}",
+    ),
+    _rule(
+        r"\b" + _lead("i (?:don't|do not|can't|cannot) eat") + r" ([a-z][a-z -]{1,30}[a-z])\b",
+        FactKind.DIET,
+        "doesn't eat {0}",
+    ),
+    _rule(
+        r"\b(?i:my favou?rite) ([a-z]+) (?i:is) ([\w][\w'’ -]{1,30}?)(?=[.,!;]|$)",
+        FactKind.LIKES,
+        "favourite {0}: {1}",
+    ),
+    _rule(
+        r"\b(?i:i prefer) ([a-z][a-z -]{2,30}?) (?:to|over) ([a-z][a-z -]{2,30}?)(?=[.,!;]|$)",
+        FactKind.LIKES,
+        "prefers {0} to {1}",
+    ),
+    _rule(
+        r"\b(?i:i (?:really )?(?:love|adore)) "
+        + _NOT_PRONOUN
+        + r"([a-z][a-z -]{2,30}[a-z])(?=[.,!;]|$)",
+        FactKind.LIKES,
+        "loves {0}",
+    ),
+    _rule(
+        r"\b"
+        + _lead("i (?:really )?(?:hate|can't stand)")
+        + " "
+        + _NOT_PRONOUN
+        + r"([a-z][a-z -]{2,30}[a-z])(?=[.,!;]|$)",
+        FactKind.DISLIKES,
+        "dislikes {0}",
+    ),
+    _rule(r"\b(?i:i play the) ([a-z]+)\b", FactKind.HOBBY, "plays the {0}"),
+)
+
+SECOND_PERSON: tuple[Rule, ...] = (
+    _named("you work (?:at|for)", FactKind.WORK, "works at {0}"),
+    _named("your new job at", FactKind.WORK, "works at {0} (new job)"),
+    _named("you live in", FactKind.HOME, "lives in {0}"),
+    _named(
+        "(?:you(?:'ve| have)? moved to|your (?:new )?(?:flat|place|house) in)",
+        FactKind.HOME,
+        "lives in {0}",
+    ),
+    _rule(
+        rf"\b(?i:your ({_RELATIVE}))(?:,)? ({NAME})(?: (?i:and) ({NAME}))?",
+        FactKind.FAMILY,
+        "{0} {1}",
+    ),
+    _rule(rf"\b(?i:your) ({_ANIMAL}) ({NAME})", FactKind.PET, "a {0} called {1}"),
+    _rule(rf"\b(?i:your birthday is (?:on )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
+)
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_NAME_STOP = frozenset(
+    "I I'm I’m The A An And But So Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+)
+
+
+def facts_in(
+    text: str, at: int | None, rules: Sequence[Rule] = FIRST_PERSON, *, loose: bool = False
+) -> list[Fact]:
+    """The facts ``text`` states by ``rules`` (``loose``: the loose rules too),
+    in order of appearance, one per kind and phrase."""
+    out: list[Fact] = []
+    seen: set[tuple[FactKind, str]] = set()
+    for part in _SENTENCE.split(text):
+        sentence = part.strip()
+        if not sentence or sentence.endswith("?"):
+            continue
+        for rule in rules:
+            if rule.loose and not loose:
+                continue
+            for match in rule.pattern.finditer(sentence):
+                groups = [_tidy(g) for g in match.groups()]
+                if any(g in _NAME_STOP for g in groups if g):
+                    continue
+                filled = rule.template.format(*(g or "" for g in groups))
+                if match.lastindex and match.lastindex >= 3 and groups[2]:
+                    filled += f" and {groups[2]}"
+                fact = Fact(rule.kind, " ".join(filled.split()), at)
+                if rule.kind is FactKind.BIRTHDAY:
+                    fact = Fact(rule.kind, day_month(filled) or filled, at)
+                key = (fact.kind, fact.text.casefold())
+                if key not in seen:
+                    seen.add(key)
+                    out.append(fact)
+    return out
+
+
+def _tidy(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = " ".join(value.split()).strip(" .,;:!'’-")
+    if value[:1].isdigit() or value[:1].isupper():
+        return value
+    return value.casefold()
+
+
+def day_month(text: str) -> str | None:
+    """ "14th of March", "March 14" -> "14 March"; None if there is no date."""
+    match = re.search(r"(\d{1,2})(?:st|nd|rd|th)?(?: of)? ([A-Za-z]+)", text)
+    if match and match.group(2)[:3].casefold() in _MONTH_INDEX:
+        return f"{int(match.group(1))} {MONTHS[_MONTH_INDEX[match.group(2)[:3].casefold()] - 1]}"
+    match = re.search(r"([A-Za-z]+) (\d{1,2})(?:st|nd|rd|th)?", text)
+    if match and match.group(1)[:3].casefold() in _MONTH_INDEX:
+        return f"{int(match.group(2))} {MONTHS[_MONTH_INDEX[match.group(1)[:3].casefold()] - 1]}"
+    return None
+
+
+def card_facts(details: Iterable[tuple[str, str]]) -> list[Fact]:
+    """A contact card's details (org, title, birthday, note) as undated facts."""
+    out = []
+    for field, value in details:
+        if field == "org":
+            out.append(Fact(FactKind.WORK, f"works at {value}"))
+        elif field == "title":
+            out.append(Fact(FactKind.ROLE, value))
+        elif field == "birthday":
+            out.append(Fact(FactKind.BIRTHDAY, card_birthday(value)))
+        elif field == "note":
+            out.append(Fact(FactKind.NOTE, value))
+    return out
+
+
+def card_birthday(value: str) -> str:
+    """A card's "YYYY-MM-DD" or "--MM-DD" as "3 August 1990" or "3 August"."""
+    match = re.fullmatch(r"(\d{4}|-)-?(\d{2})-(\d{2})", value.strip())
+    if match is None or not 1 <= int(match.group(2)) <= 12:
+        return value
+    text = f"{int(match.group(3))} {MONTHS[int(match.group(2)) - 1]}"
+    return f"{text} {match.group(1)}" if match.group(1) != "-" else text
+
+
+# -- plans -------------------------------------------------------------------------
+
+_ACTIVITY = re.compile(
+    r"\b(dinner|lunch|breakfast|brunch|coffee|drinks|a walk|video call|call|climbing|"
+    r"a run|concert|gig|cinema|movie|party|visit)\b",
+    re.IGNORECASE,
+)
+_WHEN = re.compile(
+    r"\b(today|tonight|tomorrow|this weekend|next week|the weekend|(?:next )?(?:monday|"
+    r"tuesday|wednesday|thursday|friday|saturday|sunday))\b",
+    re.IGNORECASE,
+)
+_CLOCK = re.compile(r"\b(\d{1,2}:\d{2}|\d{1,2} ?(?:am|pm))\b", re.IGNORECASE)
+PLAN_WINDOW_US = 12 * 3_600_000_000  # the lines of one arrangement
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A line as plan-finding reads it."""
+
+    at: int
+    text: str
+
+
+def plan_in(lines: Sequence[Said]) -> Fact | None:
+    """The latest arrangement among ``lines`` (oldest first): an activity and
+    a day or a time, with the place and time if named, gathered from the
+    proposal and the lines after it; None if the latest lines arrange nothing."""
+    recent = [
+        s
+        for s in lines[-10:]
+        if (_ACTIVITY.search(s.text) and (_WHEN.search(s.text) or _CLOCK.search(s.text)))
+    ]
+    if not recent:
+        return None
+    start = recent[-1].at  # the proposal; the answers, place and time follow it
+    window = [s for s in lines if start <= s.at <= start + PLAN_WINDOW_US]
+    last = window[-1].at
+    what = when = clock = place = None
+    for s in window:
+        what = what or _group(_ACTIVITY, s.text)
+        when = _group(_WHEN, s.text) or when
+        clock = _group(_CLOCK, s.text) or clock
+        for pattern in _PLACES:
+            for match in pattern.finditer(s.text):
+                candidate = _tidy(match.group(1)) or ""
+                first = candidate.split()[0] if candidate else ""
+                if candidate and first not in _NAME_STOP and first.casefold() not in _NOT_PLACES:
+                    place = candidate
+    if what is None:
+        return None
+    parts = [what.casefold()]
+    if when:
+        parts.append(when.casefold() if when.casefold() in _LOWER_WHEN else when.capitalize())
+    if place:
+        parts.append(f"at {place}")
+    if clock:
+        parts.append(f"at {clock}")
+    return Fact(FactKind.PLAN, " ".join(parts), last)
+
+
+# A place in an arrangement: "at Casa Lisa", "Casa Lisa at 19:30?", "let's do Musa".
+_PLACES = (
+    re.compile(rf"\bat ({NAME})"),
+    re.compile(rf"^(?:[a-z]+[,!.]? )?({NAME}),? at \d"),
+    re.compile(rf"\b(?i:let's do|let’s do|how about) ({NAME})"),
+)
+
+
+_LOWER_WHEN = frozenset(
+    {"today", "tonight", "tomorrow", "this weekend", "next week", "the weekend"}
+)
+_NOT_PLACES = frozenset(w.casefold() for w in (*WEEKDAYS, *MONTHS)) | {
+    "i",
+    "ok",
+    "yes",
+    "perfect",
+    "great",
+    "deal",
+    "booked",
+    "let's",
+    "how",
+    "what",
+    "want",
+    "free",
+    "are",
+    "can",
+    "call",
+    "video",
+}
+
+
+def _group(pattern: re.Pattern[str], text: str) -> str | None:
+    match = pattern.search(text)
+    return match.group(1) if match else None
+
+
+# -- appointments ------------------------------------------------------------------
+
+_ISO_WHEN = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})(?: (\d{2}:\d{2}))?(?:–(\d{2}:\d{2}))?(?: – (\d{4}-\d{2}-\d{2}))?"
+    r"(?: (\d{2}:\d{2}))?(?: all day)?$"
+)
+_LABEL_WHEN = re.compile(
+    r"(?:,\s*)?\b(?:(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,? )?(\d{1,2}) "
+    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?(?: (\d{4}))?"
+    r"(?:,? (?:at )?(\d{1,2}:\d{2}))?"
+)
+
+
+def appointment_in(text: str, at: int) -> Appointment | None:
+    """A calendar entry's text as an appointment, or None when it names no day.
+
+    The iCalendar importer writes the summary, then the time on its own line
+    ("2026-03-14 15:00–16:00", "2026-03-14 all day"), then "Location: ..."
+    and "With: a; b". A one-line entry names its day in words ("Fri 14 Mar
+    10:00"); a day without a year is the first such day on or after ``at``.
+    """
+    lines = [line.strip() for line in text.splitlines()]
+    if len(lines) >= 2 and (iso := _ISO_WHEN.match(lines[1])):
+        day = f"{iso.group(1)}-{iso.group(2)}-{iso.group(3)}"
+        place = next(
+            (x[len("Location:") :].strip() for x in lines if x.startswith("Location:")), None
+        )
+        people = next((x[len("With:") :].strip() for x in lines if x.startswith("With:")), "")
+        with_ = tuple(p.strip() for p in people.split(";") if p.strip())
+        return Appointment(lines[0], day, iso.group(4), place or None, with_)
+    first = lines[0] if lines else ""
+    found = list(_LABEL_WHEN.finditer(first))
+    if not found:
+        return None
+    match = found[-1]
+    month = _MONTH_INDEX[match.group(3).casefold()]
+    base = dt.datetime.fromtimestamp(at / 1_000_000, tz=dt.UTC).date()
+    try:
+        if match.group(4):
+            when = dt.date(int(match.group(4)), month, int(match.group(2)))
+        else:
+            when = dt.date(base.year, month, int(match.group(2)))
+            if when < base - dt.timedelta(days=1):
+                when = dt.date(base.year + 1, month, int(match.group(2)))
+    except ValueError:
+        return None
+    what = first[: match.start()].strip(" ,-–:") or first
+    return Appointment(what, when.isoformat(), match.group(5), None, ())
+
+
+def birthday_in_calendar(text: str) -> tuple[str, str] | None:
+    """A birthday entry ("Ada's birthday (10 December)"): whose, and the day."""
+    match = re.search(rf"({NAME})[’']s birthday\b(?: \(?({_DAY_MONTH})\)?)?", text)
+    if match is None or not match.group(2):
+        return None
+    return match.group(1), day_month(match.group(2)) or match.group(2)
+
+
+def date_words(day: str) -> tuple[str, str, str]:
+    """ "2026-03-14" -> ("Saturday", "March", "Saturday 14 March 2026")."""
+    date = dt.date.fromisoformat(day)
+    weekday, month = WEEKDAYS[date.weekday()], MONTHS[date.month - 1]
+    return weekday, month, f"{weekday} {date.day} {month} {date.year}"
+
+
+def day_start_us(day: str) -> int:
+    date = dt.date.fromisoformat(day)
+    return int(dt.datetime(date.year, date.month, date.day, tzinfo=dt.UTC).timestamp()) * 1_000_000
+
+
+__all__ = [
+    "FIRST_PERSON",
+    "MONTHS",
+    "NAME",
+    "SECOND_PERSON",
+    "WEEKDAYS",
+    "Rule",
+    "Said",
+    "appointment_in",
+    "birthday_in_calendar",
+    "card_birthday",
+    "card_facts",
+    "date_words",
+    "day_month",
+    "day_start_us",
+    "facts_in",
+    "plan_in",
+]
