@@ -11,6 +11,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.store import config
 from pixie.device.store.contacts import clean_name
 from pixie.device.store.datadir import ROLES
+from pixie.device.store.keystore import describe_key_store, open_key_store
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.driver import last_syncs
 from pixie.protocol.identity import fingerprint
@@ -19,12 +20,15 @@ from pixie.protocol.identity import fingerprint
 def cmd_init(args: argparse.Namespace) -> int:
     path = data_path(args)
     name = clean_name(args.name, "name") if args.name is not None else None
-    create_data_dir(path, name=name, role=args.role)
+    store = open_key_store()
+    create_data_dir(path, name=name, role=args.role, key_store=store)
+    where = describe_key_store(store)
     with Node.open(path) as node:
         if args.json:
-            emit_json({"data": str(path), "role": node.role, "origin": node.origin})
+            emit_json({"data": str(path), "role": node.role, "origin": node.origin, "keys": where})
         else:
             print(f"initialised a {node.role} data dir at {path}")
+            print(f"keys: {where} (back them up with `pixie keys export FILE`)")
     return 0
 
 
@@ -41,6 +45,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "events": node.log.count(),
             "contacts": len(node.contacts.all()),
             **{f"{zone}_notes": count for zone, count in node.notebook.counts().items()},
+            "keys": describe_key_store(open_key_store()),
         }
         last = last_syncs(node)
     if args.json:

@@ -1,7 +1,7 @@
 """The device-side commands of ``pixie``, one module per noun.
 
 Each module (``datadir``, ``contacts``, ``log``, ``grep``, ``notebook``,
-``pairing``, ``sync``, ``run``, ``distill``, ``offload``, ``nudges``, ``web``)
+``keys``, ``pairing``, ``sync``, ``run``, ``distill``, ``offload``, ``nudges``, ``web``)
 defines its handlers and an ``add_commands`` that registers them; `add_commands` here
 calls each in the order ``pixie --help`` lists them. Handlers print exactly
 what a user (or, for grep, the model) should see and raise a `DeviceError`
@@ -21,6 +21,7 @@ from pixie.device.cli import (
     distill,
     grep,
     ingest,
+    keys,
     log,
     notebook,
     nudges,
@@ -47,6 +48,7 @@ def add_commands(
     gives `pixie run` what else a peer of its role answers (the holder, on a
     Homebase), built from the node and the command line."""
     datadir.add_commands(sub, common)
+    keys.add_commands(sub, common)
     contacts.add_commands(sub, common)
     ingest.add_commands(sub, common)
     log.add_commands(sub, common)

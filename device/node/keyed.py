@@ -44,7 +44,8 @@ class Node(ClearNode):
         if seed is None:
             raise KeyStoreError(
                 "this peer's identity key is missing from the key store; "
-                "pair again from a fresh `pixie init`"
+                "restore it with `pixie keys import BACKUP`, "
+                "or pair again from a fresh `pixie init`"
             )
         key = identity_from_seed(seed)
         if bytes(key.verify_key).hex() != self.db.meta().get("identity"):

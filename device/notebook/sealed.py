@@ -37,6 +37,11 @@ from pixie.protocol.ids import IdMinter, minter_for
 SEAL_FINGERPRINT_KEY = "seal_key_fingerprint"
 
 
+def seal_key_name(origin: str) -> str:
+    """The key-store name of the Notebook's seal key for the data dir ``origin``."""
+    return f"{origin}-notebook-seal"
+
+
 @dataclass(frozen=True, slots=True)
 class SealedNote:
     """Sealed plaintext. Only `sealed_notes_for_huddle_reasoning` makes these."""
@@ -177,7 +182,7 @@ class SealedZone:
 
     @property
     def _key_name(self) -> str:
-        return f"{self._origin}-notebook-seal"
+        return seal_key_name(self._origin)
 
     def _keys(self) -> KeyStore:
         if self._key_store is None:
@@ -214,4 +219,4 @@ def sealed_hash(nonce: bytes, ciphertext: bytes) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["SEAL_FINGERPRINT_KEY", "SealedNote", "SealedZone", "sealed_hash"]
+__all__ = ["SEAL_FINGERPRINT_KEY", "SealedNote", "SealedZone", "seal_key_name", "sealed_hash"]

@@ -45,6 +45,9 @@ class FileKeyStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
+    def describe(self) -> str:
+        return f"files in {self.directory} (mode 0600)"
+
     def _path(self, name: str) -> Path:
         if not name.replace("-", "").replace(".", "").isalnum():
             raise KeyStoreError("bad key name")
@@ -89,6 +92,12 @@ class FileKeyStore:
 class KeyringKeyStore:
     """The system keychain via `keyring` (macOS Keychain, Secret Service, ...)."""
 
+    def describe(self) -> str:
+        import keyring
+
+        backend = type(keyring.get_keyring()).__name__
+        return f"the system keychain (service {SERVICE!r}, {backend})"
+
     def get(self, name: str) -> bytes | None:
         import keyring
 
@@ -121,6 +130,12 @@ def _real_keyring_available() -> bool:
     if isinstance(backend, chainer.ChainerBackend):
         return bool(backend.backends)
     return float(getattr(backend, "priority", 0)) >= 1
+
+
+def describe_key_store(store: KeyStore) -> str:
+    """Where ``store`` keeps keys, for a person: never a key itself."""
+    describe = getattr(store, "describe", None)
+    return str(describe()) if callable(describe) else type(store).__name__
 
 
 def default_key_dir() -> Path:
