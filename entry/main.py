@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from pixie.device.cli import agent as agentcli
 from pixie.device.cli import main as device_cli
+from pixie.device.cli.common import package_version
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.node.keyed import Node
 from pixie.device.sync.driver import PeerService
@@ -65,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Refused input is one line on stderr and exit status 2. "
         "PIXIE_DEBUG=1 adds the traceback to an unexpected error.",
         parents=[common],
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"pixie {package_version() or '(not installed)'}"
     )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser

@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -28,7 +29,7 @@ from pixie.device.agent.tools import (
     CheckNotebookTool,
     GrepMemory,
 )
-from pixie.device.cli.common import data_path, emit_json
+from pixie.device.cli.common import data_path, emit_json, package_version
 from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
 from pixie.device.logs import configure_logging
@@ -135,6 +136,8 @@ def _turn_gap(value: float) -> float:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.print_config is not None:
+        return _print_config(args)
     gap = _turn_gap(args.turn_gap)  # before the imports: the MCP SDK takes most of a second
 
     import anyio
@@ -147,17 +150,31 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         logging.getLogger("pixie.mcp").info(
             "serving %s on stdio (guards: %s)", node.role, args.guards
         )
-        anyio.run(serve_stdio, session, _version(), backend="trio")
+        anyio.run(serve_stdio, session, package_version(), backend="trio")
     return 0
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def _print_config(args: argparse.Namespace) -> int:
+    """The entry an MCP host needs to start this server on this data dir."""
+    data = data_path(args).absolute()
+    with ClearNode.open_clear(data):  # refuse a path that holds no data dir, now
+        pass
+    command, lead = _own_command()
+    server: dict[str, Any] = {"command": command, "args": [*lead, "--data", str(data), "mcp"]}
+    if args.print_config == "vscode":
+        emit_json({"servers": {"pixie-memory": {"type": "stdio", **server}}})
+    else:
+        emit_json({"mcpServers": {"pixie-memory": server}})
+    return 0
 
-    try:
-        return version("pixie-memory")
-    except PackageNotFoundError:
-        return ""
+
+def _own_command() -> tuple[str, list[str]]:
+    """An absolute command that starts this same installation of pixie: the
+    console script that is running, or this interpreter with ``-m``."""
+    launched = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if launched is not None and launched.name == "pixie" and launched.is_file():
+        return str(launched.absolute()), []
+    return sys.executable, ["-m", "pixie.entry.main"]
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -198,4 +215,14 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_TURN_GAP:g})",
     )
     p.add_argument("--verbose", action="store_true", help="log each call (tool and outcome)")
+    p.add_argument(
+        "--print-config",
+        nargs="?",
+        const="mcpServers",
+        choices=("mcpServers", "vscode"),
+        metavar="FORMAT",
+        help="print the JSON an MCP host needs to start this server on this data dir, "
+        "and exit (FORMAT: mcpServers, the default, for Claude Desktop, Claude Code's "
+        ".mcp.json and Cursor; vscode for .vscode/mcp.json)",
+    )
     p.set_defaults(func=cmd_mcp)
