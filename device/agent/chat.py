@@ -16,6 +16,13 @@ looping, and so does reaching `MAX_STEPS`. Tools that an L3 tool-agent calls
 inside the turn go through `tool_agent_box`, with their own guards off: the
 budget that matters is this loop's.
 
+When check_notebook finds no note, the loop does not leave the model with a
+bare "nothing": it runs grep_memory itself on the key words of that query (or
+of the question, when the query had none), OR-ed into one escaped pattern, and
+the log's hits follow the Notebook's miss in the same tool message. It is a
+real grep_memory call: it shows its pill, spends the grep budget and counts
+for the duplicate check, and it is skipped when the guards would refuse it.
+
 The turn is written to the memory log as agent_chat_user / agent_chat_agent
 events, which grep_memory never returns (see `memlog.SEARCHABLE_KINDS`).
 
@@ -37,10 +44,12 @@ from pixie.device.agent.chatmodel import ChatModel, ModelAnswer, ToolCall
 from pixie.device.agent.tools import (
     DEFAULT_BUDGETS,
     CheckNotebookTool,
+    GrepMemory,
     Tool,
     ToolBox,
     ToolEvent,
     TurnGuards,
+    fallback_query,
 )
 from pixie.device.distill.contract import BackendFailure
 from pixie.device.errors import BadInput
@@ -122,6 +131,7 @@ def tool_agent_box(
 
 @dataclass
 class _Turn:
+    question: str = ""
     events: list[ToolEvent] = field(default_factory=list)
     refusals: int = 0
     stopped: str | None = None
@@ -175,7 +185,7 @@ class ChatAgent:
         question = check_question(question)
         asked_at = self._now()
         self.box.new_turn()
-        self._turn = state = _Turn()
+        self._turn = state = _Turn(question)
         messages = self.messages_for(question)
         schemas = self.box.schemas()
         requests = 0
@@ -227,6 +237,8 @@ class ChatAgent:
             )
             text = reply.text
             outcome = state.events[-1].outcome if len(state.events) > seen else None
+            if reply.missed:
+                text += await self._fall_back(call, state)
             if reply.stop_turn:
                 state.stopped = "budget"
             elif outcome == "refused_repeat":
@@ -235,6 +247,27 @@ class ChatAgent:
                     state.stopped = "repeats"
                     text += " No more tool calls in this turn: answer with what you have."
         return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+    async def _fall_back(self, call: ToolCall, state: _Turn) -> str:
+        """When check_notebook found no note, grep_memory for the key words,
+        as its own call (pill, budget and duplicate check included); what it
+        returns follows the Notebook's miss in the same tool message. Nothing
+        is added when there is no grep_memory tool, no word to look for, or
+        the guards would refuse the call."""
+        grep = self.box.tools.get(GrepMemory.name)
+        arguments = call.arguments or {}
+        query = arguments.get("query")
+        pattern = fallback_query(query if isinstance(query, str) else "", state.question)
+        if grep is None or pattern is None:
+            return ""
+        wanted = {"query": pattern}
+        guards = self.box.guards
+        if guards is not None and not guards.would_admit(grep.name, wanted):
+            return ""
+        reply = await trio.to_thread.run_sync(self.box.call, grep.name, wanted, limiter=self._lane)
+        return "\nNothing in the Notebook, so the raw memory log was searched instead:\n" + (
+            reply.text
+        )
 
     async def _record(self, question: str, asked_at: int, answer: str | None) -> tuple[str, ...]:
         if self._log is None:

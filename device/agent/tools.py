@@ -16,6 +16,7 @@ call fires the UI hook, which is how the chat shows "Checked your notebook".
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
@@ -23,6 +24,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
+from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold
 from pixie.device.store.contacts import DETAIL_NAMES, ContactBook, ContactInfo, clean_name, name_key
 from pixie.device.store.notes import LABELS, MAX_TAG_CHARS, NoteKind
 from pixie.protocol.timestamps import format_date, now_us
@@ -76,6 +78,19 @@ def _optional_str(arguments: Mapping[str, Any], key: str, limit: int) -> str | N
     if len(value) > limit:
         raise BadInput(f"{key} is longer than {limit} characters")
     return value.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class NotebookAnswer:
+    """What check_notebook hands the model, and the notes it lists (none on a
+    miss: the text then says plainly that nothing matched)."""
+
+    text: str
+    notes: tuple[ScoredNote, ...]
+
+    @property
+    def missed(self) -> bool:
+        return not self.notes
 
 
 class CheckNotebookTool:
@@ -132,6 +147,10 @@ class CheckNotebookTool:
         self._now = now
 
     def call(self, arguments: Mapping[str, Any]) -> str:
+        return self.lookup(arguments).text
+
+    def lookup(self, arguments: Mapping[str, Any]) -> NotebookAnswer:
+        """What `call` returns, with the notes behind it."""
         _check_arguments(arguments, {"query", "person", "topic", "days_back"})
         query = _optional_str(arguments, "query", MAX_QUERY_CHARS) or ""
         person = _optional_str(arguments, "person", MAX_PERSON_CHARS)
@@ -141,25 +160,31 @@ class CheckNotebookTool:
             isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS_BACK
         ):
             raise BadInput(f"days_back must be a whole number from 1 to {MAX_DAYS_BACK}")
-        return self.search(query, person, topic, days)
+        return self.answer(query, person, topic, days)
 
     def search(
         self, query: str, person: str | None, topic: str | None, days_back: int | None
     ) -> str:
+        return self.answer(query, person, topic, days_back).text
+
+    def answer(
+        self, query: str, person: str | None, topic: str | None, days_back: int | None
+    ) -> NotebookAnswer:
         contact_id = None
         if person is not None:
             contact_id = self._resolve(person)
             if contact_id is None:
-                return f'No notes are filed under that person ("{person}").'
+                return NotebookAnswer(f'No notes are filed under that person ("{person}").', ())
         since = self._now() - days_back * 86_400_000_000 if days_back else None
         results = self._notebook.search_clear(query, contact_id, topic, since)
         answer = render_results(results, query, person, topic, days_back)
         if contact_id is None:
-            return answer
+            return NotebookAnswer(answer, tuple(results))
         # What the address book says about the person follows the notes:
-        # the first line stays the count of what matched.
+        # the first line stays the count of what matched (or says that
+        # nothing did).
         card = render_contact_card(self._contacts.info(contact_id))
-        return "\n".join([answer, *card]) if card else answer
+        return NotebookAnswer("\n".join([answer, *card]) if card else answer, tuple(results))
 
     def _resolve(self, person: str) -> str | None:
         try:
@@ -237,6 +262,40 @@ def render_results(
     return "\n".join(lines)
 
 
+# -- when the Notebook misses ---------------------------------------------------------
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def key_words(text: str) -> list[str]:
+    """The words of a question that carry its subject: lowercased, each once,
+    the Notebook's stopwords dropped (unless nothing else is left), at most
+    `MAX_QUERY_TERMS`. Accents are kept, because grep matches text as written."""
+    found = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    kept = [w for w in found if fold(w) not in STOPWORDS]
+    return (kept or found)[:MAX_QUERY_TERMS]
+
+
+def fallback_pattern(words: list[str]) -> str:
+    """One grep_memory pattern that matches any of ``words`` at the start of a
+    word. Each word is escaped, so it matches only itself. RE2's ``\\b`` knows
+    only ASCII word characters, so a word that starts with any other letter
+    goes without it (it would never match there)."""
+    alternatives = [(r"\b" if w[0].isascii() else "") + re.escape(w) for w in words if w]
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+def fallback_query(notebook_query: str, question: str) -> str | None:
+    """What grep_memory is asked when check_notebook found no note: the key
+    words of the Notebook query, or when it had none (a person or topic
+    alone), those of the user's question; None if neither has a word."""
+    words = key_words(notebook_query) or key_words(question)
+    # grep_memory refuses a longer query: the last words give way.
+    while words and len(fallback_pattern(words)) > MAX_QUERY_CHARS:
+        words = words[:-1]
+    return fallback_pattern(words) if words else None
+
+
 class GrepMemory:
     """``grep_memory`` in the common tool shape."""
 
@@ -276,6 +335,7 @@ class ToolEvent:
 class ToolReply:
     text: str  # what goes back to the model
     stop_turn: bool = False  # the budget is spent: the loop must end the turn now
+    missed: bool = False  # check_notebook ran and found no note
 
 
 def _normalise(value: Any) -> Any:
@@ -300,6 +360,13 @@ class TurnGuards:
     def new_turn(self) -> None:
         self._seen.clear()
         self._used.clear()
+
+    def would_admit(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether `admit` would let this call run (nothing is counted)."""
+        if self._used.get(tool, 0) >= self.budgets.get(tool, 1):
+            return False
+        key = tool + json.dumps(_normalise(arguments), sort_keys=True, ensure_ascii=False)
+        return key not in self._seen
 
     def admit(self, tool: str, arguments: Mapping[str, Any]) -> str:
         """Return "ran" if the call may proceed, or why it may not."""
@@ -366,7 +433,11 @@ class ToolBox:
             reply = ToolReply(tool.repeat_refusal)
         else:
             try:
-                reply = ToolReply(tool.call(arguments))
+                if isinstance(tool, CheckNotebookTool):
+                    found = tool.lookup(arguments)
+                    reply = ToolReply(found.text, missed=found.missed)
+                else:
+                    reply = ToolReply(tool.call(arguments))
             except BadInput as exc:
                 outcome = "bad_arguments"
                 reply = ToolReply(f"{name}: {exc}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -20,6 +21,15 @@ from sqlalchemy import (
     select,
 )
 
+from pixie.device.notebook.terms import (
+    MAX_QUERY_TERMS,
+    STOPWORDS,
+    query_terms,
+    query_words,
+    stem,
+    token_stems,
+    words,
+)
 from pixie.device.store.db import Database
 from pixie.device.store.notes import (
     CLEAR_COLUMNS,
@@ -32,36 +42,61 @@ from pixie.device.store.notes import (
 )
 
 TOP_RESULTS = 8
-MAX_QUERY_TERMS = 16
 # Weights of a query term found in each field: the title says what a note is
 # about, a tag is a deliberate label, the body merely mentions.
 WEIGHTS = {"title": 3, "tags": 2, "body": 1}
 
-# Words that match nearly every note carry no signal; a query made only of them
-# is kept as it is.
-STOPWORDS = frozenset(
-    "a an and are about at be did do does for from has have how i in is it me my of on or "
-    "our s so t that the their them they this to was we what when where which who why will "
-    "with you your".split()
-)
+# The highest character: a range [p, p + _TOP) of index terms holds exactly
+# those that start with p (SQLite and FTS5 both compare text as UTF-8 bytes).
+_TOP = "\U0010ffff"
+# Stems the English Snowball stemmer gives only by exception, to words that do
+# not start with the stem's first letters.
+_IRREGULAR = {"die": ("dying",), "lie": ("lying",), "tie": ("tying",)}
+
+
+def _index_form(text: str) -> list[str]:
+    """Words as the full-text index holds them (SQLite FTS5's unicode61 with
+    remove_diacritics 2: plain lowercasing, diacritics dropped, no
+    compatibility decomposition), so a word in a note is found as written even
+    where the index and `terms.fold` disagree (ß, ligatures, superscripts)."""
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return _WORD.findall(unicodedata.normalize("NFC", bare))
+
+
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def query_terms(query: str) -> list[str]:
-    """Split a query into the lowercase words the index matches by prefix.
+def _prefixes(term: str) -> set[str]:
+    """Index-term prefixes that cover every word whose stem is ``term``.
 
-    The folding copies the index's tokenizer (SQLite FTS5 unicode61 with
-    remove_diacritics 2): simple lowercasing and dropped diacritics, so "Zoe"
-    finds "Zoë" and the other way round. Full case folding or compatibility
-    decomposition (ß to ss, ² to 2) would make terms the index never holds.
-    """
-    decomposed = unicodedata.normalize("NFD", query.lower())
-    folded = unicodedata.normalize(
-        "NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    )
-    words = list(dict.fromkeys(_WORD.findall(folded)))
-    meaningful = [w for w in words if w not in STOPWORDS]
-    return (meaningful or words)[:MAX_QUERY_TERMS]
+    A stem is the start of its word except for its last letter where the
+    stemmer substitutes one ("happy" -> "happi", "hoping" -> "hope",
+    "possibility" -> "possibl", "skies" -> "sky"), and a few listed
+    exceptions ("dying" -> "die")."""
+    cut = term[:-1] if len(term) > 1 and term[-1] in "eily" else term
+    return {cut, *_IRREGULAR.get(term, ())}
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One stem of the query and the words the index holds for it."""
+
+    stem: str
+    prefixes: frozenset[str]
+
+
+def search_terms(query: str) -> list[Term]:
+    """The query's stems, each with the index prefixes to look its words up by."""
+    by_stem: dict[str, set[str]] = {}
+    for word in query_words(query):
+        by_stem.setdefault(stem(word), set())
+    for written in _index_form(query):
+        for word in words(written):
+            found = by_stem.get(stem(word))
+            if found is not None:
+                found.add(written)
+    return [Term(s, frozenset(_prefixes(s) | found)) for s, found in by_stem.items()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +106,13 @@ class ScoredNote:
 
 
 _LIVE = "zone = 'clear' AND deleted = 0"
+# The full-text index's vocabulary, one row per word it holds: a view of the
+# index, kept in the connection's temporary schema (nothing is written to the
+# database file).
+_VOCAB_DDL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.note_vocab USING fts5vocab(main, note_fts, row)"
+)
+_VOCAB_RANGE = "SELECT term FROM temp.note_vocab WHERE term >= ? AND term < ?"
 # A note's date for the window filters: what it is about, else when it changed.
 _EFFECTIVE = "coalesce(about_date, updated_wall)"
 _COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
@@ -112,19 +154,20 @@ class ClearNotebook:
     ) -> list[ScoredNote]:
         """Filter first (zone, person, topic, date window), then rank what is left.
 
-        Each query term adds 3 if it starts a word of the title, 2 of a tag,
-        1 of the body; ties go to the newest note; the top ``limit`` return.
-        With no terms, the filtered notes come back newest first.
+        Query and notes meet on word stems (see `terms`). Each query term adds
+        3 if a word of the title has its stem, 2 a word of a tag, 1 a word of
+        the body; notes scoring 0 are dropped; ties go to the newest note; the
+        top ``limit`` return. With a person, that person's own page (their
+        Person note) comes first whenever it is among the matches, and the
+        person's other notes follow by score. With no terms, the filtered notes
+        come back newest first, the person's own page leading.
         """
         # The hot path of check_notebook runs as one hand-written statement on
         # the driver: building and loading it through the ORM cost several
         # times what SQLite spends answering it. Every value is a parameter;
-        # query terms are bare words, so quoting them cannot inject FTS syntax.
+        # index terms are bare words inside double quotes, so they cannot
+        # inject FTS syntax.
         #
-        # Each filter is a set of row numbers read from an index alone (the
-        # person from ix_note_contact_updated, the topic from note_tag, the
-        # window from ix_note_effective_date), so no note row is touched
-        # before the ranking needs it.
         # Two forms of each filter: a plain condition on the note row (when
         # there are no terms, the newest rows are read in index order), and a
         # set of row numbers read from an index alone (the person from
@@ -148,41 +191,99 @@ class ClearNotebook:
                 conditions.append(f"{_EFFECTIVE} {op} ?")
                 filters.append(f"n IN (SELECT n FROM note WHERE {_LIVE} AND {_EFFECTIVE} {op} ?)")
                 params.append(value)
-        terms = query_terms(query)
-        if not terms:
-            sql = (
-                f"SELECT 0, {_COLUMNS} FROM note WHERE {' AND '.join([_LIVE, *conditions])}"
-                " ORDER BY note.updated_at DESC, note.id DESC LIMIT ?"
-            )
-            params.append(limit)
-        else:
+        terms = search_terms(query)
+        with self._db.reading() as session:
+            conn = session.connection()
+            own: list[int] = []
+            if contact_id is not None:
+                own = [
+                    int(n)
+                    for (n,) in conn.exec_driver_sql(
+                        f"SELECT n FROM note WHERE {_LIVE} AND contact_id = ? AND kind = ?",
+                        (contact_id, NoteKind.PERSON.value),
+                    )
+                ]
+            if not terms:
+                rows = self._newest(conn, conditions, params, own, limit)
+            else:
+                rows = self._ranked(conn, terms, filters, params, own, limit)
+        return [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
+
+    @staticmethod
+    def _newest(
+        conn: Any, conditions: list[str], params: list[object], own: list[int], limit: int
+    ) -> list[Any]:
+        """The filtered notes, newest first, the person's own page leading."""
+        where = " AND ".join([_LIVE, *conditions])
+        first: list[Any] = []
+        if own:
+            marks = ", ".join("?" * len(own))
+            first = conn.exec_driver_sql(
+                f"SELECT 0, {_COLUMNS} FROM note WHERE {where} AND note.n IN ({marks}) "
+                "ORDER BY note.updated_at DESC, note.id DESC LIMIT ?",
+                (*params, *own, limit),
+            ).all()
+            where += f" AND note.n NOT IN ({marks})"
+            params = [*params, *own]
+        rest = conn.exec_driver_sql(
+            f"SELECT 0, {_COLUMNS} FROM note WHERE {where}"
+            " ORDER BY note.updated_at DESC, note.id DESC LIMIT ?",
+            (*params, max(limit - len(first), 0)),
+        ).all()
+        return [*first, *rest]
+
+    @staticmethod
+    def _ranked(
+        conn: Any,
+        terms: list[Term],
+        filters: list[str],
+        params: list[object],
+        own: list[int],
+        limit: int,
+    ) -> list[Any]:
+        # The index holds words as written; each term's words are looked up
+        # in its vocabulary by prefix ranges and kept if their stem is the
+        # term, so every form of a stem matches and no word matches by
+        # prefix alone.
+        conn.exec_driver_sql(_VOCAB_DDL)
+        parts: list[str] = []
+        match_params: list[object] = []
+        for term in terms:
+            found: set[str] = set()
+            for prefix in term.prefixes:
+                for (token,) in conn.exec_driver_sql(_VOCAB_RANGE, (prefix, prefix + _TOP)):
+                    if term.stem in token_stems(token):
+                        found.add(token)
+            if not found:
+                continue
+            phrases = " OR ".join(f'"{token}"' for token in sorted(found))
             # Each (term, field) pair is its own full-text query, returning a
             # note at most once with that field's weight; the sum is the score.
-            # Only notes scoring at least the limit-th best score can make the
-            # top list, so only those are joined to their rows and ordered by
-            # recency (a common word matches a tenth of the Notebook; its
-            # title matches are a handful).
-            parts, match_params = [], []
-            for term in terms:
-                for column_name, weight in WEIGHTS.items():
-                    parts.append(
-                        f"SELECT rowid AS n, {weight} AS w FROM note_fts WHERE note_fts MATCH ?"
-                    )
-                    match_params.append(f'{column_name} : "{term}"*')
-            where = f"WHERE {' AND '.join(filters)} " if filters else ""
-            sql = (
-                f"WITH m AS MATERIALIZED (SELECT n, sum(w) AS score FROM "
-                f"({' UNION ALL '.join(parts)}) {where}GROUP BY n) "
-                f"SELECT m.score, {_COLUMNS} FROM m JOIN note ON note.n = m.n "
-                "WHERE note.zone = 'clear' AND note.deleted = 0 "
-                "AND m.score >= coalesce((SELECT score FROM m ORDER BY score DESC "
-                "LIMIT 1 OFFSET ?), 0) "
-                "ORDER BY m.score DESC, note.updated_at DESC, note.id DESC LIMIT ?"
-            )
-            params = [*match_params, *params, max(limit, 1) - 1, limit]
-        with self._db.reading() as session:
-            rows = session.connection().exec_driver_sql(sql, tuple(params)).all()
-        return [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
+            for column_name, weight in WEIGHTS.items():
+                parts.append(
+                    f"SELECT rowid AS n, {weight} AS w FROM note_fts WHERE note_fts MATCH ?"
+                )
+                match_params.append(f"{column_name} : ({phrases})")
+        if not parts:
+            return []
+        # Only notes scoring at least the limit-th best score can make the top
+        # list (besides the person's own page), so only those are joined to
+        # their rows and ordered by recency (a common word matches a tenth of
+        # the Notebook; its title matches are a handful).
+        where = f"WHERE {' AND '.join(filters)} " if filters else ""
+        marks = ", ".join("?" * len(own))
+        sql = (
+            f"WITH m AS MATERIALIZED (SELECT n, sum(w) AS score FROM "
+            f"({' UNION ALL '.join(parts)}) {where}GROUP BY n) "
+            f"SELECT m.score, {_COLUMNS}, m.n IN ({marks}) AS own "
+            "FROM m JOIN note ON note.n = m.n "
+            "WHERE note.zone = 'clear' AND note.deleted = 0 "
+            "AND (m.score >= coalesce((SELECT score FROM m ORDER BY score DESC "
+            f"LIMIT 1 OFFSET ?), 0) OR m.n IN ({marks})) "
+            "ORDER BY own DESC, m.score DESC, note.updated_at DESC, note.id DESC LIMIT ?"
+        )
+        every = [*match_params, *params, *own, max(limit, 1) - 1, *own, limit]
+        return [row[:-1] for row in conn.exec_driver_sql(sql, tuple(every)).all()]
 
     def counts(self) -> dict[str, int]:
         with self._db.reading() as session:
@@ -190,3 +291,18 @@ class ClearNotebook:
                 select(Note.kind, func.count()).where(self._clear()).group_by(Note.kind)
             ).all()
         return {str(kind): int(count) for kind, count in rows}
+
+
+# The query's words and stems come from `terms`; these names are the search's
+# public face, re-exported so callers keep one place to import them from.
+__all__ = [
+    "MAX_QUERY_TERMS",
+    "STOPWORDS",
+    "TOP_RESULTS",
+    "WEIGHTS",
+    "ClearNotebook",
+    "ScoredNote",
+    "Term",
+    "query_terms",
+    "search_terms",
+]

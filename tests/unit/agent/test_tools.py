@@ -160,8 +160,9 @@ def test_a_query_ranks_title_over_tags_over_body(book: Book) -> None:
 )
 def test_person_resolves_by_name_alias_or_unique_first_name(book: Book, person: str) -> None:
     answer = book.tool.call({"person": person})
-    # an empty query lists newest first: the digest was written after the page
-    assert labels(answer) == ["Conversation · Lyon trip planning", "Person · Ada Lovelace"]
+    # an empty query lists the person's own page first, then the rest newest
+    # first (the digest was written after the page)
+    assert labels(answer) == ["Person · Ada Lovelace", "Conversation · Lyon trip planning"]
     assert f"matching about {person.strip()}:" in answer.splitlines()[0]
 
 

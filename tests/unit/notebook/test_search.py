@@ -1,23 +1,28 @@
 """search_clear checked against a brute-force reference written from its spec.
 
-The spec (clearview.py's docstrings): filter first (clear zone, live, person,
-topic as an exact case-insensitive tag, since <= effective date < until, where
-the effective date is about_date or else the wall time of the updated_at
-stamp), then score each query term +3 if it starts a word of the title, +2 of
-a tag, +1 of the body; drop score 0; order by score, then newest stamp, then
-id, all descending; keep the top 8. An empty query lists the filtered notes
-newest first.
+The spec (clearview.py's and terms.py's docstrings): filter first (clear zone,
+live, person, topic as an exact case-insensitive tag, since <= effective date
+< until, where the effective date is about_date or else the wall time of the
+updated_at stamp). Then fold every word (casefold, NFKD, combining marks
+dropped), drop stopwords from the query (unless nothing else is left), stem
+with English Snowball, and score each query stem +3 if a title word has that
+stem, +2 a tag word, +1 a body word; drop score 0; with a person, that
+person's own Person page first; then order by score, newest stamp, id, all
+descending; keep the top 8. An empty query lists the filtered notes newest
+first, the person's own page leading.
 
-The reference below tokenizes with Python alone (NFKD, combining marks dropped,
-casefold, ``[^\\W_]+``) and keeps its own model of every note, built from the
-operations the test performs: it never reads scores, ranks or notes from the
-code under test, and writes out the spec's constants (the cap of 8, the cap of
-16 terms, the stopword list) rather than importing them.
+The reference below tokenizes with Python alone (``[^\\W_]+`` over the folded
+text) and keeps its own model of every note, built from the operations the
+test performs: it never reads scores, ranks or notes from the code under test,
+and writes out the spec's constants (the cap of 8, the cap of 16 terms, the
+stopword list) rather than importing them. It stems with the snowballstemmer
+library directly.
 
-clearview.query_terms now folds as the FTS5 tokenizer does (lower() and NFD
-without combining marks) instead of casefold() and NFKD; the two agree on
-every character the vocabulary here uses. Where they differ (ß, ligatures,
-superscripts) `test_words_are_found_as_they_are_written` pins the behaviour.
+The index tokenizes notes itself (FTS5 unicode61: lowercase, diacritics
+dropped), and the search folds each indexed word again before stemming; the
+two agree on every character the vocabulary here uses. Where they differ (ß,
+ligatures, superscripts) `test_words_are_found_as_they_are_written` pins the
+behaviour.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+import snowballstemmer  # type: ignore[import-untyped]
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +45,7 @@ from pixie.device.errors import BadInput, NotFound
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.clearview import STOPWORDS, query_terms
 from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome
+from pixie.device.notebook.terms import MAX_QUERY_TERMS as CODE_MAX_QUERY_TERMS
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
@@ -52,10 +59,21 @@ T = TypeVar("T")
 TOP_RESULTS = 8
 MAX_QUERY_TERMS = 16
 REF_STOPWORDS = frozenset(
-    "a an and are about at be did do does for from has have how i in is it me my of on or "
-    "our s so t that the their them they this to was we what when where which who why will "
-    "with you your".split()
+    """
+    a about above after again against all am an and any anything are as at
+    be because been before being below between both but by
+    can could did do does doing down during each either
+    few for from further get got had has have having he her here hers herself
+    him himself his how i if in into is it its itself just know let
+    me more most my myself no nor not now of off on once only or other ought
+    our ours ourselves out over own please remember remind s same say said
+    she should so some something t tell than that the their theirs them
+    themselves then there these they thing things this those through to too
+    under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves
+    """.split()
 )
+_STEMMER = snowballstemmer.stemmer("english")
 
 BASE_MS = 1_700_000_000_000  # 2023-11-14
 STEP_MS = 3_600_000  # each operation happens one hour after the previous one
@@ -160,10 +178,14 @@ def ref_words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", bare.casefold())
 
 
+def ref_stem(word: str) -> str:
+    return str(_STEMMER.stemWord(word))
+
+
 def ref_terms(query: str) -> list[str]:
     words = list(dict.fromkeys(ref_words(query)))
     kept = [w for w in words if w not in REF_STOPWORDS]
-    return (kept or words)[:MAX_QUERY_TERMS]
+    return list(dict.fromkeys(ref_stem(w) for w in (kept or words)[:MAX_QUERY_TERMS]))
 
 
 def ref_tags(tags: list[str]) -> tuple[str, ...]:
@@ -208,7 +230,7 @@ def ref_score(note: Model, terms: list[str]) -> int:
         weight
         for term in terms
         for words, weight in fields
-        if any(word.startswith(term) for word in words)
+        if any(ref_stem(word) == term for word in words)
     )
 
 
@@ -231,12 +253,16 @@ def ref_search(
     if until is not None:
         live = [n for n in live if n.effective < until]
     terms = ref_terms(query)
+
+    def own(n: Model) -> bool:
+        return contact_id is not None and n.kind is NoteKind.PERSON
+
     if not terms:
-        newest = sorted(live, key=lambda n: (n.order, n.id), reverse=True)
+        newest = sorted(live, key=lambda n: (own(n), n.order, n.id), reverse=True)
         return [(n.id, 0) for n in newest[:TOP_RESULTS]]
-    scored = [(ref_score(n, terms), n.order, n.id) for n in live]
-    ranked = sorted((s for s in scored if s[0] > 0), reverse=True)
-    return [(note_id, score) for score, _, note_id in ranked[:TOP_RESULTS]]
+    scored = [(own(n), ref_score(n, terms), n.order, n.id) for n in live]
+    ranked = sorted((s for s in scored if s[1] > 0), reverse=True)
+    return [(note_id, score) for _, score, _, note_id in ranked[:TOP_RESULTS]]
 
 
 # -- a store with a clock the test controls ----------------------------------------
@@ -664,8 +690,9 @@ def test_search_clear_matches_the_reference(script: list[Op], data: st.DataObjec
             run_search(w, data.draw(searches(w)))
 
 
-def test_stopwords_are_the_specified_ones() -> None:
+def test_stopwords_and_term_cap_are_the_specified_ones() -> None:
     assert STOPWORDS == REF_STOPWORDS
+    assert CODE_MAX_QUERY_TERMS == MAX_QUERY_TERMS
 
 
 @given(st.text(alphabet="runiçcafé Zoë ÜBER-x42'the,a", max_size=40) | queries)
@@ -761,8 +788,12 @@ def test_each_field_counts_once_per_term() -> None:
             w, "p", "run run running", "run running runner", tags=("run club", "running")
         )
         assert [(r.note.id, r.score) for r in w.store.search_clear("run")] == [(note_id, 6)]
-        # two terms, both prefixes of "running": each counts in each field
-        assert [r.score for r in w.store.search_clear("run runn")] == [12]
+        # "running" and "runs" share the stem of "run": one term, counted once
+        assert [r.score for r in w.store.search_clear("run running runs")] == [6]
+        # two terms with different stems each count in each field they meet
+        assert [r.score for r in w.store.search_clear("run club")] == [6 + 2]
+        # a prefix alone is not a word
+        assert w.store.search_clear("runn") == []
         assert [r.score for r in w.store.search_clear("Zoë")] == []
 
 
