@@ -15,6 +15,7 @@ from pixie.device.store.keystore import describe_key_store, open_key_store
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.driver import last_syncs
 from pixie.protocol.identity import fingerprint
+from pixie.protocol.timestamps import format_time
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -62,7 +63,24 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"{key}: {value}")
         for s in siblings:
             print(f"sibling: {s.name} ({s.role}) {s.fingerprint} via {s.relay}")
+            print(f"  last sync: {_last_sync_line(last.get(s.fingerprint))}")
     return 0
+
+
+def _last_sync_line(report: object) -> str:
+    """One line for a sibling's last sync report (as `record_last_sync` keeps it)."""
+    if not isinstance(report, dict):
+        return "never"
+    at = report.get("at")
+    when = format_time(int(at * 1_000_000)) if isinstance(at, int | float) else "at an unknown time"
+    parts = [f"{when}, {report.get('outcome', 'unknown')}"]
+    trips = report.get("round_trips")
+    if isinstance(trips, int):
+        parts.append(f"{trips} round trip{'' if trips == 1 else 's'}")
+    applied = report.get("applied")
+    if isinstance(applied, int):
+        parts.append(f"{applied} item{'' if applied == 1 else 's'} taken in")
+    return ", ".join(parts)
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:

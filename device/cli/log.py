@@ -47,14 +47,15 @@ def cmd_log_import(args: argparse.Namespace) -> int:
 
 def cmd_log_show(args: argparse.Namespace) -> int:
     with open_node(args) as node:
-        records = node.log.all_records()
+        records = node.log.last_records(args.last) if args.last else node.log.all_records()
         names = node.contacts.names()
-    for r in records[-args.last :] if args.last else records:
+    for r in records:
         item = {
             "id": r.id,
             "kind": r.kind.value,
             "at": format_time(r.at),
             "contact": names.get(r.contact_id) if r.contact_id else None,
+            "from_me": r.from_me,
             "thread": r.thread,
             "source": r.source,
             "text": r.text,

@@ -422,6 +422,14 @@ class MemoryLog:
             rows = session.scalars(select(MemoryEvent).order_by(MemoryEvent.n))
             return [to_record(r) for r in rows]
 
+    def last_records(self, count: int) -> list[EventRecord]:
+        """The newest ``count`` rows as written (by local row number), oldest first."""
+        with self.db.reading() as session:
+            rows = session.scalars(
+                select(MemoryEvent).order_by(MemoryEvent.n.desc()).limit(max(0, count))
+            )
+            return [to_record(r) for r in reversed(list(rows))]
+
 
 class NumberedRows(Sequence[Row]):
     """Rows just written, numbered on from ``first`` in order, kept as the
