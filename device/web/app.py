@@ -43,13 +43,12 @@ from pixie.device.agent.tools import (
     MAX_DAYS_BACK,
     MAX_PERSON_CHARS,
     label,
-    render_contact_card,
     render_results,
 )
 from pixie.device.errors import BadInput, DeviceError, NotFound
 from pixie.device.node.clear import ClearNode
 from pixie.device.notebook.clearview import ScoredNote
-from pixie.device.store.contacts import DETAIL_NAMES, ContactInfo, clean_name
+from pixie.device.store.contacts import DETAIL_NAMES, ContactInfo, clean_name, name_key
 from pixie.device.store.memlog import EventRecord
 from pixie.device.store.notes import LABELS, MAX_TAG_CHARS, ClearNote, NoteKind
 from pixie.device.web import reads
@@ -251,7 +250,7 @@ class NotebookPage:
             )
             return {
                 "info": info,
-                "card": render_contact_card(info),
+                "aliases": [a for a in info.aliases if name_key(a) != name_key(info.name)],
                 "details": [
                     (DETAIL_NAMES[k], v) for k, v in info.details.as_dict().items() if v is not None
                 ],

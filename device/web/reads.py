@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import re2
 from sqlalchemy import ColumnElement, and_, or_, select
 
 from pixie.device.agent.grep import compile_query, snippet_of
@@ -60,6 +61,14 @@ def _live_clear() -> ColumnElement[bool]:
     return and_(Note.zone == Zone.CLEAR.value, Note.deleted.is_(False))
 
 
+# Kinds with an identity and one note per person, source or title: a group of
+# these is read through the identity index (`uq_note_identity`) and sorted,
+# because walking the whole Notebook newest first to find a few hundred of
+# them would touch every row. The digests and pins are most of the Notebook,
+# and are read newest first straight off the stamp index until a page is full.
+_FEW_PER_KIND = frozenset({NoteKind.PERSON, NoteKind.ABOUT_YOU, NoteKind.GUIDANCE})
+
+
 def clear_page(
     db: Database,
     kinds: tuple[NoteKind, ...] | None,
@@ -71,13 +80,17 @@ def clear_page(
     """Live clear notes of ``kinds`` (all kinds if None), newest first, one
     page, and whether another page follows."""
     conditions = [_live_clear()]
+    stmt = select(Note)
     if kinds is not None:
         conditions.append(Note.kind.in_([k.value for k in kinds]))
     if contact_id is not None:
-        conditions.append(Note.contact_id == contact_id)
+        conditions.append(Note.contact_id == contact_id)  # ix_note_contact_updated
+    elif kinds is not None and _FEW_PER_KIND.issuperset(kinds):
+        conditions.append(Note.identity_key.is_not(None))  # every such note has one
+    else:
+        stmt = stmt.with_hint(Note, "INDEXED BY ix_note_updated_at", "sqlite")
     stmt = (
-        select(Note)
-        .where(*conditions)
+        stmt.where(*conditions)
         .order_by(Note.updated_at.desc(), Note.id.desc())
         .limit(limit + 1)
         .offset(offset)
@@ -107,33 +120,33 @@ class LogLine:
 class PersonLines:
     """A grep matcher narrowed to one contact's lines.
 
-    The mirror starts each line with the contact's name (`mirror_line`), so a
-    match counts only on a line that starts with that prefix; a match on
-    anyone else's line moves the search on to the next line.
+    The mirror starts each line with the contact's name (`mirror_line`), so
+    RE2 first finds the next line that starts with that name, and the query's
+    own matcher then runs over that whole line, as grep would run it. Lines
+    of other people are skipped by RE2, not by a loop here.
     """
 
     def __init__(self, inner: Matcher, name: str) -> None:
         self._inner = inner
-        self._prefix = mirror_line(name, "")[0].encode()
+        self._lines, _ = compile_query("^" + re2.escape(mirror_line(name, "")[0]))
 
     def search(self, text: bytes, pos: int | None = None, endpos: int | None = None) -> object:
         at = pos or 0
-        while True:
-            found: Any = (
-                self._inner.search(text, at)
-                if endpos is None
-                else self._inner.search(text, at, endpos)
-            )
-            if found is None:
+        end = len(text) if endpos is None else endpos
+        while at <= end:
+            line: Any = self._lines.search(text, at, end)
+            if line is None:
                 return None
-            start = found.span()[0]
-            line_start = text.rfind(b"\n", 0, start) + 1
-            if text.startswith(self._prefix, line_start):
+            start = line.span()[0]
+            newline = text.find(b"\n", start, end)
+            stop = end if newline < 0 else newline
+            found = self._inner.search(text, start, stop)
+            if found is not None:
                 return found
-            newline = text.find(b"\n", start)
             if newline < 0:
                 return None
             at = newline + 1
+        return None
 
 
 def timeline(
@@ -151,7 +164,7 @@ def timeline(
     matcher, literal = compile_query(query if query is not None else "^")
     narrowed: Matcher = PersonLines(matcher, person) if person is not None else matcher
     hits = mirror.search(narrowed, offset + limit + 1)
-    if person is not None:
+    if person is not None:  # the line prefix is matched ignoring case; the name is not
         hits = [h for h in hits if h.contact == person]
     lines = [
         LogLine(h.event_id, h.kind, h.at, h.contact, h.from_me, snippet_of(h))

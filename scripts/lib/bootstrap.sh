@@ -41,4 +41,34 @@ ensure_venv() {
         echo "$want $extras" >"$stamp"
     fi
     export PATH="$VENV/bin:$PATH"
+    case ",$extras," in
+    *,test,*) ensure_chromium ;;
+    esac
+}
+
+# The browser tests drive Debian's chromium (Playwright's own browser download
+# is not used). Installed with the test extra when apt-get can run (as root,
+# or through sudo without a password); silent when it is already there, and
+# when it cannot be installed the browser tests skip and say why.
+ensure_chromium() {
+    [ -x /usr/bin/chromium ] && return 0
+    local sudo=()
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "pixie: note: no apt-get here to install chromium; the browser tests will skip" >&2
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo=(sudo -n)
+        else
+            echo "pixie: note: chromium is missing and apt-get needs root; the browser tests will skip" >&2
+            return 0
+        fi
+    fi
+    echo "installing Debian's chromium for the browser tests ..." >&2
+    if ! { ${sudo[@]+"${sudo[@]}"} apt-get update -qq &&
+        ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1; then
+        echo "pixie: note: apt-get could not install chromium; the browser tests will skip" >&2
+    fi
+    return 0
 }
