@@ -2,8 +2,13 @@
 
 Flags argparse can judge (an address, a number, a file that must exist) are
 refused there; what only shows later (a TLS pair that does not load, an address
-that cannot be bound) raises `RelayError`. Either way the entry point prints
-one line and exits 2, before the relay accepts anything.
+that cannot be bound, a NATS server that does not answer) raises `RelayError`.
+Either way the entry point prints one line and exits 2, before the relay
+accepts anything.
+
+With ``--nats nats://HOST:PORT`` the relay joins a fleet sharing that NATS
+(`pixie.relay.fleet`); the NATS client runs on trio-asyncio's loop inside the
+relay's trio run (see `pixie.relay.natsbus` for why).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pixie.protocol.faults import RELAY_FAULTS
 from pixie.protocol.relaywire import MAX_ENVELOPE_BYTES
 
 from .errors import RelayError
+from .fleet import FleetConfig, read_secret
 from .logs import configure_logging, event
 from .mailbox import MailboxLimits
 from .server import Relay, RelayConfig
@@ -118,14 +124,41 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
     )
 
 
-async def run_relay(config: RelayConfig, port_file: Path | None = None) -> int:
+def fleet_from_args(args: argparse.Namespace) -> FleetConfig | None:
+    if args.nats is None:
+        if args.fleet_secret_file is not None:
+            raise RelayError("--fleet-secret-file goes with --nats")
+        return None
+    return FleetConfig(
+        url=args.nats, secret=read_secret(args.fleet_secret_file), replicas=args.nats_replicas
+    )
+
+
+async def run_relay(
+    config: RelayConfig, port_file: Path | None = None, fleet: FleetConfig | None = None
+) -> int:
     """Serve until SIGINT or SIGTERM, then close every connection and log final stats."""
     try:
         listeners = await trio.open_tcp_listeners(config.port, host=config.host)
     except OSError as exc:
         where = f"{config.host or '*'}:{config.port}"
         raise RelayError(f"cannot listen on {where}: {exc.strerror or exc}") from None
-    relay = Relay(config)
+    if fleet is None:
+        return await _serve(Relay(config), listeners, port_file)
+    # Imported here: a relay without a fleet never loads the asyncio bridge.
+    import trio_asyncio  # type: ignore[import-untyped]
+
+    from .member import FleetMember
+
+    async with trio_asyncio.open_loop():
+        joined = await FleetMember.open(fleet, config.mailbox)
+        try:
+            return await _serve(Relay(config, fleet=joined), listeners, port_file)
+        finally:
+            await joined.close()
+
+
+async def _serve(relay: Relay, listeners: list[trio.SocketListener], port_file: Path | None) -> int:
     failure: RelayError | None = None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -157,8 +190,9 @@ def write_port_file(path: Path, port: int) -> None:
 
 def cmd_relay(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    fleet = fleet_from_args(args)
     configure_logging(json_lines=args.json_logs)
-    return trio.run(run_relay, config, args.port_file)
+    return trio.run(run_relay, config, args.port_file, fleet)
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -268,5 +302,26 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         type=_seed,
         metavar="INT",
         help="seed the fault dice for a reproducible run (default: random, logged at start)",
+    )
+    p.add_argument(
+        "--nats",
+        metavar="nats://HOST:PORT",
+        help="join a relay fleet sharing this NATS server or cluster (JetStream on); "
+        "peers may then connect to any relay of the fleet. Needs the fleet secret "
+        "in PIXIE_FLEET_SECRET or --fleet-secret-file",
+    )
+    p.add_argument(
+        "--fleet-secret-file",
+        type=_existing_file,
+        metavar="FILE",
+        help="the fleet secret (the same on every relay; at least 16 bytes), which "
+        "hides recipient keys in NATS subject names",
+    )
+    p.add_argument(
+        "--nats-replicas",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="copies JetStream keeps of waiting mail, in a NATS cluster (default 1)",
     )
     p.set_defaults(func=cmd_relay)

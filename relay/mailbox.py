@@ -242,6 +242,10 @@ class Mailboxes:
         box = self._boxes.get(recipient)
         return box.count if box is not None else 0
 
+    def holding(self) -> list[bytes]:
+        """Every recipient with mail waiting."""
+        return list(self._boxes)
+
     def senders(self, recipient: bytes) -> dict[bytes, int]:
         """How many envelopes each sender has waiting for ``recipient``."""
         box = self._boxes.get(recipient)

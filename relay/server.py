@@ -24,6 +24,11 @@ loop, optionally behind TLS, in one nursery for the relay's lifetime.
 With a fault plan (``RelayConfig.faults``, see `pixie.relay.faults`) envelopes to
 connected recipients are routed one by one through it instead of the fast path,
 and may be dropped, delayed, duplicated or reordered on purpose.
+
+In a fleet (``Relay(fleet=...)``, see `pixie.relay.fleet` and `pixie.relay.member`)
+an envelope whose recipient is not connected here goes to NATS JetStream instead
+of this relay's mailboxes, and each connected peer's mail from other relays is
+pulled into its outbox; without one nothing here changes.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -56,6 +61,9 @@ from .logs import Throttle, event
 from .mailbox import Mailboxes, MailboxLimits
 from .ratelimit import SendLimit
 
+if TYPE_CHECKING:
+    from .member import FleetMember
+
 INFO, ERROR = logging.INFO, logging.ERROR
 
 RECEIVE_CHUNK = 1 << 16
@@ -69,6 +77,9 @@ HANDSHAKE_BUFFER_BYTES = 1024
 # header and its place in the list: measured at about 42 bytes; rounded up). It is
 # charged against the outbox bounds, so tiny frames cannot hold more than they say.
 FRAME_OVERHEAD = 64
+# The sender an outbox files a fleet's deliveries under (`pixie.relay.fleet`);
+# no key is this short.
+FLEET_SENDER = b"fleet"
 
 
 def fingerprint(key: bytes) -> str:
@@ -238,6 +249,7 @@ class Outbox:
         "_shares",
         "budget",
         "bytes",
+        "fleet_taken",
         "max_bytes",
         "max_frames",
     )
@@ -254,6 +266,9 @@ class Outbox:
         self._count = 0
         self._ready = trio.Event()
         self.bytes = 0
+        # Fleet deliveries (sender `FLEET_SENDER`) taken for writing and not yet
+        # reported written: the fleet acks them to JetStream only once written.
+        self.fleet_taken = 0
 
     def __len__(self) -> int:
         return self._count
@@ -346,6 +361,8 @@ class Outbox:
         if len(queues) == 1 and self.bytes <= max_bytes:  # one sender, all of it: as it is
             ((sender, queue),) = queues.items()
             out += queue
+            if sender == FLEET_SENDER:
+                self.fleet_taken += len(queue)
             queues.clear()
             del self._shares[sender]
             total = self.bytes
@@ -382,6 +399,7 @@ class Outbox:
                 if at + 1 < len(queue):
                     still.append(sender)
             senders = still
+        self.fleet_taken += taken.get(FLEET_SENDER, 0)
         for sender, count in taken.items():
             if not count:
                 continue
@@ -488,12 +506,24 @@ class Relay:
     """One relay's state: who is connected, what waits for whom, and the counters."""
 
     def __init__(
-        self, config: RelayConfig | None = None, *, mailboxes: Mailboxes | None = None
+        self,
+        config: RelayConfig | None = None,
+        *,
+        mailboxes: Mailboxes | None = None,
+        fleet: FleetMember | None = None,
     ) -> None:
         """``mailboxes`` replaces the store of waiting envelopes (by default one
-        built from ``config.mailbox``); a fleet or a test may hand in its own."""
+        built from ``config.mailbox``); a test may hand in its own. With ``fleet``
+        this relay is one of many sharing NATS (see `pixie.relay.fleet`)."""
         self.config = config or RelayConfig()
         self._mailboxes = mailboxes if mailboxes is not None else Mailboxes(self.config.mailbox)
+        # Where an envelope goes whose recipient cannot take it now: this relay's
+        # mailboxes, or in a fleet NATS unless the recipient is connected here.
+        self._park: Callable[[bytes, bytes, float, bytes], None] = self._mailboxes.put
+        self._fleet = fleet
+        if fleet is not None:
+            self._park = self._park_in_fleet
+            fleet.bind(self._keep_here, self._hand_to_fleet)
         # Whom each key writes to: a recipient's correspondents keep their place in
         # its mailbox (see `pixie.relay.mailbox`). Noted for every Send routed.
         self._wrote = self._mailboxes.correspondents.note
@@ -567,7 +597,9 @@ class Relay:
 
     def stats(self) -> dict[str, Any]:
         mail = self._mailboxes
+        fleet = {} if self._fleet is None else {"fleet": self._fleet.stats()}
         return {
+            **fleet,
             **self.counters,
             "connections_open": len(self._open),
             "connections_authenticated": len(self._clients),
@@ -625,6 +657,8 @@ class Relay:
                 )
                 nursery.start_soon(self._every, self.config.stats_interval, self.log_stats)
                 nursery.start_soon(self._every, self.config.sweep_interval, self._sweep)
+                if self._fleet is not None:
+                    nursery.start_soon(self._fleet.run)
                 event(
                     INFO,
                     "listening",
@@ -778,6 +812,8 @@ class Relay:
                 nursery.start_soon(self._guarded, conn, partial(self._faults.hold_loop, conn))
             nursery.start_soon(self._guarded, conn, partial(self._write_loop, conn, queued))
             nursery.start_soon(self._guarded, conn, partial(self._read_loop, conn))
+            if self._fleet is not None:
+                nursery.start_soon(self._guarded, conn, partial(self._fleet.deliver, conn))
 
     async def _guarded(self, conn: _Connection, job: Callable[[], Any]) -> None:
         # Each half of a connection ends it on any error, so no exception ever
@@ -1030,7 +1066,7 @@ class Relay:
                 self._drops[refused] += 1
         else:
             # Offline, or still draining its mailbox: queue behind what waits there.
-            self._mailboxes.put(recipient, envelope, now, conn.key)
+            self._park(recipient, envelope, now, conn.key)
 
     def _route_run(self, conn: _Connection, run: relaywire.Run, now: float) -> None:
         """Route Sends to one recipient, as Delivers (``size`` envelope bytes in all),
@@ -1062,7 +1098,7 @@ class Relay:
                 if refused is not None:
                     drops[refused] += 1
             else:
-                self._mailboxes.put(recipient, relaywire.deliver_envelope(frame), now, conn.key)
+                self._park(recipient, relaywire.deliver_envelope(frame), now, conn.key)
         if limited:
             self._refuse(conn, "rate_limited", now, limited)
         if not allowed and limited < len(frames):
@@ -1105,7 +1141,35 @@ class Relay:
             faults.forward(conn, target, frame, size)
         else:
             # Offline, or still draining its mailbox: queued unfaulted behind what waits there.
-            self._mailboxes.put(recipient, relaywire.deliver_envelope(frame), now, conn.key)
+            self._park(recipient, relaywire.deliver_envelope(frame), now, conn.key)
+
+    # -- in a fleet -------------------------------------------------------------
+
+    def _park_in_fleet(self, recipient: bytes, envelope: bytes, now: float, sender: bytes) -> None:
+        """A recipient connected here but still draining its mailbox queues behind
+        it; any other goes to NATS, or stays here while NATS cannot take it."""
+        fleet = self._fleet
+        assert fleet is not None
+        if recipient in self._clients or not fleet.forward(recipient, sender, envelope):
+            self._mailboxes.put(recipient, envelope, now, sender)
+
+    def _keep_here(self, recipient: bytes, sender: bytes, envelope: bytes) -> None:
+        """Mail NATS did not take waits in this relay's mailboxes."""
+        self._mailboxes.put(recipient, envelope, trio.current_time(), sender)
+
+    def _hand_to_fleet(self) -> None:
+        """NATS is back: mail held here for peers not connected here goes to it, so
+        they find it on whichever relay they use."""
+        fleet = self._fleet
+        assert fleet is not None
+        now = trio.current_time()
+        for recipient in self._mailboxes.holding():
+            if recipient in self._clients:
+                continue
+            mail = self._mailboxes.take(recipient, now, max_count=1 << 30, max_bytes=1 << 62)
+            for sender, envelope in mail:
+                if not fleet.forward(recipient, sender, envelope):
+                    self._mailboxes.put(recipient, envelope, now, sender)
 
     def _put(self, target: _Connection, frame: bytes) -> None:
         refused = target.outbox.put(frame, True)
@@ -1128,9 +1192,14 @@ class Relay:
             frames = [relaywire.deliver_frame(sender, e) for sender, e in mail]
             await self._write(conn, frames, len(mail))
         conn.live = True
+        outbox, fleet = conn.outbox, self._fleet
         while True:
-            frames, envelopes = await conn.outbox.take(WRITE_BATCH_BYTES)
+            frames, envelopes = await outbox.take(WRITE_BATCH_BYTES)
             await self._write(conn, frames, envelopes)
+            if outbox.fleet_taken:
+                assert fleet is not None
+                fleet.written(conn, outbox.fleet_taken)
+                outbox.fleet_taken = 0
 
     async def _write(self, conn: _Connection, frames: list[bytes], envelopes: int) -> None:
         data = frames[0] if len(frames) == 1 else b"".join(frames)

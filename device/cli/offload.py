@@ -154,7 +154,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``offload``, ``fetch`` and ``recall``."""
 
     def offload_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
+        p.add_argument(
+            "--relay",
+            metavar="HOST:PORT[,...]",
+            help="relay address, or several relays of one fleet tried in turn "
+            "(default: from pairing)",
+        )
         p.add_argument(
             "--timeout",
             type=seconds_flag,

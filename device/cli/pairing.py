@@ -73,7 +73,12 @@ def _paired(args: argparse.Namespace, sibling: SiblingInfo) -> None:
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``invite`` and ``pair``."""
     p = sub.add_parser("invite", parents=[common], help="print a one-time pairing code and wait")
-    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (tls://HOST:PORT for TLS)")
+    p.add_argument(
+        "--relay",
+        metavar="HOST:PORT[,...]",
+        help="relay address (tls://HOST:PORT for TLS), or several relays of one fleet "
+        "separated by commas, tried in turn",
+    )
     p.add_argument(
         "--timeout", type=seconds_flag, default=pairing.DEFAULT_TIMEOUT, metavar="SECONDS"
     )

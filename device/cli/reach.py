@@ -17,9 +17,13 @@ from pixie.device.sync.relayclient import RelayAddress
 def relay_address(
     args: argparse.Namespace, node: ClearNode, fallback: str | None = None
 ) -> RelayAddress:
-    """--relay, then PIXIE_RELAY, then the config file, then ``fallback``."""
+    """--relay, then PIXIE_RELAY, then the config file, then ``fallback``. Each
+    may name several relays of one fleet: ``A,B,C`` (in the config file also a
+    list of strings)."""
     settings = config.effective(node.data.config_path, {"relay": args.relay})
     address = settings.get("relay") or fallback
+    if isinstance(address, list):
+        address = ",".join(address)
     if not address:
         raise BadInput("no relay address: pass --relay HOST:PORT or set [relay] address")
     return RelayAddress.parse(str(address))

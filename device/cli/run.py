@@ -44,7 +44,11 @@ def add_commands(
     answers (the holder, on a Homebase), built from the node and the command
     line."""
     p = sub.add_parser("run", parents=[common], help="stay connected and in sync (until Ctrl-C)")
-    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
+    p.add_argument(
+        "--relay",
+        metavar="HOST:PORT[,...]",
+        help="relay address, or several relays of one fleet tried in turn (default: from pairing)",
+    )
     p.add_argument(
         "--interval",
         type=seconds_flag,

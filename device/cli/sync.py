@@ -64,7 +64,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``sync``."""
     p = sub.add_parser("sync", parents=[common], help="run one sync session with each sibling")
-    p.add_argument("--relay", metavar="HOST:PORT", help="relay address (default: from pairing)")
+    p.add_argument(
+        "--relay",
+        metavar="HOST:PORT[,...]",
+        help="relay address, or several relays of one fleet tried in turn (default: from pairing)",
+    )
     p.add_argument(
         "--timeout",
         type=seconds_flag,

@@ -63,8 +63,15 @@ def _check_shapes(path: Path, data: dict[str, Any]) -> None:
         value = section.get(key)
         if value is None:
             continue
-        if table == "relay" and not isinstance(value, str):
-            raise BadInput(f"{path}: [relay] {key} must be a string (HOST:PORT)")
+        if table == "relay":
+            # One relay, or several of one fleet: "A,B,C" or ["A", "B", "C"].
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                continue
+            if not isinstance(value, str):
+                raise BadInput(
+                    f"{path}: [relay] {key} must be a string (HOST:PORT, or several "
+                    "separated by commas) or a list of such strings"
+                )
         if not isinstance(value, str | int | float):
             raise BadInput(f"{path}: [{table}] {key} must be a string or a number")
 

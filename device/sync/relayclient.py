@@ -3,6 +3,11 @@
 Every wait has a deadline chosen by the caller; the handshake has its own.
 The client answers the relay's pings itself and hands the caller only
 envelopes addressed to it, each with the key its sender proved to the relay.
+
+A relay address may name several relays of one fleet (``A,B,C``): any of them
+reaches every peer. `RelayClient.connect` tries them in turn, starting with the
+one that last answered in this process, so a relay that died costs one failed
+attempt, not one per reconnection.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pixie.protocol.proof import sign_key_proof
 
 HANDSHAKE_TIMEOUT = 10.0
 RECEIVE_CHUNK = 65_536
+MAX_RELAYS = 8  # addresses in one list: a fleet's entry points, not a directory
 
 
 CA_ENV = "PIXIE_RELAY_CA"
@@ -46,20 +52,44 @@ class RelayAddress:
     host: str
     port: int
     tls: bool = False
+    # More relays of the same fleet, tried in turn when one fails.
+    others: tuple[RelayAddress, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> RelayAddress:
-        """``HOST:PORT``, or ``tls://HOST:PORT`` for a relay behind TLS."""
-        tls = text.startswith("tls://")
-        rest = text.removeprefix("tls://")
+        """``HOST:PORT``, or ``tls://HOST:PORT`` for a relay behind TLS; several
+        relays of one fleet separated by commas (``A,B,C``)."""
+        parts = [part.strip() for part in text.split(",")]
+        if len(parts) > MAX_RELAYS:
+            raise DeviceError(f"at most {MAX_RELAYS} relay addresses, not {len(parts)}")
+        first, *rest = [cls._parse_one(part, text) for part in parts]
+        unique = tuple(dict.fromkeys(a for a in rest if a != first))
+        return cls(first.host, first.port, first.tls, unique)
+
+    @classmethod
+    def _parse_one(cls, part: str, text: str) -> RelayAddress:
+        tls = part.startswith("tls://")
+        rest = part.removeprefix("tls://")
         host, sep, port = rest.rpartition(":")
         host = host.strip("[]")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise DeviceError(f"relay address must be HOST:PORT, not {text!r:.80}")
+            what = "relay address must be HOST:PORT"
+            if "," in text:
+                what = "relay addresses must be HOST:PORT,HOST:PORT,..."
+            raise DeviceError(f"{what}, not {text!r:.80}")
         return cls(host, int(port), tls)
 
+    def each(self) -> tuple[RelayAddress, ...]:
+        """Every relay this address names, each on its own, in the given order."""
+        return (RelayAddress(self.host, self.port, self.tls), *self.others)
+
     def __str__(self) -> str:
-        return f"{'tls://' if self.tls else ''}{self.host}:{self.port}"
+        return ",".join(f"{'tls://' if a.tls else ''}{a.host}:{a.port}" for a in self.each())
+
+
+# Which of a list of relays answered last, by the list's text: the next connection
+# in this process starts there.
+_answered: dict[str, int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +111,7 @@ class RelayClient:
         self._decoder = FrameDecoder()
         self._pending: list[bytes] = []
         self.queued_at_welcome = 0
+        self.address: RelayAddress | None = None  # the relay this connection reached
         # One task may be sending envelopes while another receives (and answers
         # the relay's pings): their writes must not interleave.
         self._send_lock = trio.Lock()
@@ -94,6 +125,33 @@ class RelayClient:
         ssl_context: ssl.SSLContext | None = None,
         timeout: float = HANDSHAKE_TIMEOUT,
     ) -> RelayClient:
+        """Connect and prove our key to the relay at ``address``, or to the first
+        of its relays that lets us, each given ``timeout``."""
+        relays = address.each()
+        if len(relays) == 1:
+            return await cls._connect_one(relays[0], identity, ssl_context, timeout)
+        key = str(address)
+        start = _answered.get(key, 0) % len(relays)
+        failures: list[str] = []
+        for turn in range(len(relays)):
+            index = (start + turn) % len(relays)
+            try:
+                client = await cls._connect_one(relays[index], identity, ssl_context, timeout)
+            except RelayUnavailable as exc:
+                failures.append(str(exc))
+                continue
+            _answered[key] = index
+            return client
+        raise RelayUnavailable(f"no relay of {len(relays)} answered: {'; '.join(failures)}")
+
+    @classmethod
+    async def _connect_one(
+        cls,
+        address: RelayAddress,
+        identity: SigningKey,
+        ssl_context: ssl.SSLContext | None,
+        timeout: float,
+    ) -> RelayClient:
         try:
             with trio.fail_after(timeout):
                 stream: trio.abc.Stream = await trio.open_tcp_stream(address.host, address.port)
@@ -102,6 +160,7 @@ class RelayClient:
                     stream = trio.SSLStream(stream, context, server_hostname=address.host)
                     await stream.do_handshake()
                 client = cls(stream, identity)
+                client.address = address
                 await client._handshake()
                 return client
         except trio.TooSlowError:

@@ -1,0 +1,352 @@
+"""One relay's membership of a fleet: its NATS connection, the mail it hands
+to JetStream, and the mail it pulls for each peer connected to it.
+
+The fleet's design (who stores what, the hashed subjects, what an outage does)
+is told in `pixie.relay.fleet`; the bridge to the asyncio NATS client in
+`pixie.relay.natsbus`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, Protocol
+
+import trio
+from nats.aio.msg import Msg
+
+from pixie.protocol import relaywire
+
+from .fleet import STREAM, FleetConfig, FleetKeys, pack, stream_plan, unpack
+from .logs import Throttle, event
+from .mailbox import MailboxLimits
+from .natsbus import ACK, BusError, NatsBus, nak, status
+
+# An outbox files fleet deliveries under FLEET_SENDER (no key is that short): the
+# fleet's mail takes its turn with each local sender's, and is counted apart so
+# that it is acked only once written (see `pixie.relay.server.Outbox`).
+from .server import FLEET_SENDER
+
+INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
+
+
+class FleetOutbox(Protocol):
+    def put(self, frame: bytes, envelope: bool, sender: bytes = b"") -> str | None: ...
+
+
+class FleetConnection(Protocol):
+    """What the fleet needs of one of the relay's authenticated connections."""
+
+    @property
+    def key(self) -> bytes: ...
+
+    @property
+    def outbox(self) -> FleetOutbox: ...
+
+
+class _Delivery:
+    """One connected recipient's mail coming from JetStream."""
+
+    __slots__ = ("conn", "done", "pending", "received", "requested", "room")
+
+    def __init__(self, conn: FleetConnection) -> None:
+        self.conn = conn
+        # Reply subjects of mail in the outbox (in outbox order), acked once written.
+        self.pending: deque[str] = deque()
+        self.requested = self.received = 0
+        self.done = trio.Event()  # the current pull request is over
+        self.room = trio.Event()  # some of ``pending`` was written
+
+
+# (recipient, sender, envelope): the relay keeps what NATS cannot take.
+Park = Callable[[bytes, bytes, bytes], None]
+
+
+class FleetMember:
+    """One relay's part in the fleet: its NATS connection, what it publishes,
+    and the mail it pulls for each of its connected peers."""
+
+    def __init__(self, config: FleetConfig, limits: MailboxLimits, bus: NatsBus) -> None:
+        self.config = config
+        self.keys = FleetKeys(config.secret)
+        self.plan = stream_plan(config, limits)
+        self._bus = bus
+        self.up = True
+        self._closing = False
+        self._up_changed = trio.Event()
+        self._park: Park = _nowhere
+        self._restored: Callable[[], None] = _nothing
+        self._queue: deque[tuple[bytes, bytes, bytes]] = deque()
+        self._queued_bytes = 0
+        self._publish_wake = trio.Event()
+        self._replies: deque[tuple[str, bytes]] = deque()
+        self._reply_wake = trio.Event()
+        self._deliveries: dict[FleetConnection, _Delivery] = {}
+        self._log = Throttle(trio.current_time)
+        self.counters: dict[str, int] = dict.fromkeys(
+            (
+                "published",
+                "kept_here",  # NATS down or behind: held in this relay's mailboxes
+                "pulled",
+                "written",
+                "acked",
+                "nacked",
+                "outbox_refused",
+                "malformed",
+                "outages",
+            ),
+            0,
+        )
+
+    @classmethod
+    async def open(cls, config: FleetConfig, limits: MailboxLimits) -> FleetMember:
+        """Connect to NATS and set up the stream, or `RelayError` saying why not."""
+        holder: list[FleetMember] = []
+
+        def down() -> None:
+            if holder:
+                holder[0].went_down("connection lost")
+
+        def up() -> None:
+            if holder:
+                holder[0].came_up()
+
+        bus = await NatsBus.connect(config.url, timeout=config.call_timeout, on_down=down, on_up=up)
+        fleet = cls(config, limits, bus)
+        holder.append(fleet)
+        try:
+            await bus.ensure_stream(fleet.plan, config.call_timeout)
+        except BusError:
+            await bus.close()
+            raise
+        event(INFO, "fleet", nats=config.url, stream=STREAM, replicas=config.replicas)
+        return fleet
+
+    def bind(self, park: Park, restored: Callable[[], None]) -> None:
+        """``park`` holds mail here that NATS did not take; ``restored`` is called
+        when NATS answers again after an outage."""
+        self._park = park
+        self._restored = restored
+
+    async def close(self) -> None:
+        self._closing = True  # the disconnection that follows is no outage
+        await self._bus.close(self.config.call_timeout)
+
+    # -- health -------------------------------------------------------------------
+
+    def went_down(self, reason: str) -> None:
+        if not self.up or self._closing:
+            return
+        self.up = False
+        self.counters["outages"] += 1
+        self._up_changed.set()
+        self._up_changed = trio.Event()
+        event(
+            ERROR,
+            "nats_down",
+            nats=self.config.url,
+            reason=reason,
+            effect="serving local peers only; mail for other relays' peers is held here",
+        )
+
+    def came_up(self) -> None:
+        if self.up:
+            return
+        self.up = True
+        self._up_changed.set()
+        self._up_changed = trio.Event()
+        event(INFO, "nats_up", nats=self.config.url)
+        self._restored()
+
+    async def _watch(self) -> None:
+        """Ask NATS for a round trip now and then: a server that hangs without
+        closing the connection is noticed too, and so is its return."""
+        interval = self.config.health_interval
+        while True:
+            try:
+                await self._bus.ping(min(interval, self.config.call_timeout))
+            except BusError as exc:
+                self.went_down(str(exc))
+            else:
+                self.came_up()
+            await trio.sleep(interval)
+
+    async def _wait_up(self) -> None:
+        while not self.up:
+            await self._up_changed.wait()
+
+    # -- publishing ---------------------------------------------------------------
+
+    def forward(self, recipient: bytes, sender: bytes, envelope: bytes) -> bool:
+        """Queue ``envelope`` for NATS; False if NATS is down or far behind (the
+        caller then keeps it in its own mailbox)."""
+        size = len(envelope)
+        if not self.up or self._queued_bytes + size > self.config.publish_queue_bytes:
+            self.counters["kept_here"] += 1
+            return False
+        self._queue.append((recipient, sender, envelope))
+        self._queued_bytes += size
+        self._publish_wake.set()
+        return True
+
+    async def _publish_loop(self) -> None:
+        queue, subject = self._queue, self.keys.subject
+        while True:
+            if not queue:
+                self._publish_wake = trio.Event()
+                await self._publish_wake.wait()
+            batch = [queue.popleft() for _ in range(min(len(queue), self.config.publish_batch))]
+            self._queued_bytes -= sum(len(e) for _, _, e in batch)
+            try:
+                await self._bus.publish_many(
+                    ((subject(r), pack(s, e)) for r, s, e in batch), self.config.call_timeout
+                )
+            except BusError as exc:
+                self.went_down(str(exc))
+                self.counters["kept_here"] += len(batch)
+                for recipient, sender, envelope in batch:
+                    self._park(recipient, sender, envelope)
+            else:
+                self.counters["published"] += len(batch)
+
+    # -- answering JetStream: acks and naks ----------------------------------------
+
+    def _reply(self, reply: str, payload: bytes) -> None:
+        self._replies.append((reply, payload))
+        self._reply_wake.set()
+
+    async def _reply_loop(self) -> None:
+        replies = self._replies
+        while True:
+            if not replies:
+                self._reply_wake = trio.Event()
+                await self._reply_wake.wait()
+            batch = [replies.popleft() for _ in range(len(replies))]
+            for payload in {p for _, p in batch}:
+                subjects = [r for r, p in batch if p == payload]
+                try:
+                    await self._bus.reply_all(subjects, payload, self.config.call_timeout)
+                except BusError as exc:
+                    # Unacked mail comes back after ack_wait: a duplicate, not a loss.
+                    self.went_down(str(exc))
+                    continue
+                self.counters["acked" if payload == ACK else "nacked"] += len(subjects)
+
+    # -- delivering to this relay's peers ------------------------------------------
+
+    async def deliver(self, conn: FleetConnection) -> None:
+        """Pull ``conn``'s mail from JetStream into its outbox until cancelled (the
+        connection closed). Mail in the outbox but not yet written goes back to
+        JetStream at once (a nak) for wherever the peer turns up next."""
+        delivery = _Delivery(conn)
+        self._deliveries[conn] = delivery
+        name, subject = self.keys.consumer(conn.key), self.keys.subject(conn.key)
+        backoff = 0.1
+        try:
+            while True:
+                await self._wait_up()
+                try:
+                    await self._bus.ensure_consumer(
+                        self.plan, name, subject, self.config.call_timeout
+                    )
+                    inbox, subscription = await self._bus.subscribe(
+                        lambda msg: self._arrived(delivery, msg), self.config.call_timeout
+                    )
+                    try:
+                        await self._pull_loop(delivery, name, inbox)
+                    finally:
+                        with trio.CancelScope(shield=True), suppress(BusError):
+                            await self._bus.unsubscribe(subscription, self.config.call_timeout)
+                except BusError as exc:
+                    self._log.event(WARNING, "fleet_pull_failed", "bus", reason=str(exc))
+                    await trio.sleep(backoff)
+                    backoff = min(backoff * 2, self.config.health_interval * 2)
+        finally:
+            del self._deliveries[conn]
+            if delivery.pending:
+                for reply in delivery.pending:
+                    self._reply(reply, nak(0))
+                delivery.pending.clear()
+
+    async def _pull_loop(self, delivery: _Delivery, name: str, inbox: str) -> None:
+        config = self.config
+        while True:
+            while len(delivery.pending) >= config.in_flight:
+                delivery.room = trio.Event()
+                await delivery.room.wait()
+            await self._wait_up()
+            batch = min(config.pull_batch, config.in_flight - len(delivery.pending))
+            delivery.requested, delivery.received = batch, 0
+            delivery.done = trio.Event()
+            await self._bus.pull(STREAM, name, inbox, batch, config.pull_expires)
+            # The request ends by itself (full, or a status at expiry); past this
+            # deadline NATS has gone quiet and a fresh request is sent.
+            with trio.move_on_after(config.pull_expires + config.call_timeout):
+                await delivery.done.wait()
+
+    def _arrived(self, delivery: _Delivery, msg: Msg) -> None:
+        code = status(msg)
+        if code is not None:
+            if code != "100":  # not a heartbeat: the request is over (408 expired, 409 ...)
+                delivery.done.set()
+            return
+        delivery.received += 1
+        if delivery.received >= delivery.requested:
+            delivery.done.set()
+        if not msg.reply:
+            return
+        self.counters["pulled"] += 1
+        unpacked = unpack(msg.data)
+        if unpacked is None:
+            self.counters["malformed"] += 1
+            self._reply(msg.reply, ACK)  # nothing any relay could deliver: gone
+            return
+        sender, envelope = unpacked
+        frame = relaywire.deliver_frame(sender, envelope)
+        if delivery.conn.outbox.put(frame, True, FLEET_SENDER) is not None:
+            self.counters["outbox_refused"] += 1
+            self._reply(msg.reply, nak(self.config.nak_delay))
+            return
+        delivery.pending.append(msg.reply)
+
+    def written(self, conn: FleetConnection, count: int) -> None:
+        """``count`` of ``conn``'s fleet mail, the oldest, reached its peer: ack it."""
+        delivery = self._deliveries.get(conn)
+        if delivery is None:
+            return
+        pending = delivery.pending
+        count = min(count, len(pending))
+        self.counters["written"] += count
+        for _ in range(count):
+            self._reply(pending.popleft(), ACK)
+        delivery.room.set()
+
+    # -- the fleet's lifetime -----------------------------------------------------
+
+    async def run(self) -> None:
+        """The fleet's background work, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._publish_loop)
+            nursery.start_soon(self._reply_loop)
+            nursery.start_soon(self._watch)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **self.counters,
+            "up": self.up,
+            "publish_queue": len(self._queue),
+            "recipients_pulling": len(self._deliveries),
+        }
+
+
+def _nowhere(recipient: bytes, sender: bytes, envelope: bytes) -> None:
+    return None
+
+
+def _nothing() -> None:
+    return None
+
+
+__all__ = ["FleetConnection", "FleetMember"]
