@@ -135,7 +135,16 @@ def cmd_notebook_search(args: argparse.Namespace) -> int:
                 }
             )
         else:
-            print(display.search_text(tool, args.query or "", args.person, args.topic, args.days))
+            wanted: dict[str, Any] = {"query": args.query or ""}
+            for key, value in (("person", args.person), ("topic", args.topic)):
+                if value is not None:
+                    wanted[key] = value
+            if args.days is not None:
+                wanted["days_back"] = args.days
+            answer = tool.lookup(wanted)
+            # A miss is one line that says so; the person's contact card, which
+            # the model gets after it, is no match and is not shown as one.
+            print(answer.text.splitlines()[0] if answer.missed else answer.text)
     return 0
 
 
