@@ -12,8 +12,8 @@ browser may do with it.
   one: a web page elsewhere cannot point its own host name at 127.0.0.1 (DNS
   rebinding) and read the Notebook through the browser.
 * **Writes** are POST only and carry a per-run CSRF token in the form (checked
-  in constant time), and a browser that says the request is cross-site is
-  refused outright.
+  in constant time), a browser that says the request is cross-site is
+  refused outright, and a form's body is bounded (`MAX_FORM_BYTES`).
 * **Every response** carries a strict Content-Security-Policy (own origin
   only, no inline script, no framing), nosniff, no referrer and no caching.
 """
@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOKEN_PARAM = "token"  # noqa: S105 (the name of a query parameter)
 CSRF_FIELD = "csrf"
+MAX_FORM_BYTES = 1 << 20
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 CONTENT_SECURITY_POLICY = (
@@ -141,6 +142,14 @@ class Guard:
             return response
         if not same(conn.cookies.get(name), self.secrets.access):
             return PlainTextResponse(NEEDS_LINK, 403)
+        if scope["method"] == "POST":
+            # A form is a note at most (32k characters, percent-encoded): the
+            # body is bounded before anything reads it.
+            length = conn.headers.get("content-length", "")
+            if not length.isdigit():
+                return PlainTextResponse("A form must say its length.", 411)
+            if int(length) > MAX_FORM_BYTES:
+                return PlainTextResponse("That form is too large.", 413)
         cross_site = conn.headers.get("sec-fetch-site") == "cross-site"
         if scope["method"] not in ("GET", "HEAD") and cross_site:
             return PlainTextResponse("Cross-site writes are refused.", 403)
@@ -156,6 +165,7 @@ def csrf_ok(secrets: Secrets, values: Iterable[str | None]) -> bool:
 __all__ = [
     "CONTENT_SECURITY_POLICY",
     "CSRF_FIELD",
+    "MAX_FORM_BYTES",
     "SECURITY_HEADERS",
     "TOKEN_PARAM",
     "Guard",

@@ -81,10 +81,22 @@ async def serve_page(
                     task_status=task_status,
                 )
             )
-        except OSError as exc:
-            raise BadInput(f"cannot listen on {url_host(host)}:{port}: {exc.strerror}") from None
+        except (OSError, BaseExceptionGroup) as exc:
+            refused = _os_error(exc)
+            if refused is None:
+                raise
+            raise BadInput(
+                f"cannot listen on {url_host(host)}:{port}: {refused.strerror or refused}"
+            ) from None
         bound = binds[0].rpartition(":")[2]
         await on_ready(host, int(bound))
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The socket error behind ``exc``, unwrapped from task groups of one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
 
 
 __all__ = ["DEFAULT_LISTEN", "is_loopback", "parse_listen", "serve_page", "url_host"]

@@ -4,6 +4,7 @@ the pieces the command hands the page (the daemon gateway, the last syncs)."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,14 @@ def test_person_lines_match_only_that_persons_lines() -> None:
         found.append(start)
         pos = text.find(b"\n", start) + 1 if b"\n" in text[start:] else len(text) + 1
     assert found == [text.index(b"cello")]
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(data_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("--data", str(data_dir), "web", "--listen", f"127.0.0.1:{port}")
+    assert result.code == 2 and result.out == ""
+    expected = f"pixie: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert result.err == expected

@@ -23,7 +23,7 @@ from pixie.device.store.notes import NoteKind
 from pixie.device.sync.offload import OffloadLedger
 from pixie.device.web.app import WebConfig, create_app
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable
-from pixie.device.web.security import CONTENT_SECURITY_POLICY, Secrets
+from pixie.device.web.security import CONTENT_SECURITY_POLICY, MAX_FORM_BYTES, Secrets
 from pixie.protocol.timestamps import parse_time
 
 BASE = "http://127.0.0.1:8765"
@@ -254,6 +254,15 @@ async def test_writes_need_this_runs_csrf_token(site: Site) -> None:
         headers={"sec-fetch-site": "cross-site"},
     )
     assert response.status_code == 403
+    assert site.row(note_id) == before
+
+
+async def test_a_form_is_bounded_before_it_is_read(site: Site) -> None:
+    note_id = site.ids["guidance"]
+    before = site.row(note_id)
+    huge = {"csrf": SECRETS.csrf, "body": "x" * (MAX_FORM_BYTES + 1)}
+    response = await site.client.post(f"/note/{note_id}/edit", data=huge)
+    assert response.status_code == 413
     assert site.row(note_id) == before
 
 
