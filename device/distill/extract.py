@@ -146,7 +146,7 @@ FIRST_PERSON: tuple[Rule, ...] = (
     ),
     _named("(?:i'm|i am) from", FactKind.OTHER, "is from {0}"),
     # birthday, family, pets
-    _rule(rf"\b(?i:my birthday is (?:on )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
+    _rule(rf"\b(?i:my birthday is (?:on )?(?:the )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
     _rule(
         rf"\b(?i:my ({_RELATIVE}))(?:,)? ({NAME})(?: (?i:and) ({NAME}))?",
         FactKind.FAMILY,
@@ -221,7 +221,7 @@ SECOND_PERSON: tuple[Rule, ...] = (
         "{0} {1}",
     ),
     _rule(rf"\b(?i:your) ({_ANIMAL}) ({NAME})", FactKind.PET, "a {0} called {1}"),
-    _rule(rf"\b(?i:your birthday is (?:on )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
+    _rule(rf"\b(?i:your birthday is (?:on )?(?:the )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
 )
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

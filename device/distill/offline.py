@@ -204,7 +204,43 @@ def _read(
         parts.append(f"Last heard from them on {day_label(theirs[-1].at)}.")
     else:
         parts.append("No reply from them yet.")
+    older = [x.text for x in request.earlier if x.speaker == name and not x.from_me]
+    subjects = _subjects([*(s.text for s in theirs), *older])
+    if subjects:
+        parts.append(f"Often mentions: {', '.join(subjects)}.")
     return _fit(" ".join(parts), MAX_PERSON_CHARS)
+
+
+SUBJECTS = 8  # words a person keeps coming back to, on their page
+
+
+def _subjects(texts: Sequence[str]) -> list[str]:
+    """The words someone keeps using (in two or more lines, small words and
+    numbers aside), most used first, as they first wrote them: what their
+    life is about lately, in the words a question about them would use."""
+    counts: Counter[str] = Counter()
+    shown: dict[str, str] = {}
+    for text in texts:
+        for word in {w for w in _WORD.findall(text) if len(w) > 3 and w.isalpha()}:
+            key = word.casefold()
+            if key in _STOP or key in _CHATTER:
+                continue
+            counts[key] += 1
+            shown.setdefault(key, word if word[:1].isupper() and word != text[: len(word)] else key)
+    ranked = sorted((k for k, c in counts.items() if c >= 2), key=lambda k: (-counts[k], k))
+    return [shown[k] for k in ranked[:SUBJECTS]]
+
+
+# Words that fill chat without saying what it is about.
+_CHATTER = frozenset(
+    "haha hahaha yesss yeah okay thanks thank sounds maybe actually literally finally "
+    "again always never someone something anything everything there here these those "
+    "would could should will with from your about have that this what when where which "
+    "just like really very much more less still even also only over into than then them "
+    "they their were been being does done doing make made makes come came going want "
+    "wants need needs today tonight tomorrow week weekend morning evening night time "
+    "monday tuesday wednesday thursday friday saturday sunday".split()
+)
 
 
 def _open_threads(

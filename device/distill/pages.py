@@ -89,10 +89,12 @@ def short_day(at: int) -> str:
     return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
 
 
-def _parse_day(text: str) -> int | None:
-    day, month, year = text.split()
-    if month not in _MONTHS:
+def parse_day(text: str) -> int | None:
+    """ "2 Mar 2026" (as `short_day` writes it) -> the start of that UTC day."""
+    parts = text.split()
+    if len(parts) != 3 or parts[1] not in _MONTHS or not (parts[0] + parts[2]).isdigit():
         return None
+    day, month, year = parts
     try:
         moment = dt.datetime(int(year), _MONTHS.index(month) + 1, int(day), tzinfo=dt.UTC)
     except ValueError:
@@ -118,7 +120,7 @@ def parse_fact_line(line: str) -> Fact | None:
     kind = _BY_LABEL.get(match.group(1).casefold())
     if kind is None:
         return None
-    at = _parse_day(match.group(3)) if match.group(3) else None
+    at = parse_day(match.group(3)) if match.group(3) else None
     return Fact(kind, match.group(2), at)
 
 
@@ -296,6 +298,7 @@ __all__ = [
     "merge_facts",
     "merge_page",
     "parse_about_you",
+    "parse_day",
     "parse_fact_line",
     "parse_person_page",
     "render_about_you",

@@ -46,6 +46,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -84,11 +85,14 @@ from pixie.device.distill.http import ChatCompletionsBackend
 from pixie.device.distill.offline import OfflineDistiller, day_label, person_in_group
 from pixie.device.distill.pages import (
     PersonPage,
+    day_of,
     merge_about_you,
     merge_page,
+    parse_day,
     parse_person_page,
     render_about_you,
     render_person_page,
+    short_day,
 )
 from pixie.device.distill.prompt import parse_result
 from pixie.device.distill.router import LLMRouter
@@ -320,7 +324,8 @@ def note_title(loaded: Loaded, request: DistillRequest) -> str:
         return _fit_title(_calendar_title(request.lines[-1]))
     if first.kind == "voicemail":
         return _fit_title(f"Voicemail from {_names(request.participants) or 'someone'}, {day}")
-    return _fit_title(f"{_names(request.participants) or 'Someone'}, {day}")
+    # "Call with": the word a question about a call asks with, in the title.
+    return _fit_title(f"Call with {_names(request.participants) or 'someone'}, {day}")
 
 
 def _calendar_title(line: Line) -> str:
@@ -365,10 +370,13 @@ def digest_items(loaded: Loaded, request: DistillRequest, result: DistillResult)
         contact = loaded.participants[0]
     facets, about = _date_facets(loaded, request)
     tags = tuple(dict.fromkeys((*facets, *result.tags)))
+    identity = src.key
+    if src.kind is SourceKind.POST:
+        identity = post_identity(loaded.rows[0])
     return [
         Distilled(
             kind=_DIGEST_KIND[src.kind],
-            identity_key=src.key,
+            identity_key=identity,
             title=note_title(loaded, request),
             body=result.summary,
             contact_id=contact,
@@ -377,6 +385,102 @@ def digest_items(loaded: Loaded, request: DistillRequest, result: DistillResult)
             about_date=about if about is not None else newest,
         )
     ]
+
+
+# -- near-identical posts -----------------------------------------------------------
+#
+# The same post made again with another number or hashtag ("Porto rain, day 3",
+# "Porto rain, day 5 #porto") is one note, not one per post: a digest per copy
+# would fill a search's eight places with one thing said eight times. A post's
+# digest is therefore filed under its gist (its author and its words, numbers
+# and hashtags aside), and the note keeps the days it was posted; its title,
+# text and source reference are the newest copy's. Merging happens here, on
+# the write path, where the stored note can be read under the write lock; a
+# re-run that adds a day already listed writes nothing, and a note the user
+# edited is left as they made it.
+
+_GIST_DROP = re.compile(r"#[^\W_][\w-]*|https?://\S+")
+_GIST_WORD = re.compile(r"[^\W\d_]+")
+_POSTED = re.compile(r"^Posted (\d+) times: (.+)\.$")
+_TITLE_DAY = re.compile(r", (\d{1,2} [A-Z][a-z]{2} \d{4}): ")
+
+
+def post_gist(text: str) -> str:
+    """A post's words without its numbers, hashtags and links, folded."""
+    return " ".join(_GIST_WORD.findall(_GIST_DROP.sub(" ", text).casefold()))
+
+
+def post_identity(root: Row) -> str:
+    """The identity of a post's digest: its author and its gist."""
+    _, _, _, cid, me, text = root
+    author = "me" if me else cid or "someone"
+    digest = hashlib.sha256(f"{author}\x00{post_gist(text)}".encode()).hexdigest()[:32]
+    return f"post-gist:{digest}"
+
+
+def merge_post(session: Session, item: Distilled, posted: int) -> Distilled:
+    """``item`` (one post's digest, posted at ``posted``) merged with the note
+    already filed under the same gist, if there is one."""
+    row = session.scalar(
+        select(Note).where(
+            Note.zone == Zone.CLEAR.value,
+            Note.kind == NoteKind.POST_DIGEST.value,
+            Note.identity_key == item.identity_key,
+        )
+    )
+    if row is None or row.user_edited or row.body is None:
+        return item  # new, the user's (the upsert keeps it), or parked on the Homebase
+    stored_days, stored_text = _posted_days(row.body)
+    if not stored_days:  # one post so far: its day is in its title
+        match = _TITLE_DAY.search(row.title or "")
+        day = parse_day(match.group(1)) if match else None
+        stored_days = {day} if day is not None else set()
+    day = day_of(posted)
+    days = stored_days | {day}
+    newer = (day, item.source_ref or "") >= (max(stored_days, default=0), row.source_ref or "")
+    base = item if newer else _as_distilled(row, item)
+    text = item.body if newer else stored_text
+    if len(days) > 1:
+        listed = [short_day(d) for d in sorted(days)]
+        shown = ", ".join(listed[:-1]) + " and " + listed[-1]
+        text = f"{text}\nPosted {len(days)} times: {shown}."
+    return Distilled(
+        base.kind,
+        base.identity_key,
+        base.title,
+        text,
+        base.contact_id,
+        base.tags,
+        base.source_ref,
+        base.about_date,
+    )
+
+
+def _posted_days(body: str) -> tuple[set[int], str]:
+    lines = body.splitlines()
+    match = _POSTED.match(lines[-1]) if lines else None
+    if match is None:
+        return set(), body
+    days = set()
+    for label in re.split(r", | and ", match.group(2)):
+        at = parse_day(label)
+        if at is not None:
+            days.add(at)
+    return days, "\n".join(lines[:-1])
+
+
+def _as_distilled(row: Note, item: Distilled) -> Distilled:
+    tags = tuple(json.loads(row.tags)) if row.tags else ()
+    return Distilled(
+        item.kind,
+        item.identity_key,
+        row.title or item.title,
+        row.body or item.body,
+        row.contact_id,
+        tags,
+        row.source_ref,
+        row.about_date,
+    )
 
 
 def person_items(
@@ -766,7 +870,14 @@ class NotetakingService:
         items = digest_items(loaded, request, result)
         newest = max(at for _, _, at, _, _, _ in loaded.rows)
 
+        if loaded.source.kind is SourceKind.POST:
+            posted = loaded.rows[0][2]
+            digest = items[0]
+            items = []
+
         def build(session: Session) -> list[Distilled]:
+            if loaded.source.kind is SourceKind.POST:
+                items[:] = [merge_post(session, digest, posted)]
             facts = _dated(result.facts, newest)
             about = _about_you(session, facts) if facts else None
             pages = person_items(session, loaded, request, result)
@@ -878,7 +989,26 @@ def _about_you(session: Session, facts: Sequence[Fact]) -> Distilled | None:
     # A note the user edited (or deleted) goes to the upsert all the same: it
     # reports the note kept and writes nothing.
     merged, _ = merge_facts(row.body if row is not None else None, facts)
-    return Distilled(NoteKind.ABOUT_YOU, ABOUT_YOU_KEY, ABOUT_YOU_TITLE, render_about_you(merged))
+    # Tagged with what it covers, so that "where do I work" finds the note by
+    # its label and not only by a word of its body.
+    tags = tuple(dict.fromkeys(_ABOUT_TAGS.get(f.kind, f.kind.value) for f in merged))
+    return Distilled(
+        NoteKind.ABOUT_YOU,
+        ABOUT_YOU_KEY,
+        ABOUT_YOU_TITLE,
+        render_about_you(merged),
+        tags=tags[:MAX_PAGE_TAGS],
+    )
+
+
+_ABOUT_TAGS = {
+    FactKind.BIRTHDAY: "birthday",
+    FactKind.PET: "pets",
+    FactKind.ALLERGY: "allergies",
+    FactKind.LIKES: "likes",
+    FactKind.FAMILY: "family",
+    FactKind.OTHER: "about",
+}
 
 
 # -- settings and routers --------------------------------------------------------------

@@ -235,7 +235,9 @@ async def test_a_pass_files_digests_person_pages_and_facts(
     assert "climbing" not in body  # Ines's words stay on Ines's page
     calls = {n.source_ref: n for n in node.notebook.clear_notes(NoteKind.CALL_DIGEST)}
     assert set(calls) == {"call:9", next(k for k in calls if k.startswith("event:"))}
-    assert calls["call:9"].contact_id == ada and calls["call:9"].title.startswith("Ada Lovelace, ")
+    assert calls["call:9"].contact_id == ada and calls["call:9"].title.startswith(
+        "Call with Ada Lovelace, "
+    )
     (about,) = node.notebook.clear_notes(NoteKind.ABOUT_YOU)
     # A bare-text fact from a model, dated by the newest line of its source.
     assert (
