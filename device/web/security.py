@@ -102,8 +102,11 @@ class Guard:
         self.loopback_only = loopback_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # the page speaks nothing else (no websockets)
+            await send({"type": "websocket.close", "code": 1008})
             return
 
         async def send_with_headers(message: Message) -> None:
