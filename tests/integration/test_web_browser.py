@@ -51,6 +51,12 @@ def shoot(page: Any, shots: Path, name: str) -> None:
     page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
 
 
+def submit(page: Any, selector: str) -> None:
+    """Click a form's button and wait for the page it leads to."""
+    with page.expect_navigation():
+        page.click(selector)
+
+
 def without_daemon(url: str, shots: Path, ids: dict[str, str]) -> Browse:
     from playwright.sync_api import sync_playwright
 
@@ -72,7 +78,7 @@ def without_daemon(url: str, shots: Path, ids: dict[str, str]) -> Browse:
 
             page.goto(f"{base}/search")
             page.fill("#q", "recital")
-            page.click("#go")
+            submit(page, "#go")
             page.wait_for_selector("#headline")
             out.seen["headline"] = page.inner_text("#headline")
             out.seen["search_ids"] = [
@@ -83,17 +89,17 @@ def without_daemon(url: str, shots: Path, ids: dict[str, str]) -> Browse:
             page.goto(f"{base}/note/{ids['edit']}")
             page.fill("#title", "Dinner with Priya, moved")
             page.fill("#tags", "food, friends")
-            page.click("#save")
+            submit(page, "#save")
             page.wait_for_selector(".flash.ok")
             out.seen["edit_flash"] = page.inner_text(".flash.ok")
             out.seen["edit_marks"] = page.locator(".mark.edited").count()
             shoot(page, shots, "edited")
-            page.click("#save")  # the same again: nothing to write
+            submit(page, "#save")  # the same again: nothing to write
             page.wait_for_selector(".flash.ok")
             out.seen["noop_flash"] = page.inner_text(".flash.ok")
 
             page.goto(f"{base}/note/{ids['delete']}")
-            page.click("#delete")
+            submit(page, "#delete")
             page.wait_for_selector(".flash.ok")
             out.seen["delete_flash"] = page.inner_text(".flash.ok")
             out.seen["after_delete"] = page.url
