@@ -257,3 +257,49 @@ def test_a_pass_killed_between_sources_resumes_to_the_same_notebook(
     with sqlite3.connect(data_dir / "pixie.db") as a, sqlite3.connect(calm / "pixie.db") as b:
         query = "SELECT * FROM distill_mark WHERE source != '*scan' ORDER BY source"
         assert a.execute(query).fetchall() == b.execute(query).fetchall()
+
+
+# -- journals and calendars, imported and distilled ----------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "distill"
+
+
+def test_journals_and_calendars_become_about_you_facts_and_appointments(data_dir: Path) -> None:
+    ics = cli(
+        data_dir,
+        "import",
+        "--tz",
+        "UTC",
+        "--me",
+        "me@example.test",
+        str(FIXTURES / "appointments.ics"),
+    )
+    assert ics.code == 0, ics.err
+    journal = cli(data_dir, "import", "--tz", "UTC", str(FIXTURES / "journal"))
+    assert journal.code == 0, journal.err
+    out = cli(data_dir, "distill", "--json")
+    assert out.code == 0, out.err
+    report = out.json()
+    assert (report["journals"], report["calendar"]) == (2, 2)  # type: ignore[index]
+
+    found = cli(data_dir, "notebook", "search", "when is my dentist appointment").out
+    first = found.splitlines()[1]
+    assert first.startswith("1. Conversation · Dentist check-up — Saturday 14 March 2026, 10:00")
+    assert "saturday, march" in first
+    assert "Where: Rua das Flores 12, Porto. With Tomasz Nowak." in found
+
+    about = json.loads(cli(data_dir, "notebook", "list", "--kind", "about_you", "--json").out)
+    shown = cli(data_dir, "notebook", "show", about[0]["id"]).out
+    for line in (
+        "- Work: works at Northwind Labs; as of 2 Mar 2026",
+        "- Home: lives in Porto (moved); as of 9 Mar 2026",
+        "- Family: sister Zoë; as of 2 Mar 2026",
+        "- Allergy: allergic to peanuts; as of 2 Mar 2026",
+        "- Diet: vegetarian; as of 9 Mar 2026",
+        "- Likes: loves long walks; as of 9 Mar 2026",
+    ):
+        assert line in shown, shown
+    before = state(data_dir)
+    again = cli(data_dir, "distill", "--all", "--json").json()
+    assert again["notes_written"] == 0  # type: ignore[index]
+    assert state(data_dir) == before
