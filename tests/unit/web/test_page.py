@@ -524,3 +524,15 @@ async def test_status_shows_the_digest_and_siblings(site: Site) -> None:
     assert site.keyed.digest().digest().hex() in html
     assert "Not paired with anyone yet" in html
     assert "sealed" not in html.split("<main>")[1].split("</main>")[0]
+
+
+async def test_allowed_beyond_loopback_the_token_still_guards(
+    nodes: tuple[Node, ClearNode],
+) -> None:
+    _, clear = nodes
+    app = create_app(clear, WebConfig(SECRETS, loopback_only=False))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://192.0.2.7:8765") as c:
+        assert (await c.get("/")).status_code == 403
+        c.cookies.set("pixie_web_8765", SECRETS.access)
+        assert (await c.get("/")).status_code == 200
