@@ -35,6 +35,7 @@ from .server import Relay, RelayConfig
 
 _DEFAULT = RelayConfig()
 _DEFAULT_MAIL = MailboxLimits()
+_DEFAULT_FLEET_ACK_WAIT = 10.0  # `FleetConfig.ack_wait`
 # How many seconds of the steady rate a client may send at once.
 BURST_SECONDS = 4.0
 
@@ -130,7 +131,10 @@ def fleet_from_args(args: argparse.Namespace) -> FleetConfig | None:
             raise RelayError("--fleet-secret-file goes with --nats")
         return None
     return FleetConfig(
-        url=args.nats, secret=read_secret(args.fleet_secret_file), replicas=args.nats_replicas
+        url=args.nats,
+        secret=read_secret(args.fleet_secret_file),
+        replicas=args.nats_replicas,
+        ack_wait=args.nats_ack_wait,
     )
 
 
@@ -323,5 +327,13 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         default=1,
         metavar="N",
         help="copies JetStream keeps of waiting mail, in a NATS cluster (default 1)",
+    )
+    p.add_argument(
+        "--nats-ack-wait",
+        type=_positive_float,
+        default=_DEFAULT_FLEET_ACK_WAIT,
+        metavar="SECONDS",
+        help="mail a relay took from JetStream but never wrote (it died) is handed out "
+        f"again after this long (default {_DEFAULT_FLEET_ACK_WAIT:g})",
     )
     p.set_defaults(func=cmd_relay)

