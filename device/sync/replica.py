@@ -331,6 +331,22 @@ def _version_order(user_edited: bool, stamp: str) -> tuple[bool, str]:
     return (user_edited, stamp)
 
 
+# Each origin's highest sequence number. A skip-scan over the (origin, seq)
+# unique index: one index seek per origin for the next origin and one for its
+# maximum, so the cost follows the number of origins (a handful), where
+# GROUP BY would read every row of the log (~0.1 s at a million events).
+_MARKS_SQL = """
+WITH RECURSIVE origins(origin) AS (
+    SELECT (SELECT min(origin) FROM memory_event)
+    UNION ALL
+    SELECT (SELECT min(origin) FROM memory_event WHERE origin > origins.origin)
+    FROM origins WHERE origins.origin IS NOT NULL
+)
+SELECT origin, (SELECT max(seq) FROM memory_event WHERE memory_event.origin = origins.origin)
+FROM origins WHERE origin IS NOT NULL
+"""
+
+
 class NodeReplica:
     """The `Replica` a sync session runs against, for one data dir."""
 
@@ -354,9 +370,7 @@ class NodeReplica:
 
     def marks(self) -> Marks:
         with self.db.reading() as session:
-            log = session.execute(
-                select(MemoryEvent.origin, func.max(MemoryEvent.seq)).group_by(MemoryEvent.origin)
-            ).all()
+            log = session.connection().exec_driver_sql(_MARKS_SQL).all()
             notes = session.execute(select(NoteMark.origin, NoteMark.stamp)).all()
             contacts = self._contacts_fingerprint(session)
         return Marks(
