@@ -111,9 +111,7 @@ from pixie.device.store.notes import (
     ABOUT_YOU_KEY,
     MAX_IDENTITY_CHARS,
     MAX_TITLE_CHARS,
-    Note,
     NoteKind,
-    Zone,
 )
 
 if TYPE_CHECKING:
@@ -421,13 +419,7 @@ def post_identity(root: Row) -> str:
 def merge_post(session: Session, item: Distilled, posted: int) -> Distilled:
     """``item`` (one post's digest, posted at ``posted``) merged with the note
     already filed under the same gist, if there is one."""
-    row = session.scalar(
-        select(Note).where(
-            Note.zone == Zone.CLEAR.value,
-            Note.kind == NoteKind.POST_DIGEST.value,
-            Note.identity_key == item.identity_key,
-        )
-    )
+    row = _stored(session, NoteKind.POST_DIGEST, item.identity_key)
     if row is None or row.user_edited or row.body is None:
         return item  # new, the user's (the upsert keeps it), or parked on the Homebase
     stored_days, stored_text = _posted_days(row.body)
@@ -469,7 +461,7 @@ def _posted_days(body: str) -> tuple[set[int], str]:
     return days, "\n".join(lines[:-1])
 
 
-def _as_distilled(row: Note, item: Distilled) -> Distilled:
+def _as_distilled(row: _Stored, item: Distilled) -> Distilled:
     tags = tuple(json.loads(row.tags)) if row.tags else ()
     return Distilled(
         item.kind,
@@ -491,8 +483,9 @@ def person_items(
     be), for any other source with one other person the facts it states, added
     to that person's page if they have one."""
     newest = max(at for _, _, at, _, _, _ in loaded.rows)
-    facts = [*card_facts(loaded.details), *_dated(result.person_facts, newest)]
+    facts = _dated(result.person_facts, newest)
     if loaded.one_to_one and request.person:
+        facts = [*card_facts(loaded.details), *facts]
         contact = loaded.one_to_one
         stored = _stored_page(session, contact)
         base = PersonPage()
@@ -505,11 +498,11 @@ def person_items(
             threads=result.open_threads,
         )
         return [_page_item(contact, request.person, page, result.tags)]
-    if loaded.source.kind is SourceKind.CONVERSATION or len(loaded.participants) != 1:
+    if not facts or loaded.source.kind is SourceKind.CONVERSATION or len(loaded.participants) != 1:
         return []
     contact = loaded.participants[0]
     stored = _stored_page(session, contact)
-    if not facts or stored is None or stored.body is None or stored.user_edited:
+    if stored is None or stored.body is None or stored.user_edited:
         return []
     page = merge_page(parse_person_page(stored.body), facts)
     return [
@@ -559,14 +552,36 @@ _PAGE_TAGS = {
 MAX_PAGE_TAGS = 12
 
 
-def _stored_page(session: Session, contact: str) -> Note | None:
-    return session.scalar(
-        select(Note).where(
-            Note.zone == Zone.CLEAR.value,
-            Note.kind == NoteKind.PERSON.value,
-            Note.identity_key == contact,
-        )
-    )
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What the merges need of a stored clear note (read without the ORM:
+    a pass reads one per source)."""
+
+    title: str | None
+    body: str | None  # None when parked on the Homebase
+    tags: str | None  # JSON
+    contact_id: str | None
+    source_ref: str | None
+    about_date: int | None
+    user_edited: bool
+
+
+_STORED_SQL = (
+    "SELECT title, body, tags, contact_id, source_ref, about_date, user_edited FROM note "
+    "WHERE zone = 'clear' AND kind = ? AND identity_key = ?"
+)
+
+
+def _stored(session: Session, kind: NoteKind, identity: str) -> _Stored | None:
+    row = session.connection().exec_driver_sql(_STORED_SQL, (kind.value, identity)).first()
+    if row is None:
+        return None
+    title, body, tags, contact_id, source_ref, about_date, edited = row
+    return _Stored(title, body, tags, contact_id, source_ref, about_date, bool(edited))
+
+
+def _stored_page(session: Session, contact: str) -> _Stored | None:
+    return _stored(session, NoteKind.PERSON, contact)
 
 
 def _dated(facts: Sequence[Fact], at: int) -> list[Fact]:
@@ -976,13 +991,7 @@ def _about_you(session: Session, facts: Sequence[Fact]) -> Distilled | None:
     """The about_you note with ``facts`` merged in, read and written under the
     same write lock. None when nothing can be merged: the note is the user's
     (their edit wins), or its body is parked on the Homebase."""
-    row = session.scalar(
-        select(Note).where(
-            Note.zone == Zone.CLEAR.value,
-            Note.kind == NoteKind.ABOUT_YOU.value,
-            Note.identity_key == ABOUT_YOU_KEY,
-        )
-    )
+    row = _stored(session, NoteKind.ABOUT_YOU, ABOUT_YOU_KEY)
     if row is not None and row.body is None and not row.user_edited:
         log.info("about_you is offloaded; facts from this source are not merged")
         return None
