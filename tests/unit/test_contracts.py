@@ -24,6 +24,8 @@ PACKAGES = ("protocol", "device", "homebase", "relay", "sim", "entry")
 PLANTS = [
     ("device/agent/leak.py", "import pixie.device.notebook.sealed", "sealed zone"),
     ("device/distill/leak.py", "import pixie.device.store.keystore", "sealed zone"),
+    ("device/web/leak.py", "import pixie.device.notebook.seal", "sealed zone"),
+    ("device/web/upward.py", "import pixie.device.cli.notebook", "device rooms"),
     ("device/store/upward.py", "import pixie.device.sync.driver", "device rooms"),
     ("relay/peek.py", "import pixie.device.store.db", "layers: entry above sim"),
     ("relay/crypto.py", "import nacl.signing", "relay's own code imports no crypto"),
