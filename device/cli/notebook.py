@@ -5,10 +5,11 @@ written by hand.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from pixie.device.agent.tools import MAX_DAYS_BACK, CheckNotebookTool
-from pixie.device.cli import display
+from pixie.device.cli import display, editor
 from pixie.device.cli.common import (
     days_back_flag,
     emit_id,
@@ -23,6 +24,8 @@ from pixie.device.node.keyed import Node
 from pixie.device.notebook.huddle import read_huddle_file, record_huddle
 from pixie.device.store.notes import NoteKind, Zone
 from pixie.protocol.timestamps import now_us
+
+MAX_STDIN_BODY_BYTES = 1024 * 1024
 
 
 def _kind(value: str | None) -> NoteKind | None:
@@ -83,17 +86,58 @@ def _split_tags(value: str | None) -> list[str] | None:
 
 
 def cmd_notebook_edit(args: argparse.Namespace) -> int:
-    if args.title is None and args.body is None and args.tags is None:
-        raise BadInput("nothing to change: give --title, --body or --tags")
+    body = _read_stdin_body() if args.body == "-" else args.body
+    if args.title is None and body is None and args.tags is None:
+        return _edit_in_editor(args)
     with open_node(args) as node:
         changed = node.notebook.edit(
-            args.id, title=args.title, body=args.body, tags=_split_tags(args.tags)
+            args.id, title=args.title, body=body, tags=_split_tags(args.tags)
         )
+    _report_edit(args, changed)
+    return 0
+
+
+def _read_stdin_body() -> str:
+    """``--body -``: the body from standard input, bounded."""
+    data = sys.stdin.buffer.read(MAX_STDIN_BODY_BYTES + 1)
+    if len(data) > MAX_STDIN_BODY_BYTES:
+        raise BadInput(f"the body on stdin is larger than {MAX_STDIN_BODY_BYTES // 1024} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput("the body on stdin is not UTF-8 text") from None
+
+
+def _edit_in_editor(args: argparse.Namespace) -> int:
+    """No flags: the note in $VISUAL/$EDITOR, applied with the same guards."""
+    with open_node(args) as node:
+        note = node.notebook.clear_view().get_clear(args.id)
+        if note is None:
+            raise NotFound(f"no note with id {args.id}")
+        if note.body is None:
+            raise BadInput(
+                f"note {args.id} is offloaded to your Homebase; "
+                f"bring it back with `pixie recall {args.id}` before editing it"
+            )
+        title, tags, body = note.title, list(note.tags), note.body
+    edited = editor.edit_in_editor(title, tags, body)
+    changed = False
+    if edited is not None:
+        # The store's own guards and no-op rule, as for flags; the note may
+        # have changed while the editor was open, so nothing is assumed.
+        with open_node(args) as node:
+            changed = node.notebook.edit(
+                args.id, title=edited.title, body=edited.body, tags=edited.tags
+            )
+    _report_edit(args, changed)
+    return 0
+
+
+def _report_edit(args: argparse.Namespace, changed: bool) -> None:
     if args.json:
         emit_json({"id": args.id, "changed": changed})
     else:
         print(f"{args.id} {'edited' if changed else 'unchanged'}")
-    return 0
 
 
 def cmd_notebook_delete(args: argparse.Namespace) -> int:
@@ -197,10 +241,14 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", action="append", metavar="T", help="a topic tag (repeatable)")
     json_flag(p)
     p.set_defaults(func=cmd_notebook_add)
-    p = nsub.add_parser("edit", parents=[common], help="edit a note (it becomes yours)")
+    p = nsub.add_parser(
+        "edit",
+        parents=[common],
+        help="edit a note (it becomes yours); with no flags, in $VISUAL or $EDITOR",
+    )
     p.add_argument("id")
     p.add_argument("--title")
-    p.add_argument("--body")
+    p.add_argument("--body", help="the new body; - reads it from standard input")
     p.add_argument("--tags", help="comma-separated; replaces the note's tags")
     json_flag(p)
     p.set_defaults(func=cmd_notebook_edit)
