@@ -30,6 +30,9 @@ from .natsbus import ACK, BusError, NatsBus, nak, status
 from .server import FLEET_SENDER
 
 INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
+# Messages published and waiting for the stream's answer, at most.
+UNCONFIRMED = 4096
+SUBJECTS_CACHED = 65_536  # recipients whose subject is remembered (a keyed hash each)
 
 
 class FleetOutbox(Protocol):
@@ -78,6 +81,11 @@ class FleetMember:
         self._up_changed = trio.Event()
         self._park: Park = _nowhere
         self._restored: Callable[[], None] = _nothing
+        self._subjects: dict[bytes, str] = {}
+        # Published, waiting for the stream's answer, oldest first, with the time.
+        self._unconfirmed: deque[tuple[bytes, bytes, bytes, float]] = deque()
+        self._confirm_room = trio.Event()
+        self._acks_lost = True  # the inbox for the stream's answers must be (re)opened
         self._queue: deque[tuple[bytes, bytes, bytes]] = deque()
         self._queued_bytes = 0
         self._publish_wake = trio.Event()
@@ -171,6 +179,7 @@ class FleetMember:
                 self.went_down(str(exc))
             else:
                 self.came_up()
+            self._overdue()
             await trio.sleep(interval)
 
     async def _wait_up(self) -> None:
@@ -191,25 +200,84 @@ class FleetMember:
         self._publish_wake.set()
         return True
 
+    def _subject(self, recipient: bytes) -> str:
+        subject = self._subjects.get(recipient)
+        if subject is None:
+            if len(self._subjects) >= SUBJECTS_CACHED:
+                self._subjects.clear()
+            subject = self._subjects[recipient] = self.keys.subject(recipient)
+        return subject
+
     async def _publish_loop(self) -> None:
-        queue, subject = self._queue, self.keys.subject
+        """Publish queued mail in batches, in order, without waiting for each
+        batch to be stored; at most `UNCONFIRMED` messages wait for the stream's
+        answer at once (see `_answered` and `_overdue`)."""
+        queue, subject, config, bus = self._queue, self._subject, self.config, self._bus
         while True:
             if not queue:
                 self._publish_wake = trio.Event()
                 await self._publish_wake.wait()
-            batch = [queue.popleft() for _ in range(min(len(queue), self.config.publish_batch))]
+            while len(self._unconfirmed) >= UNCONFIRMED:
+                self._confirm_room = trio.Event()
+                await self._confirm_room.wait()
+            if self._acks_lost:
+                try:
+                    await bus.open_acks(self._answered, config.call_timeout)
+                except BusError as exc:
+                    self.went_down(str(exc))
+                    await self._wait_up()
+                    continue
+                self._acks_lost = False
+            batch = [queue.popleft() for _ in range(min(len(queue), config.publish_batch))]
             self._queued_bytes -= sum(len(e) for _, _, e in batch)
+            # Waiting for answers before any is sent: they may come while we publish.
+            now = trio.current_time()
+            self._unconfirmed.extend((r, s, e, now) for r, s, e in batch)
+            messages = [(subject(r), pack(s, e)) for r, s, e in batch]
             try:
-                await self._bus.publish_many(
-                    ((subject(r), pack(s, e)) for r, s, e in batch), self.config.call_timeout
-                )
+                await bus.publish(messages, config.call_timeout)
             except BusError as exc:
-                self.went_down(str(exc))
-                self.counters["kept_here"] += len(batch)
-                for recipient, sender, envelope in batch:
-                    self._park(recipient, sender, envelope)
-            else:
-                self.counters["published"] += len(batch)
+                self._give_up(exc)
+
+    def _answered(self, stored: bool) -> None:
+        """The stream's answer to the oldest message still waiting for one."""
+        if not self._unconfirmed:
+            return
+        recipient, sender, envelope, _ = self._unconfirmed.popleft()
+        if stored:
+            self.counters["published"] += 1
+        else:
+            self.counters["kept_here"] += 1
+            self._park(recipient, sender, envelope)
+        if len(self._unconfirmed) < UNCONFIRMED // 2:
+            self._confirm_room.set()
+
+    def _overdue(self) -> None:
+        """Mail the stream has not answered for within a call's deadline stays
+        here, all of it, and answers still on their way will not be counted."""
+        unconfirmed = self._unconfirmed
+        if not unconfirmed:
+            return
+        if trio.current_time() - unconfirmed[0][3] < self.config.call_timeout:
+            return
+        self._give_up(BusError("NATS publish: the stream did not answer in time"))
+
+    def _give_up(self, exc: BusError) -> None:
+        """Every message waiting for an answer stays here; answers still on their
+        way go to an inbox no longer read (a fresh one is opened)."""
+        batch = [(r, s, e) for r, s, e, _ in self._unconfirmed]
+        self._unconfirmed.clear()
+        self._acks_lost = True
+        self._confirm_room.set()
+        self._not_published(batch, exc)
+
+    def _not_published(self, batch: list[tuple[bytes, bytes, bytes]], exc: BusError) -> None:
+        """Mail NATS did not confirm waits here (some of it may have been stored
+        after all: a duplicate costs less than a loss)."""
+        self.went_down(str(exc))
+        self.counters["kept_here"] += len(batch)
+        for recipient, sender, envelope in batch:
+            self._park(recipient, sender, envelope)
 
     # -- answering JetStream: acks and naks ----------------------------------------
 
