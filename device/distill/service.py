@@ -475,6 +475,62 @@ def _as_distilled(row: _Stored, item: Distilled) -> Distilled:
     )
 
 
+# -- the week of a journal -----------------------------------------------------------
+#
+# Besides its own dated digest, every journal entry adds a line to the note of
+# its ISO week ("Journal, week of Monday 2 March 2026"): what each day of the
+# week was about, in one place, for questions about a week or a weekend. A
+# line is keyed by its day and a short reference to its entry, so an entry
+# distilled again replaces its own line and two entries of one day keep one
+# line each; lines are in date order, whatever order the entries came in.
+
+MAX_WEEK_LINE = 240
+_WEEK_LINE = re.compile(r"^- [A-Z][a-z]+ (\d{4}-\d{2}-\d{2}): .*\[([0-9a-f]{6})\]$")
+
+
+def merge_week(session: Session, loaded: Loaded, result: DistillResult) -> Distilled:
+    """The week note of a journal entry's week, with the entry's line in it."""
+    newest = max(at for _, _, at, _, _, _ in loaded.rows)
+    day = _iso(newest)
+    date = dt.date.fromisoformat(day)
+    year, week, _ = date.isocalendar()
+    monday = date - dt.timedelta(days=date.weekday())
+    identity = f"journal-week:{year}-W{week:02d}"
+    ref = hashlib.sha256(loaded.source.key.encode()).hexdigest()[:6]
+    gist = result.summary.split(". ", 1)[1] if result.summary.startswith("Journal, ") else ""
+    gist = " ".join((gist or result.summary).split())
+    if len(gist) > MAX_WEEK_LINE:
+        gist = gist[: MAX_WEEK_LINE - 1].rstrip() + "…"
+    weekday = date_words(day)[0]
+    lines = {(day, ref): f"- {weekday} {day}: {gist} [{ref}]"}
+    row = _stored(session, NoteKind.CONVERSATION_DIGEST, identity)
+    if row is not None and row.body is not None and not row.user_edited:
+        for line in row.body.splitlines():
+            match = _WEEK_LINE.match(line)
+            if match is not None:
+                lines.setdefault((match.group(1), match.group(2)), line)
+    days = sorted({d for d, _ in lines})
+    named = [date_words(d) for d in days]
+    tags = ["journal", "week", f"{year}-w{week:02d}"]
+    tags += [weekday.casefold() for weekday, _, _ in named]
+    tags += [month.casefold() for _, month, _ in named]
+    if any(w in ("Saturday", "Sunday") for w, _, _ in named):
+        tags.append("weekend")
+    head = f"Journal, week of {date_words(monday.isoformat())[2]}: {len(lines)} " + (
+        "entry." if len(lines) == 1 else "entries."
+    )
+    body = "\n".join([head, *(lines[k] for k in sorted(lines))])
+    return Distilled(
+        kind=NoteKind.CONVERSATION_DIGEST,
+        identity_key=identity,
+        title=_fit_title(f"Journal, week of {date_words(monday.isoformat())[2]}"),
+        body=body,
+        tags=tuple(dict.fromkeys(tags))[:MAX_PAGE_TAGS],
+        source_ref=identity,
+        about_date=day_start_us(days[-1]),
+    )
+
+
 def person_items(
     session: Session, loaded: Loaded, request: DistillRequest, result: DistillResult
 ) -> list[Distilled]:
@@ -897,6 +953,8 @@ class NotetakingService:
             about = _about_you(session, facts) if facts else None
             pages = person_items(session, loaded, request, result)
             pages += _group_pages(session, loaded, request)
+            if loaded.source.kind is SourceKind.JOURNAL:
+                pages.append(merge_week(session, loaded, result))
             return items + pages + ([about] if about is not None else [])
 
         def then(session: Session, _results: Sequence[UpsertResult]) -> None:

@@ -423,9 +423,47 @@ async def test_journal_and_calendar_reach_the_notebook_search(node: Node) -> Non
     assert {"appointment", "2026-03-14", "saturday", "march"} <= set(found.note.tags)
     assert "Where: Rua das Flores 12." in (found.note.body or "")
     assert found.note.about_date == T0 + 12 * DAY + MINUTE * 60  # 10:00 that day, UTC
-    (journal, *_) = view.search_clear("journal monday")
-    assert journal.note.title == "Journal, Monday 2 March 2026"
+    found_titles = [s.note.title for s in view.search_clear("journal monday")]
+    assert found_titles == ["Journal, week of Monday 2 March 2026", "Journal, Monday 2 March 2026"]
     assert (await distil(node)).written == 0
+
+
+async def test_journal_entries_of_a_week_share_a_week_note(node: Node) -> None:
+    def entry(day: int, text: str) -> NewEvent:
+        at = T0 + day * DAY
+        return NewEvent(EventKind.JOURNAL, at, text, from_me=True, source=f"journal:{day}.md")
+
+    # Saturday first, then Monday, then the next Monday (another week).
+    node.log.append([entry(5, "Hiked the coast with Zoë. I love long walks.")], now=0)
+    await distil(node)
+    node.log.append(
+        [entry(0, "Long day. The sprint review went well."), entry(7, "Rainy. Read all day.")],
+        now=0,
+    )
+    await distil(node)
+    weeks = {
+        n.identity_key: n
+        for n in node.notebook.clear_notes(NoteKind.CONVERSATION_DIGEST)
+        if (n.identity_key or "").startswith("journal-week:")
+    }
+    assert set(weeks) == {"journal-week:2026-W10", "journal-week:2026-W11"}
+    week = weeks["journal-week:2026-W10"]
+    assert week.title == "Journal, week of Monday 2 March 2026"
+    lines = (week.body or "").splitlines()
+    assert lines[0] == "Journal, week of Monday 2 March 2026: 2 entries."
+    assert lines[1].startswith("- Monday 2026-03-02: ") and "sprint review" in lines[1]
+    assert lines[2].startswith("- Saturday 2026-03-07: Wrote: Hiked the coast with Zoë.")
+    assert "About you: loves long walks." in lines[2]
+    assert {"journal", "week", "2026-w10", "monday", "saturday", "march", "weekend"} <= set(
+        week.tags
+    )
+    assert week.about_date == T0 - T0 % DAY + 5 * DAY  # its newest day
+    (found, *_) = node.notebook.clear_view().search_clear("weekend journal")
+    assert found.note.identity_key == "journal-week:2026-W10"
+    redo = await NotetakingService(
+        node.db, node.notebook, LLMRouter((OfflineDistiller(),))
+    ).run_pass(everything=True)
+    assert redo.written == 0
 
 
 async def test_near_identical_posts_are_one_note(node: Node) -> None:
