@@ -166,6 +166,8 @@ class FleetMember:
         self._up_changed.set()
         self._up_changed = trio.Event()
         event(INFO, "nats_up", nats=self.config.url)
+        for delivery in self._deliveries.values():
+            delivery.done.set()  # pull requests made before the outage died with it
         self._restored()
 
     async def _watch(self) -> None:
@@ -192,7 +194,13 @@ class FleetMember:
         """Queue ``envelope`` for NATS; False if NATS is down or far behind (the
         caller then keeps it in its own mailbox)."""
         size = len(envelope)
-        if not self.up or self._queued_bytes + size > self.config.publish_queue_bytes:
+        if (
+            not self.up
+            or self._queued_bytes + size > self.config.publish_queue_bytes
+            # (a server set to take less than the largest envelope: what it cannot
+            # take waits here for its recipient instead of failing a whole batch)
+            or 1 + len(sender) + size > self._bus.max_payload
+        ):
             self.counters["kept_here"] += 1
             return False
         self._queue.append((recipient, sender, envelope))

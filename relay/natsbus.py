@@ -290,6 +290,11 @@ class NatsBus:
         await self._call("ping", flush, timeout)
 
     @property
+    def max_payload(self) -> int:
+        """The largest message the server takes (its max_payload, 1 MiB by default)."""
+        return int(self._nc.max_payload)
+
+    @property
     def connected(self) -> bool:
         return bool(self._nc.is_connected)
 
