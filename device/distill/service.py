@@ -550,7 +550,8 @@ def person_items(
         page = merge_page(
             base,
             facts,
-            read=[result.person] if result.person else [],
+            # An answer without a read keeps the stored one.
+            read=[result.person] if result.person else None,
             threads=result.open_threads,
         )
         return [_page_item(contact, request.person, page, result.tags)]

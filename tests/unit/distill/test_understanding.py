@@ -574,3 +574,17 @@ async def test_a_models_answer_lands_in_the_same_sections_as_the_built_in_one(
     facts = lambda body: body.split(f"\n{READ}\n")[0]  # noqa: E731
     assert facts(offline) == facts(by_model)
     assert parse_person_page(offline).facts[-1] == parse_person_page(by_model).facts[-1]  # plan
+
+
+async def test_a_model_answer_without_a_read_keeps_the_stored_one(node: Node) -> None:
+    priya_life(node)
+    base = {"summary": "s", "facts": [], "tags": [], "open_threads": []}
+    await distil(node, Scripted({**base, "person": "Old friend; weekly calls."}))
+    node.log.append(
+        [message("t-priya", "Priya Raman", T0 + 60 * DAY, "my daughter Ana starts school")],
+        now=0,
+    )
+    await distil(node, Scripted({**base, "person": None}))
+    body = page_of(node, "Priya Raman").body or ""
+    assert f"{READ}\n- Old friend; weekly calls.\n{THREADS}" in body
+    assert "- Family: daughter Ana; as of" not in body  # a model's facts only, none given
