@@ -147,7 +147,9 @@ class FleetConfig:
     ack_wait: float = 10.0
     in_flight: int = 256  # per recipient: handed to its outbox, not yet written
     pull_batch: int = 64
-    pull_expires: float = 5.0  # a pull request lingers this long for mail
+    # A pull request lingers this long for mail; each connected peer costs NATS
+    # one request per this many seconds while it has none.
+    pull_expires: float = 30.0
     consumer_idle: float = 600.0  # a recipient's consumer outlives its absence this long
     publish_batch: int = 256
     publish_queue_bytes: int = 64 << 20  # waiting for NATS; past it, mail waits here

@@ -3,7 +3,10 @@ to JetStream, and the mail it pulls for each peer connected to it.
 
 The fleet's design (who stores what, the hashed subjects, what an outage does)
 is told in `pixie.relay.fleet`; the bridge to the asyncio NATS client in
-`pixie.relay.natsbus`.
+`pixie.relay.natsbus`. Beyond a lone relay's bounds a member holds at most
+``publish_queue_bytes`` (64 MiB) of mail waiting to be published and as much
+again published and waiting for the stream's answer; mail pulled for a peer
+sits in that peer's outbox, under the outbox's bounds.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from .natsbus import ACK, BusError, NatsBus, nak, status
 from .server import FLEET_SENDER
 
 INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
-# Messages published and waiting for the stream's answer, at most.
+# Messages published and waiting for the stream's answer, at most (and no more
+# bytes of them than `FleetConfig.publish_queue_bytes`).
 UNCONFIRMED = 4096
+PUBLISH_BATCH_BYTES = 4 << 20  # envelope bytes in one batch, past its first envelope
 SUBJECTS_CACHED = 65_536  # recipients whose subject is remembered (a keyed hash each)
 
 
@@ -84,6 +89,7 @@ class FleetMember:
         self._subjects: dict[bytes, str] = {}
         # Published, waiting for the stream's answer, oldest first, with the time.
         self._unconfirmed: deque[tuple[bytes, bytes, bytes, float]] = deque()
+        self._unconfirmed_bytes = 0
         self._confirm_room = trio.Event()
         self._acks_lost = True  # the inbox for the stream's answers must be (re)opened
         self._queue: deque[tuple[bytes, bytes, bytes]] = deque()
@@ -225,7 +231,11 @@ class FleetMember:
             if not queue:
                 self._publish_wake = trio.Event()
                 await self._publish_wake.wait()
-            while len(self._unconfirmed) >= UNCONFIRMED:
+            # What waits for the stream's answer is bounded like the queue itself.
+            while (
+                len(self._unconfirmed) >= UNCONFIRMED
+                or self._unconfirmed_bytes >= config.publish_queue_bytes
+            ):
                 self._confirm_room = trio.Event()
                 await self._confirm_room.wait()
             if self._acks_lost:
@@ -234,10 +244,16 @@ class FleetMember:
                 except BusError as exc:
                     self.went_down(str(exc))
                     await self._wait_up()
+                    await trio.sleep(config.health_interval)
                     continue
                 self._acks_lost = False
-            batch = [queue.popleft() for _ in range(min(len(queue), config.publish_batch))]
-            self._queued_bytes -= sum(len(e) for _, _, e in batch)
+            batch: list[tuple[bytes, bytes, bytes]] = []
+            size = 0
+            while queue and len(batch) < config.publish_batch and size < PUBLISH_BATCH_BYTES:
+                batch.append(queue.popleft())
+                size += len(batch[-1][2])
+            self._queued_bytes -= size
+            self._unconfirmed_bytes += size
             # Waiting for answers before any is sent: they may come while we publish.
             now = trio.current_time()
             self._unconfirmed.extend((r, s, e, now) for r, s, e in batch)
@@ -252,12 +268,16 @@ class FleetMember:
         if not self._unconfirmed:
             return
         recipient, sender, envelope, _ = self._unconfirmed.popleft()
+        self._unconfirmed_bytes -= len(envelope)
         if stored:
             self.counters["published"] += 1
         else:
             self.counters["kept_here"] += 1
             self._park(recipient, sender, envelope)
-        if len(self._unconfirmed) < UNCONFIRMED // 2:
+        if (
+            len(self._unconfirmed) < UNCONFIRMED // 2
+            and 2 * self._unconfirmed_bytes < self.config.publish_queue_bytes
+        ):
             self._confirm_room.set()
 
     def _overdue(self) -> None:
@@ -275,6 +295,7 @@ class FleetMember:
         way go to an inbox no longer read (a fresh one is opened)."""
         batch = [(r, s, e) for r, s, e, _ in self._unconfirmed]
         self._unconfirmed.clear()
+        self._unconfirmed_bytes = 0
         self._acks_lost = True
         self._confirm_room.set()
         self._not_published(batch, exc)
