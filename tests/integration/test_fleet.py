@@ -235,7 +235,6 @@ async def test_a_fleet_pairs_offloads_syncs_and_outlives_a_killed_relay(tmp_path
             assert synced.returncode == 0, synced.stderr
             (session,) = json.loads(synced.stdout)["sessions"]
             assert session["outcome"] == "synced"
-            assert status(mac)["events"] == 20
 
             # Now the device stays connected too (on r1, falling back to r3).
             device_log = tmp_path / "device.log"
