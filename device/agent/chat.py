@@ -78,6 +78,9 @@ not know. Never make up details about people. Do not repeat a call you have \
 already made in this turn."""
 
 STOPPED_REPLY = "I could not finish looking that up."
+# Between the Notebook's miss and what grep_memory found instead, in one tool
+# message.
+FALLBACK_NOTE = "\nNothing in the Notebook, so the raw memory log was searched instead:\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,9 +268,7 @@ class ChatAgent:
         if guards is not None and not guards.would_admit(grep.name, wanted):
             return ""
         reply = await trio.to_thread.run_sync(self.box.call, grep.name, wanted, limiter=self._lane)
-        return "\nNothing in the Notebook, so the raw memory log was searched instead:\n" + (
-            reply.text
-        )
+        return FALLBACK_NOTE + reply.text
 
     async def _record(self, question: str, asked_at: int, answer: str | None) -> tuple[str, ...]:
         if self._log is None:
@@ -352,6 +353,7 @@ def would_fetch(
 
 
 __all__ = [
+    "FALLBACK_NOTE",
     "MAX_QUESTION_CHARS",
     "MAX_STEPS",
     "PERSONA",
