@@ -11,6 +11,12 @@ duplicate-call check that refuses an identical repeat, and a per-tool call
 budget that ends the turn when spent. Inside an L3 tool-agent the guards are
 off (`ToolBox(..., guards=None)`), because the L2 loop above owns them. Every
 call fires the UI hook, which is how the chat shows "Checked your notebook".
+
+`CheckNotebookTool.lookup` returns the notes behind the text, so the chat loop
+can tell a miss from a hit without reading the words, and `ToolReply.missed`
+carries that out of the `ToolBox`. `key_words`, `fallback_pattern` and
+`fallback_query` are what the loop asks grep_memory after a miss; the memory
+benchmark imports them so that it measures exactly that policy.
 """
 
 from __future__ import annotations
