@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +24,26 @@ from pixie.device.store.notes import ClearNote, NoteKind
 from pixie.protocol.timestamps import format_date, format_time
 
 
-def note_line(note: ClearNote) -> str:
+def note_line(note: ClearNote, short_id: str | None = None, *, twin: bool = False) -> str:
+    """One line of a list: the (short) id, the date, the label, tags and marks;
+    a ``twin`` (another listed note has the same title) also names its source."""
     flags = []
     if note.user_edited:
         flags.append("edited")
     if note.body is None:
         flags.append("offloaded: opens from your Homebase")
+    if twin:
+        flags.append(f"from {note.source_ref}" if note.source_ref else "written by you")
     tags = f" [{', '.join(note.tags)}]" if note.tags else ""
     extra = f" ({'; '.join(flags)})" if flags else ""
     when = format_date(note.effective_date)
-    return f"{note.id}  {when}  {label(note.kind, note.title)}{tags}{extra}"
+    return f"{short_id or note.id}  {when}  {label(note.kind, note.title)}{tags}{extra}"
+
+
+def note_lines(notes: list[ClearNote], short: dict[str, str]) -> list[str]:
+    """`note_line` of each note, with short ids, twins told apart by source."""
+    titles = Counter((n.kind, n.title) for n in notes)
+    return [note_line(n, short.get(n.id), twin=titles[(n.kind, n.title)] > 1) for n in notes]
 
 
 def list_notes(view: ClearNotebook, kind: NoteKind | None) -> list[ClearNote]:

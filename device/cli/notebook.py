@@ -16,13 +16,18 @@ from pixie.device.cli.common import (
     emit_json,
     file_arg,
     json_flag,
-    parse_event_id,
 )
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.huddle import read_huddle_file, record_huddle
 from pixie.device.store.notes import NoteKind, Zone
+from pixie.device.store.shortids import (
+    note_ids,
+    resolve_event_id,
+    resolve_note_id,
+    short_forms,
+)
 from pixie.protocol.timestamps import now_us
 
 MAX_STDIN_BODY_BYTES = 1024 * 1024
@@ -47,16 +52,18 @@ def cmd_notebook_list(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         notes = display.list_notes(node.notebook.clear_view(), kind)
         names = node.contacts.names()
+        short = short_forms(note_ids(node.db)) if not args.json else {}
     if args.json:
         emit_json([display.note_json(n, names) for n in notes])
     else:
-        for note in notes:
-            print(display.note_line(note))
+        for line in display.note_lines(notes, short):
+            print(line)
     return 0
 
 
 def cmd_notebook_show(args: argparse.Namespace) -> int:
     with open_node(args) as node:
+        args.id = resolve_note_id(node.db, args.id)
         view = node.notebook.clear_view()
         names = node.contacts.names()
         if args.json:
@@ -90,6 +97,7 @@ def cmd_notebook_edit(args: argparse.Namespace) -> int:
     if args.title is None and body is None and args.tags is None:
         return _edit_in_editor(args)
     with open_node(args) as node:
+        args.id = resolve_note_id(node.db, args.id)
         changed = node.notebook.edit(
             args.id, title=args.title, body=body, tags=_split_tags(args.tags)
         )
@@ -111,6 +119,7 @@ def _read_stdin_body() -> str:
 def _edit_in_editor(args: argparse.Namespace) -> int:
     """No flags: the note in $VISUAL/$EDITOR, applied with the same guards."""
     with open_node(args) as node:
+        args.id = resolve_note_id(node.db, args.id)
         note = node.notebook.clear_view().get_clear(args.id)
         if note is None:
             raise NotFound(f"no note with id {args.id}")
@@ -142,6 +151,7 @@ def _report_edit(args: argparse.Namespace, changed: bool) -> None:
 
 def cmd_notebook_delete(args: argparse.Namespace) -> int:
     with open_node(args) as node:
+        args.id = resolve_note_id(node.db, args.id)
         node.notebook.delete(args.id)
     if args.json:
         emit_json({"id": args.id, "deleted": True})
@@ -206,7 +216,7 @@ def cmd_notebook_export(args: argparse.Namespace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     with open_node(args) as node:
-        note_id = node.notebook.pin_spark(parse_event_id(args.event_id), args.tag or [])
+        note_id = node.notebook.pin_spark(resolve_event_id(node.db, args.event_id), args.tag or [])
     emit_id(args, note_id)
     return 0
 

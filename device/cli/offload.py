@@ -15,7 +15,6 @@ from pixie.device.cli.common import (
     days_flag,
     emit_json,
     json_flag,
-    parse_event_id,
     positive,
     seconds_flag,
 )
@@ -23,6 +22,7 @@ from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import siblings_and_relay, via_daemon
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
+from pixie.device.store.shortids import resolve_note_id
 from pixie.device.sync import offload
 from pixie.device.sync.relayclient import RelayAddress, RelayUnavailable
 from pixie.protocol.offload import Outcome
@@ -51,7 +51,7 @@ def cmd_offload(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         relay = _offload_relay(args, node)
         if args.note_id is not None:
-            ids = [parse_event_id(args.note_id)]
+            ids = [resolve_note_id(node.db, args.note_id)]
         else:
             ids = offload.candidates(node, args.older_than)
 
@@ -105,8 +105,8 @@ def cmd_offload(args: argparse.Namespace) -> int:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     timeout = positive(args.timeout, "--timeout")
-    note_id = parse_event_id(args.note_id)
     with open_node(args) as node:
+        note_id = resolve_note_id(node.db, args.note_id)
         relay = _offload_relay(args, node)
 
         async def run(service: offload.NoteOffloadService) -> str:
@@ -126,8 +126,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_recall(args: argparse.Namespace) -> int:
     timeout = positive(args.timeout, "--timeout")
-    note_id = parse_event_id(args.note_id)
     with open_node(args) as node:
+        note_id = resolve_note_id(node.db, args.note_id)
         relay = _offload_relay(args, node)
 
         async def run(service: offload.NoteOffloadService) -> bool:

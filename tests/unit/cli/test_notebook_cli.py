@@ -41,7 +41,7 @@ def test_notebook_round_trip(data_dir: Path, tmp_path: Path) -> None:
     )
     note_id = added.json()["id"]  # type: ignore[index]
     listed = cli(data_dir, "notebook", "list").out
-    assert note_id in listed and "Guidance · Tone [style] (edited)" in listed
+    assert f"{note_id[:8]}  " in listed and "Guidance · Tone [style] (edited)" in listed
     assert "Keep it short." in cli(data_dir, "notebook", "show", note_id).out
     assert cli(data_dir, "notebook", "edit", note_id, "--body", "Keep it very short.").code == 0
     found = cli(data_dir, "notebook", "search", "short").out
@@ -103,12 +103,14 @@ def test_huddle_and_nudges_from_the_cli(data_dir: Path, tmp_path: Path) -> None:
         ),
         (["notebook", "show", "01900000-0000-7000-8000-000000000000"], "no note with id"),
         (["notebook", "edit", "01900000-0000-7000-8000-000000000000", "--body", "x"], "no note"),
-        (["notebook", "edit", "x"], "nothing to change"),
-        (["notebook", "delete", "nope"], "no note with id"),
+        (["notebook", "edit", "x"], "'x' is not a note id"),
+        (["notebook", "delete", "nope"], "'nope' is not a note id"),
+        (["notebook", "delete", "0190"], "no note with id 0190"),
+        (["notebook", "show", "019"], "at least 4 characters"),
         (["notebook", "search", "x", "--days", "0"], "--days"),
         (["notebook", "search", "x", "--days", "soon"], "invalid int"),
         (["notebook", "search", "x" * 600], "longer than 512"),
-        (["pin", "not-an-id"], "not a UUID"),
+        (["pin", "not-an-id"], "not an event id"),
         (["pin", "01900000-0000-7000-8000-000000000000"], "no event"),
         (["huddle", "record", "/no/such/file.json"], "cannot read"),
         (["huddle", "record", "x", "--zone", "public"], "invalid choice"),
