@@ -150,7 +150,7 @@ async def run_relay(
     if fleet is None:
         return await _serve(Relay(config), listeners, port_file)
     # Imported here: a relay without a fleet never loads the asyncio bridge.
-    import trio_asyncio  # type: ignore[import-untyped]
+    import trio_asyncio
 
     from .member import FleetMember
 

@@ -31,7 +31,7 @@ import nats
 import nats.errors
 import nats.js.errors
 import trio
-import trio_asyncio  # type: ignore[import-untyped]
+import trio_asyncio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
