@@ -13,6 +13,7 @@ from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import relay_address
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync import control, pairing
+from pixie.device.sync.relayclient import RelayAddress
 
 
 def cmd_invite(args: argparse.Namespace) -> int:
@@ -50,15 +51,21 @@ def cmd_invite(args: argparse.Namespace) -> int:
 def cmd_pair(args: argparse.Namespace) -> int:
     timeout = positive(args.timeout, "--timeout")
     pairing.InviteCode.parse(args.code)  # a bad code: one line, before anything else
+    relay = RelayAddress.parse(args.relay) if args.relay else None
     with open_node(args) as node:
-        # As for invite: through a running daemon if it holds the code's relay.
-        via = control.call(
-            node.data.path, "pair", {"code": args.code, "timeout": timeout}, timeout + 15
+        # As for invite: through a running daemon if it holds the code's relay
+        # (unless --relay names others to go through).
+        via = (
+            control.call(
+                node.data.path, "pair", {"code": args.code, "timeout": timeout}, timeout + 15
+            )
+            if relay is None
+            else None
         )
         if via is not None:
             sibling = SiblingInfo.from_json(via)
         else:
-            sibling = trio.run(lambda: pairing.pair(node, args.code, timeout=timeout))
+            sibling = trio.run(lambda: pairing.pair(node, args.code, timeout=timeout, relay=relay))
     _paired(args, sibling)
     return 0
 
@@ -86,6 +93,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_invite)
     p = sub.add_parser("pair", parents=[common], help="pair with the peer that printed CODE")
     p.add_argument("code", metavar="CODE")
+    p.add_argument(
+        "--relay",
+        metavar="HOST:PORT[,...]",
+        help="reach the inviter through these relays (of the same fleet) instead of the code's",
+    )
     p.add_argument("--timeout", type=seconds_flag, default=60.0, metavar="SECONDS")
     json_flag(p)
     p.set_defaults(func=cmd_pair)

@@ -213,13 +213,18 @@ async def await_joiner(
     raise PairingFailed(f"nobody used the code within {timeout:g} s; it has expired")
 
 
-async def pair(node: Node, code_text: str, *, timeout: float = 60.0) -> SiblingInfo:
-    """Use an invite code: prove it to the inviter and store it as a sibling."""
+async def pair(
+    node: Node, code_text: str, *, timeout: float = 60.0, relay: RelayAddress | None = None
+) -> SiblingInfo:
+    """Use an invite code: prove it to the inviter and store it as a sibling.
+
+    ``relay``: reach the inviter through these relays instead of the code's
+    (another relay of the same fleet, say); the sibling keeps the code's."""
     code = InviteCode.parse(code_text, now=_now(node))
     identity = node.identity()
     if bytes(identity.verify_key) == code.inviter:
         raise BadInput("that invite code is this peer's own")
-    client = await RelayClient.connect(code.relay, identity)
+    client = await RelayClient.connect(relay if relay is not None else code.relay, identity)
     try:
         line = _OwnLine(PeerLink(identity, node.siblings, client, entropy=node.entropy))
         return await join(node, code, line, timeout=timeout)

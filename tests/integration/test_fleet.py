@@ -207,8 +207,10 @@ async def test_a_fleet_pairs_offloads_syncs_and_outlives_a_killed_relay(tmp_path
         )
         assert inviter.stdout is not None
         code = inviter.stdout.readline().strip()
-        joined = pixie(phone, "pair", code)
+        # The inviter waits on r2; the device pairs through r1, across the fleet.
+        joined = pixie(phone, "pair", code, "--relay", fleet.address("r1"))
         assert joined.returncode == 0, joined.stderr
+        assert "authenticated" in fleet.log("r1")
         assert inviter.wait(timeout=30) == 0
 
         # The Homebase on r2, falling back to r3; the device on r1.
