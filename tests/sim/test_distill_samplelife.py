@@ -1,7 +1,8 @@
 """The built-in distiller on the generated sample life: every contact with
-messages gets a person page, every thread a digest, every post and call its
-digest, the user's facts land in about_you, the notes read like notes, and two
-runs over the same life give the same Notebook."""
+messages gets a person page, every thread a digest, every post (near-identical
+ones together), call, journal entry and calendar entry its note, the user's
+facts land in about_you, the notes read like notes, and two runs over the same
+life give the same Notebook."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.distill.llm import LLMSettings
-from pixie.device.distill.service import NotetakingService, router_for
+from pixie.device.distill.pages import READ, THREADS, WHO
+from pixie.device.distill.service import NotetakingService, post_identity, router_for
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import ClearNote, NoteKind
@@ -38,19 +40,25 @@ async def distil(node: Node) -> tuple[int, int]:
 def log_facts(node: Node) -> dict[str, set[str]]:
     with node.db.reading() as session:
         rows = session.connection().exec_driver_sql(
-            "SELECT kind, thread, contact_id, source FROM memory_event"
+            "SELECT n, id, kind, thread, contact_id, source, from_me, text FROM memory_event"
         )
         facts: dict[str, set[str]] = {"threads": set(), "talkers": set(), "posts": set()}
-        facts["calls"] = set()
-        for kind, thread, contact_id, source in rows:
+        facts["calls"], facts["post_notes"] = set(), set()
+        facts["journals"], facts["calendar"] = set(), set()
+        for n, event_id, kind, thread, contact_id, source, me, text in rows:
             if kind == "message":
                 facts["threads"].add(f"thread:{thread}")
                 if contact_id:
                     facts["talkers"].add(contact_id)
             elif kind == "post":
                 facts["posts"].add(source)
+                facts["post_notes"].add(post_identity((n, kind, 0, contact_id, bool(me), text)))
             elif kind in ("call", "voicemail"):
                 facts["calls"].add(source)
+            elif kind == "journal":
+                facts["journals"].add(source or f"event:{event_id}")
+            elif kind == "calendar":
+                facts["calendar"].add(source or f"event:{event_id}")
     return facts
 
 
@@ -63,34 +71,40 @@ async def test_every_source_of_the_sample_life_gets_its_note(tmp_path: Path) -> 
     try:
         sources, calls = await distil(node)
         want = log_facts(node)
-        assert sources == calls == len(want["threads"]) + len(want["posts"]) + len(want["calls"])
+        kinds = ("threads", "posts", "calls", "journals", "calendar")
+        assert sources == calls == sum(len(want[k]) for k in kinds)
         pages = {n.contact_id: n for n in notes(node, NoteKind.PERSON)}
         assert set(pages) == want["talkers"]  # every contact with messages, no one else
-        digests = {n.identity_key for n in notes(node, NoteKind.CONVERSATION_DIGEST)}
-        assert digests == want["threads"]
-        assert {n.source_ref for n in notes(node, NoteKind.POST_DIGEST)} == want["posts"]
+        digests = {n.identity_key or "" for n in notes(node, NoteKind.CONVERSATION_DIGEST)}
+        weeks = {k for k in digests if k.startswith("journal-week:")}
+        assert weeks and digests - weeks == want["threads"] | want["journals"] | want["calendar"]
+        # Near-identical posts share one note, filed under their gist.
+        posts = notes(node, NoteKind.POST_DIGEST)
+        assert {n.identity_key for n in posts} == want["post_notes"]
+        assert {n.source_ref for n in posts} <= want["posts"]
+        assert all(n.title.split(": ", 1)[1] not in (n.body or "") for n in posts)
         assert {n.source_ref for n in notes(node, NoteKind.CALL_DIGEST)} == want["calls"]
 
         (about,) = notes(node, NoteKind.ABOUT_YOU)
-        assert sorted((about.body or "").splitlines()) == [
-            "- Allergic to peanuts",
+        assert sorted(line.split(";")[0] for line in (about.body or "").splitlines()) == [
+            "- Allergy: allergic to peanuts",
             "- Birthday: 14 March",
-            "- Has a cat called Miso",
-            "- Lives in Porto",
-            "- Plays the cello",
-            "- Works at Northwind Labs",
+            "- Hobby: plays the cello",
+            "- Home: lives in Porto",
+            "- Pet: a cat called Miso",
+            "- Work: works at Northwind Labs",
         ]
 
-        # Readable notes, not placeholders: names, topics, quoted lines, dates.
+        # Readable notes, not placeholders: three sections, a read, dates.
         names = node.contacts.names()
         for page in pages.values():
             body = page.body or ""
-            assert body.startswith(f"{names[page.contact_id or '']}: last message from them on")
-            assert "Lately: “" in body and len(body) > 120
+            assert body.startswith(f"{WHO}\n") and f"\n{READ}\n" in body
+            assert f"\n{THREADS}\n" in body and len(body) > 120
             assert page.tags
         by_name = {names[cid or ""]: page.body or "" for cid, page in pages.items()}
-        assert "marathon" in by_name["Ada Lovelace"]
-        assert "job" in by_name["Priya Raman"]
+        assert "running" in by_name["Ada Lovelace"]
+        assert "Work: works at Helix Bio" in by_name["Priya Raman"]
         for note in node.notebook.clear_notes():
             body = note.body or ""
             assert len(body) >= 30, note
@@ -107,7 +121,7 @@ async def test_every_source_of_the_sample_life_gets_its_note(tmp_path: Path) -> 
         tool = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
         found = tool.call({"query": "marathon", "person": "Ada"})
         assert found.startswith('8 notes matching "marathon" about Ada:')
-        found = tool.call({"query": "Lately", "person": "Ada"})
+        found = tool.call({"query": "read relationship", "person": "Ada"})
         assert found.splitlines()[1].startswith("1. Person · Ada Lovelace")
         assert (await distil(node)) == (0, 0)
     finally:
