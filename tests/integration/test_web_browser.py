@@ -11,9 +11,12 @@ with trio's event loop.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,12 +60,27 @@ def submit(page: Any, selector: str) -> None:
         page.click(selector)
 
 
+@contextlib.contextmanager
+def plain_asyncio() -> Iterator[None]:
+    """Playwright's sync API runs its own asyncio loop in this thread. Once
+    trio-asyncio is imported (the relay fleet's tests import it), a new
+    loop would be trio-asyncio's, which Playwright cannot drive; a policy
+    set in this thread gives Playwright a plain one (trio-asyncio keeps it
+    per thread), and the one in force before comes back after."""
+    before = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(before)
+
+
 def without_daemon(url: str, shots: Path, ids: dict[str, str]) -> Browse:
     from playwright.sync_api import sync_playwright
 
     out = Browse()
     base = url.split("?", maxsplit=1)[0].rstrip("/")
-    with sync_playwright() as p:
+    with plain_asyncio(), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -130,7 +148,7 @@ def with_daemon(url: str, shots: Path, parked: str) -> Browse:
 
     out = Browse()
     base = url.split("?", maxsplit=1)[0].rstrip("/")
-    with sync_playwright() as p:
+    with plain_asyncio(), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
