@@ -83,6 +83,23 @@ def file_arg(value: str, what: str) -> Path:
     return Path(value)
 
 
+def read_small_text(path: Path, limit: int, what: str) -> str:
+    """The UTF-8 text of a file the user names, read at most ``limit`` bytes
+    (the path may name a device or a pipe that never ends); one clear error
+    naming ``what`` for a file that cannot be read, is larger, or is not text."""
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(limit + 1)
+    except OSError as exc:
+        raise BadInput(f"cannot read {what}: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise BadInput(f"{what} is larger than {limit // 1024} KiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} is not UTF-8 text") from None
+
+
 def emit_json(obj: object) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
 

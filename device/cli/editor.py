@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pixie.device.cli.common import read_small_text
 from pixie.device.errors import BadInput
 
 HEADER_NOTE = "# Save and close to apply; close without saving to change nothing."
@@ -104,17 +105,7 @@ def edit_in_editor(title: str, tags: list[str], body: str) -> Edited | None:
             ) from None
         if done.returncode != 0:
             raise BadInput(f"the editor exited with status {done.returncode}; nothing changed")
-        try:
-            with path.open("rb") as stream:
-                raw = stream.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            raise BadInput(f"cannot read the edited note back: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise BadInput(f"the edited note is larger than {MAX_FILE_BYTES // 1024} KiB")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInput("the edited note is not UTF-8 text; nothing changed") from None
+        text = read_small_text(path, MAX_FILE_BYTES, "the edited note")
     if text.replace("\r\n", "\n") == original:
         return None
     return parse(text.replace("\r\n", "\n"))

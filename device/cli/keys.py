@@ -21,13 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pixie.device.cli.common import emit_json, json_flag
+from pixie.device.cli.common import emit_json, json_flag, read_small_text
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.notebook.seal import key_fingerprint
 from pixie.device.notebook.sealed import SEAL_FINGERPRINT_KEY, seal_key_name
 from pixie.device.store.keybackup import (
     DEFAULT_STRENGTH,
+    MAX_FILE_BYTES,
     STRENGTHS,
     KeyBackup,
     check_passphrase,
@@ -49,17 +50,7 @@ def _passphrase(args: argparse.Namespace, *, confirm: bool) -> str:
     """From --passphrase-file (its first line), else asked on the terminal."""
     if args.passphrase_file is not None:
         path = Path(args.passphrase_file)
-        try:
-            with path.open("rb") as stream:
-                raw = stream.read(MAX_PASSPHRASE_FILE_BYTES + 1)
-        except OSError as exc:
-            raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
-        if len(raw) > MAX_PASSPHRASE_FILE_BYTES:
-            raise BadInput(f"{path}: too long for a passphrase file")
-        try:
-            first = raw.decode("utf-8").splitlines()
-        except UnicodeDecodeError:
-            raise BadInput(f"{path}: not UTF-8 text") from None
+        first = read_small_text(path, MAX_PASSPHRASE_FILE_BYTES, str(path)).splitlines()
         if not first or not first[0]:
             raise BadInput(f"{path}: the first line (the passphrase) is empty")
         return first[0]
@@ -119,11 +110,7 @@ def cmd_keys_export(args: argparse.Namespace) -> int:
 
 def cmd_keys_import(args: argparse.Namespace) -> int:
     source = Path(args.file)
-    try:
-        with source.open("rb") as stream:
-            data = stream.read(64 * 1024 + 1)
-    except OSError as exc:
-        raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+    data = read_small_text(source, MAX_FILE_BYTES, str(source)).encode()
     with open_node(args) as node:
         origin = node.origin
         meta = node.db.meta()

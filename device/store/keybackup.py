@@ -196,6 +196,7 @@ def _bytes(obj: dict[str, Any], key: str, name: str, size: int | None) -> bytes:
 
 __all__ = [
     "DEFAULT_STRENGTH",
+    "MAX_FILE_BYTES",
     "STRENGTHS",
     "KeyBackup",
     "check_passphrase",

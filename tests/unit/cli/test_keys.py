@@ -141,6 +141,8 @@ def test_a_wrong_passphrase_or_a_damaged_file_is_refused(
 
     junk = tmp_path / "junk.pixie"
     junk.write_bytes(b"\x00\xffnot json")
+    refused(data_dir, junk, phrase, "junk.pixie is not UTF-8 text")
+    junk.write_text("not json")
     refused(data_dir, junk, phrase, "junk.pixie: not a Pixie key backup (not JSON)")
     other = tmp_path / "other.json"
     other.write_text('{"header": {"format": "something-else"}}')
