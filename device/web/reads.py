@@ -22,7 +22,13 @@ from sqlalchemy import ColumnElement, and_, or_, select
 
 from pixie.device.agent.grep import compile_query, snippet_of
 from pixie.device.store.db import Database
-from pixie.device.store.memlog import SEARCHABLE_KINDS, EventKind, EventRecord, MemoryEvent
+from pixie.device.store.memlog import (
+    SEARCHABLE_KINDS,
+    EventKind,
+    EventRecord,
+    MemoryEvent,
+    to_record,
+)
 from pixie.device.store.mirror import Matcher, MemoryTextMirror, mirror_line
 from pixie.device.store.notes import ClearNote, Note, NoteKind, Zone, to_clear_note
 
@@ -182,21 +188,6 @@ class SourceView:
     person: str | None  # a contact id, when the reference names a person instead
 
 
-def _record(row: MemoryEvent) -> EventRecord:
-    return EventRecord(
-        id=row.id,
-        origin=row.origin,
-        seq=row.seq,
-        kind=EventKind(row.kind),
-        at=row.at,
-        contact_id=row.contact_id,
-        thread=row.thread,
-        source=row.source,
-        from_me=row.from_me,
-        text=row.text,
-    )
-
-
 _SEARCHABLE = sorted(k.value for k in SEARCHABLE_KINDS)
 
 
@@ -234,7 +225,7 @@ def source_events(
         .offset(offset)
     )
     with db.reading() as session:
-        events = [_record(row) for row in session.scalars(stmt)]
+        events = [to_record(row) for row in session.scalars(stmt)]
     return SourceView(events[:limit], len(events) > limit, None)
 
 
@@ -244,7 +235,7 @@ def event(db: Database, event_id: str) -> EventRecord | None:
         row = session.scalar(
             select(MemoryEvent).where(MemoryEvent.id == event_id, MemoryEvent.kind.in_(_SEARCHABLE))
         )
-        return None if row is None else _record(row)
+        return None if row is None else to_record(row)
 
 
 def people_with_pages(db: Database) -> set[str]:
