@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.notes import clean_tags, content_hash, tags_json
+from pixie.device.store.notes import NoteKind, clean_tags, content_hash, tags_json, with_distilled
 from pixie.protocol.offload import body_hash
 from pixie.protocol.sync import Loopback, SyncSession
 from pixie.sim.network import SEALED_CANARY
@@ -59,7 +59,7 @@ _BODILESS = (
 _HOLDING = "SELECT body, owner FROM holding WHERE note_id = ? AND content_hash = ?"
 _UPSERT_ROW = (
     "SELECT title, body, holder, content_hash, tags, contact_id, source_ref, about_date, "
-    "user_edited FROM note WHERE zone = 'clear' AND kind = ? AND identity_key = ?"
+    "user_edited, deleted FROM note WHERE zone = 'clear' AND kind = ? AND identity_key = ?"
 )
 
 
@@ -156,9 +156,13 @@ def upsert_is_noop(node: Node, item: Distilled) -> bool:
     rows = node.db.peek(_UPSERT_ROW, (item.kind.value, item.identity_key))
     if not rows:
         return False
-    title, body, holder, chash, tags, contact_id, source_ref, about_date, edited = rows[0]
+    title, body, holder, chash, tags, contact_id, source_ref, about_date, edited, deleted = rows[0]
     if edited:
-        return True
+        # The user's text wins; only a live, resident person page takes
+        # distillation's section below it, and is untouched when that adds nothing.
+        if item.kind is not NoteKind.PERSON or deleted or body is None:
+            return True
+        return bool(with_distilled(body, item.body) == body)
     same_body = body == item.body if holder is None else chash == content_hash(item.body)
     return bool(
         same_body

@@ -112,6 +112,7 @@ from pixie.device.store.notes import (
     MAX_IDENTITY_CHARS,
     MAX_TITLE_CHARS,
     NoteKind,
+    distilled_part,
 )
 
 if TYPE_CHECKING:
@@ -544,11 +545,8 @@ def person_items(
         facts = [*card_facts(loaded.details), *facts]
         contact = loaded.one_to_one
         stored = _stored_page(session, contact)
-        base = PersonPage()
-        if stored is not None and stored.body is not None and not stored.user_edited:
-            base = parse_person_page(stored.body)
         page = merge_page(
-            base,
+            _page_base(stored),
             facts,
             # An answer without a read keeps the stored one.
             read=[result.person] if result.person else None,
@@ -559,9 +557,9 @@ def person_items(
         return []
     contact = loaded.participants[0]
     stored = _stored_page(session, contact)
-    if stored is None or stored.body is None or stored.user_edited:
+    if stored is None or stored.body is None:
         return []
-    page = merge_page(parse_person_page(stored.body), facts)
+    page = merge_page(_page_base(stored), facts)
     return [
         _page_item(
             contact,
@@ -639,6 +637,17 @@ def _stored(session: Session, kind: NoteKind, identity: str) -> _Stored | None:
 
 def _stored_page(session: Session, contact: str) -> _Stored | None:
     return _stored(session, NoteKind.PERSON, contact)
+
+
+def _page_base(stored: _Stored | None) -> PersonPage:
+    """What a pass merges its findings into: the stored page, or, on a page
+    the user edited, only distillation's own section of it (their text is
+    theirs, and the upsert leaves it as it is)."""
+    if stored is None or stored.body is None:
+        return PersonPage()
+    if stored.user_edited:
+        return parse_person_page(distilled_part(stored.body))
+    return parse_person_page(stored.body)
 
 
 def _dated(facts: Sequence[Fact], at: int) -> list[Fact]:
@@ -1036,11 +1045,11 @@ def _group_pages(session: Session, loaded: Loaded, request: DistillRequest) -> l
             continue
         # The same validation a model's answer gets.
         fields = parse_result({"summary": "-", "facts": [], "tags": [], **answer})
-        base = PersonPage()
-        if stored is not None and stored.body is not None and not stored.user_edited:
-            base = parse_person_page(stored.body)
         page = merge_page(
-            base, fields.person_facts, read=[fields.person] if fields.person else [], threads=[]
+            _page_base(stored),
+            fields.person_facts,
+            read=[fields.person] if fields.person else [],
+            threads=[],
         )
         pages.append(_page_item(contact_id, name, page, (), loaded.source.key))
     return pages

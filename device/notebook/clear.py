@@ -27,6 +27,7 @@ from pixie.device.store.holdings import make_resident
 from pixie.device.store.memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from pixie.device.store.notes import (
     ABOUT_YOU_KEY,
+    DISTILLED_MARKER,
     MAX_BODY_CHARS,
     MAX_IDENTITY_CHARS,
     ClearNote,
@@ -40,6 +41,7 @@ from pixie.device.store.notes import (
     identity_note_id,
     tags_json,
     to_clear_note,
+    with_distilled,
 )
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.hlc import Stamp
@@ -229,7 +231,7 @@ class ClearNotebookStore:
             )
             return UpsertResult(note_id, UpsertOutcome.CREATED)
         if row.user_edited:
-            return UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT)
+            return self._add_to_edited(session, row, body)
         same = (
             row.title == title
             and (row.body == body if row.holder is None else row.content_hash == content_hash(body))
@@ -246,6 +248,27 @@ class ClearNotebookStore:
         make_resident(session, row, body, content_hash(body), clock=self._clock)
         row.contact_id, row.source_ref = item.contact_id, item.source_ref
         row.about_date = item.about_date
+        row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+        self._versioned(session, old, row)
+        return UpsertResult(row.id, UpsertOutcome.UPDATED)
+
+    def _add_to_edited(self, session: Session, row: Note, body: str) -> UpsertResult:
+        """Distillation meets a note the user edited. Their text wins: for any
+        note but a person page, nothing is written. A person page keeps
+        growing: the user's text stays as it is and distillation's lines go
+        below the marker (see `with_distilled`); its title, tags and links are
+        the user's. A deleted page, or one parked on the Homebase, is kept."""
+        if row.kind != NoteKind.PERSON.value or row.deleted or row.body is None:
+            return UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT)
+        merged = with_distilled(row.body, body)
+        if merged == row.body:
+            has_section = DISTILLED_MARKER in merged
+            return UpsertResult(
+                row.id, UpsertOutcome.UNCHANGED if has_section else UpsertOutcome.KEPT_USER_EDIT
+            )
+        old = statedigest.note_version(row)
+        stamp = self._stamp(session)
+        row.body, row.content_hash = merged, content_hash(merged)
         row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
         self._versioned(session, old, row)
         return UpsertResult(row.id, UpsertOutcome.UPDATED)

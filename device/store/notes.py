@@ -359,6 +359,71 @@ def tags_json(tags: tuple[str, ...]) -> str | None:
     return json.dumps(list(tags), ensure_ascii=False) if tags else None
 
 
+# -- a person page the user edited ---------------------------------------------------
+#
+# A person page the user has edited stays theirs: nothing they wrote is ever
+# changed. Distillation keeps adding to it all the same, in a section of its own
+# below this line, which it rewrites on every pass. A user who wants a line kept
+# moves it above the line; one who wants the page left alone deletes it.
+DISTILLED_MARKER = (
+    "--- Kept up to date by Pixie below this line; your text above it stays yours ---"
+)
+
+
+def user_part(body: str) -> str:
+    """What the user wrote on an edited person page: everything above the marker."""
+    head, marker, _ = body.partition(DISTILLED_MARKER)
+    return head.rstrip() if marker else body.rstrip()
+
+
+def distilled_part(body: str) -> str:
+    """Distillation's own section of an edited person page ("" if none yet)."""
+    _, marker, tail = body.partition(DISTILLED_MARKER)
+    return tail.strip("\n") if marker else ""
+
+
+def _said(line: str) -> str:
+    line = line.strip()
+    if line.startswith(("- ", "* ")):
+        line = line[2:]
+    return " ".join(line.split()).casefold()
+
+
+def with_distilled(stored: str, distilled: str, limit: int = MAX_BODY_CHARS) -> str:
+    """An edited person page: the user's text exactly as they left it, then,
+    below the marker, the lines of ``distilled`` their text does not already
+    say. A line over a list is its heading, kept only over a list line that
+    is kept; any other line is kept unless already said. Lines are dropped
+    from the end until the page fits ``limit``; with nothing left to add the
+    page is the user's text alone."""
+    mine = user_part(stored)
+    said = {_said(line) for line in mine.splitlines()}
+    lines = [raw.rstrip() for raw in distilled.splitlines() if raw.strip()]
+    listed = [line.lstrip().startswith(("- ", "* ")) for line in lines]
+    kept: list[tuple[str, bool]] = []  # (line, is a heading)
+    heading: str | None = None
+    for i, line in enumerate(lines):
+        if not listed[i]:
+            heading = None
+            if i + 1 < len(lines) and listed[i + 1]:
+                heading = line  # shown only over a line of its list that is
+            elif _said(line) not in said:
+                kept.append((line, False))
+            continue
+        if _said(line) in said:
+            continue
+        if heading is not None:
+            kept.append((heading, True))
+            heading = None
+        kept.append((line, False))
+    room = limit - len(mine) - len(DISTILLED_MARKER) - 3
+    while kept and (sum(len(k) + 1 for k, _ in kept) > room or kept[-1][1]):
+        kept.pop()
+    if not kept:
+        return mine
+    return "\n".join([mine, "", DISTILLED_MARKER, *(k for k, _ in kept)])
+
+
 LABELS = {
     NoteKind.PERSON: "Person",
     NoteKind.ABOUT_YOU: "About you",

@@ -28,7 +28,13 @@ from pixie.device.notebook import store as notebook_module
 from pixie.device.notebook.seal import NotebookSeal
 from pixie.device.notebook.store import Distilled, UpsertOutcome
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.notes import ClearNote, NoteKind, SealedKind
+from pixie.device.store.notes import (
+    DISTILLED_MARKER,
+    ClearNote,
+    NoteKind,
+    SealedKind,
+    distilled_part,
+)
 from pixie.device.store.provision import create_data_dir
 from tests.support.llmserver import Recorded, Reply, ScriptedLLMServer, good_answer
 
@@ -318,11 +324,36 @@ async def test_the_users_edits_are_never_overwritten(node: Node) -> None:
     mine = {n.id: n for n in node.notebook.clear_notes() if n.user_edited}
     chat(node, "t-ada", "Ada", ["new job!", "I work at Northwind Labs"], first=10)
     report = await distil(node)
-    assert report.notes[UpsertOutcome.KEPT_USER_EDIT] == 2
-    assert report.notes[UpsertOutcome.UPDATED] == 1  # the digest, which nobody edited
-    for note_id, note in mine.items():
-        assert node.notebook.get_clear(note_id) == note
-    assert node.notebook.get_clear(page.id).contact_id == ada
+    assert report.notes[UpsertOutcome.KEPT_USER_EDIT] == 1  # about_you: the user's
+    # The digest, which nobody edited, and the person page, which keeps growing
+    # below the user's text without a word of it changed.
+    assert report.notes[UpsertOutcome.UPDATED] == 2
+    assert node.notebook.get_clear(about.id) == mine[about.id]
+    grown = node.notebook.get_clear(page.id)
+    assert grown.body is not None
+    assert grown.body.startswith(f"My own words about Ada.\n\n{DISTILLED_MARKER}\n")
+    assert "4 messages" in distilled_part(grown.body)  # the read, from the newer lines
+    assert "My own words" not in distilled_part(grown.body)
+    assert (grown.title, grown.tags, grown.contact_id) == (
+        mine[page.id].title,
+        mine[page.id].tags,
+        ada,
+    )
+    assert grown.user_edited
+    # Nothing new: nothing written, the page as it was.
+    again = await distil(node)
+    assert again.written == 0 and node.notebook.get_clear(page.id) == grown
+
+
+async def test_a_deleted_person_page_stays_deleted(node: Node) -> None:
+    chat(node, "t-ada", "Ada", ["marathon in May", "I live in Porto now!"])
+    await distil(node)
+    (page,) = node.notebook.clear_notes(NoteKind.PERSON)
+    node.notebook.delete(page.id)
+    chat(node, "t-ada", "Ada", ["new job!", "I work at Northwind Labs"], first=10)
+    report = await distil(node)
+    assert report.notes[UpsertOutcome.KEPT_USER_EDIT] >= 1
+    assert node.notebook.clear_notes(NoteKind.PERSON) == []
 
 
 async def test_facts_merge_into_about_you_without_duplicates(node: Node) -> None:

@@ -45,7 +45,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.notebook.clear import UpsertOutcome
 from pixie.device.store.contacts import ContactBook, ContactCard
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.notes import ClearNote, NoteKind
+from pixie.device.store.notes import DISTILLED_MARKER, ClearNote, NoteKind, distilled_part
 
 DAY = 86_400_000_000
 MINUTE = 60_000_000
@@ -378,7 +378,8 @@ async def test_a_person_page_holds_dated_facts_from_the_whole_thread(node: Node)
     assert "job hunting" not in body and "looking for a new job" not in body
     assert f"{READ}\n- You write often: 40 messages" in body  # the call kept the read
 
-    # Idempotent, and the user's edit wins over any later source.
+    # Idempotent; after the user's edit their words stay exactly as written
+    # and later sources add below them.
     assert (await distil(node)).written == 0
     page = page_of(node, "Priya Raman")
     node.notebook.edit(page.id, body="Priya: my own notes.")
@@ -386,8 +387,11 @@ async def test_a_person_page_holds_dated_facts_from_the_whole_thread(node: Node)
         [message("t-priya", "Priya Raman", T0 + 50 * DAY, "I live in Paris now")], now=0
     )
     report = await distil(node)
-    assert page_of(node, "Priya Raman").body == "Priya: my own notes."
-    assert report.notes[UpsertOutcome.KEPT_USER_EDIT] == 1
+    body = page_of(node, "Priya Raman").body or ""
+    assert body.startswith(f"Priya: my own notes.\n\n{DISTILLED_MARKER}\n")
+    assert "lives in Paris" in distilled_part(body)
+    assert report.notes[UpsertOutcome.KEPT_USER_EDIT] == 0
+    assert (await distil(node)).written == 0
 
 
 async def test_journal_and_calendar_reach_the_notebook_search(node: Node) -> None:

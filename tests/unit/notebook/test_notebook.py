@@ -53,15 +53,13 @@ def test_upsert_is_idempotent_and_updates_in_place(node: Node) -> None:
 
 
 def test_user_edits_win_over_distillation(node: Node) -> None:
-    item = person(node)
+    item = Distilled(NoteKind.CONVERSATION_DIGEST, "thread:t1", "Ada", "Runs marathons.")
     note_id = node.notebook.upsert_clear(item).note_id
     assert node.notebook.edit(note_id, body="My own words about Ada.")
     before = node.notebook.get_clear(note_id)
     assert before.user_edited
     result = node.notebook.upsert_clear(
-        Distilled(
-            item.kind, item.identity_key, item.title, "A model's new summary.", item.contact_id
-        )
+        Distilled(item.kind, item.identity_key, item.title, "A model's new summary.")
     )
     assert result.outcome is UpsertOutcome.KEPT_USER_EDIT
     assert node.notebook.get_clear(note_id) == before
