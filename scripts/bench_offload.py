@@ -24,7 +24,15 @@ Also: fetch throughput for a 1 MB body (a holding planted on the Homebase, as
 the Notebook caps a note's body far below 1 MB) against the same 1 MB through
 the bare forwarder. Target: p50 and p99 within 1.5x of the baseline.
 
+All four (bare, floor, floor without envelopes, ours) are up at once and
+measured in turns, one round of each and then the next round, so that the
+ratios compare the same moments of a shared machine and its disk (an fsync
+here costs anything from 0.2 to 4 ms from one second to the next).
+
     python scripts/bench_offload.py [--rounds 200] [--dir DIR] [--json]
+
+With PIXIE_BENCH_PROFILE=DIR, our side runs under cProfile: relay.prof,
+homebase.prof and device.prof (this process, every setup's rounds) land in DIR.
 """
 
 from __future__ import annotations
@@ -40,7 +48,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -58,8 +68,12 @@ from pixie.protocol.peerwire import PART_BYTES
 
 TARGET = 1.5
 PIXIE = [sys.executable, "-m", "pixie.entry.main"]
+# Set to a directory to profile our side (cProfile): relay.prof, homebase.prof
+# and device.prof land there.
+PROFILE_ENV = "PIXIE_BENCH_PROFILE"
 BODY_BYTES = 4096
 BIG_BYTES = 1_000_000
+BIG_FETCHES = 5  # the best of these is the 1 MB figure
 
 
 # -- the baseline: a bare forwarder and a sink that fsyncs -------------------------------
@@ -183,21 +197,18 @@ async def _floor_envelope(client: trio.SocketStream) -> bytes:
     return await _read_exactly(client, size)
 
 
-async def baseline(tmp: Path, rounds: int) -> dict[str, list[float] | float]:
-    return await _forwarded(tmp, rounds, floor=False)
+@dataclass
+class Setup:
+    """One way of offloading and fetching, ready to be timed: ``round(i)``
+    offloads and fetches the i-th 4 KB body, returning the two times in
+    seconds; ``big()`` fetches the 1 MB body once, returning its time."""
+
+    round: Callable[[int], Awaitable[tuple[float, float]]]
+    big: Callable[[], Awaitable[float]]
 
 
-async def floor(tmp: Path, rounds: int) -> dict[str, list[float] | float]:
-    return await _forwarded(tmp, rounds, floor=True)
-
-
-async def unsealed_floor(tmp: Path, rounds: int) -> dict[str, list[float] | float]:
-    return await _forwarded(tmp, rounds, floor=True, sealed=False)
-
-
-async def _forwarded(
-    tmp: Path, rounds: int, *, floor: bool, sealed: bool = True
-) -> dict[str, list[float] | float]:
+@asynccontextmanager
+async def forwarded(tmp: Path, *, floor: bool, sealed: bool = True) -> AsyncIterator[Setup]:
     """Rounds through a bare forwarder to the plain sink, or (``floor``) to the
     sink that does the required work (without the envelopes unless ``sealed``)."""
     from nacl.signing import SigningKey
@@ -251,8 +262,7 @@ async def _forwarded(
                 raise SystemExit("floor sink served other bytes")
             return got
 
-        offloads, fetches = [], []
-        for _ in range(rounds):
+        async def one_round(_i: int) -> tuple[float, float]:
             body = os.urandom(BODY_BYTES)
             t0 = time.perf_counter()
             await offload(body)
@@ -260,21 +270,22 @@ async def _forwarded(
             got = await fetch(body)
             t2 = time.perf_counter()
             assert got == body
-            offloads.append(t1 - t0)
-            fetches.append(t2 - t1)
+            return t1 - t0, t2 - t1
+
         big = os.urandom(BIG_BYTES)
         if floor:  # planted, as on the Homebase below
             await client.send_all(b"P" + len(big).to_bytes(4, "big") + big)
             await _read_exactly(client, 1)
         else:
             await offload(big)
-        times = []
-        for _ in range(5):
+
+        async def big_fetch() -> float:
             t0 = time.perf_counter()
             await fetch(big)
-            times.append(time.perf_counter() - t0)
+            return time.perf_counter() - t0
+
+        yield Setup(one_round, big_fetch)
         await client.aclose()
-        return {"offload": offloads, "fetch": fetches, "big_fetch_s": min(times)}
     finally:
         for p in procs:
             p.kill()
@@ -284,7 +295,8 @@ async def _forwarded(
 # -- ours ---------------------------------------------------------------------------------
 
 
-async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
+@asynccontextmanager
+async def pixie(tmp: Path, rounds: int) -> AsyncIterator[Setup]:
     env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
     os.environ.update(env)
     from pixie.device.node.keyed import Node  # after PIXIE_KEYS is set
@@ -293,7 +305,7 @@ async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
     create_data_dir(tmp / "homebase", name="mac", role="homebase")
     port_file = tmp / "relay.port"
     relay = await trio.lowlevel.open_process(
-        [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
+        [*_pixie("relay"), "relay", "--listen", "127.0.0.1:0", "--port-file", str(port_file)],
         env=env,
         stderr=subprocess.DEVNULL,
     )
@@ -314,7 +326,7 @@ async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
             ]
             big_id = _plant_big(device, mac)
             homebase = await trio.lowlevel.open_process(
-                [*PIXIE, "--data", str(tmp / "homebase"), "run", "--interval", "3600"],
+                [*_pixie("homebase"), "--data", str(tmp / "homebase"), "run", "--interval", "3600"],
                 env=env,
                 stderr=subprocess.DEVNULL,
             )
@@ -325,23 +337,25 @@ async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
                 service = NoteOffloadService(
                     device, mac.public_key(), link.send, link.receive, timeout=30
                 )
-                offloads, fetches = [], []
-                for note_id in ids:
+
+                async def one_round(i: int) -> tuple[float, float]:
                     t0 = time.perf_counter()
-                    report = await service.offload(note_id)
+                    report = await service.offload(ids[i])
                     t1 = time.perf_counter()
-                    body = await service.fetch(note_id)
+                    body = await service.fetch(ids[i])
                     t2 = time.perf_counter()
                     if not report.cleared or len(body.encode()) != BODY_BYTES:
                         raise SystemExit(f"offload failed: {report}")
-                    offloads.append(t1 - t0)
-                    fetches.append(t2 - t1)
-                times = []
-                for _ in range(5):
+                    return t1 - t0, t2 - t1
+
+                async def big_fetch() -> float:
                     t0 = time.perf_counter()
                     body = await service.fetch(big_id)
-                    times.append(time.perf_counter() - t0)
+                    took = time.perf_counter() - t0
                     assert len(body) == BIG_BYTES
+                    return took
+
+                yield Setup(one_round, big_fetch)
             finally:
                 await client.aclose()
     finally:
@@ -350,7 +364,25 @@ async def pixie(tmp: Path, rounds: int) -> dict[str, Any]:
                 process.send_signal(signal.SIGTERM)
                 with trio.move_on_after(20):
                     await process.wait()
-    return {"offload": offloads, "fetch": fetches, "big_fetch_s": min(times)}
+
+
+def _pixie(name: str) -> list[str]:
+    """The command that runs ``pixie``, under cProfile if asked."""
+    where = os.environ.get(PROFILE_ENV)
+    if not where:
+        return PIXIE
+    out = str(Path(where) / f"{name}.prof")
+    return [sys.executable, "-m", "cProfile", "-o", out, "-m", "pixie.entry.main"]
+
+
+def _profiler() -> Any:
+    if not os.environ.get(PROFILE_ENV):
+        return None
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    return profiler
 
 
 def _text(i: int) -> str:
@@ -386,6 +418,39 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
 
+NAMES = ("bare", "floor", "unsealed", "ours")
+
+
+async def measure(tmp: Path, rounds: int) -> list[dict[str, Any]]:
+    """Every setup up at once and measured in turns (each round of each, then
+    the next round, the order rotating), so that all four see the same moments
+    of a shared machine and the same state of its disk: the ratios compare
+    like with like."""
+    async with AsyncExitStack() as stack:
+        setups = [
+            await stack.enter_async_context(forwarded(tmp, floor=False)),
+            await stack.enter_async_context(forwarded(tmp, floor=True)),
+            await stack.enter_async_context(forwarded(tmp, floor=True, sealed=False)),
+            await stack.enter_async_context(pixie(tmp, rounds)),
+        ]
+        times: list[dict[str, Any]] = [{"offload": [], "fetch": [], "big": []} for _ in setups]
+        profiler = _profiler()
+        for i in range(rounds):
+            for k in range(len(setups)):
+                j = (i + k) % len(setups)
+                offload, fetch = await setups[j].round(i)
+                times[j]["offload"].append(offload)
+                times[j]["fetch"].append(fetch)
+        for i in range(BIG_FETCHES):
+            for k in range(len(setups)):
+                j = (i + k) % len(setups)
+                times[j]["big"].append(await setups[j].big())
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(Path(os.environ[PROFILE_ENV]) / "device.prof")
+    return [{**t, "big_fetch_s": min(t["big"])} for t in times]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
@@ -406,10 +471,7 @@ def main() -> int:
         trio.run(floor_sink, int(port), Path(path), None if keys == "-" else Path(keys))
         return 0
     with tempfile.TemporaryDirectory(prefix="pixie-bench-offload-", dir=args.dir) as name:
-        base = trio.run(baseline, Path(name), args.rounds)
-        least = trio.run(floor, Path(name), args.rounds)
-        unsealed = trio.run(unsealed_floor, Path(name), args.rounds)
-        ours = trio.run(pixie, Path(name), args.rounds)
+        base, least, unsealed, ours = trio.run(measure, Path(name), args.rounds)
     result: dict[str, float] = {}
     for what in ("offload", "fetch"):
         for q in (50, 99):
