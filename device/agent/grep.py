@@ -168,5 +168,10 @@ class GrepMemoryTool:
         if not hits:
             return GrepResult((), f'No memories match "{shown}"{how}.', literal)
         more = " (older matches may exist)" if len(hits) == MAX_HITS else ""
-        message = f'{len(hits)} most recent memories matching "{shown}"{how}, newest first{more}:'
+        if len(hits) == 1:
+            message = f'1 memory matches "{shown}"{how}:'
+        else:
+            message = (
+                f'{len(hits)} most recent memories matching "{shown}"{how}, newest first{more}:'
+            )
         return GrepResult(hits, message, literal)

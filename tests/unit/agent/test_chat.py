@@ -317,7 +317,7 @@ async def test_an_l3_tool_agent_runs_with_its_own_guards_off(
     inner = agent.tool_agent()
     assert inner.guards is None
     for _ in range(DEFAULT_BUDGETS["grep_memory"] + 2):
-        assert inner.call("grep_memory", {"query": "lyon"}).text.startswith("1 most recent")
+        assert inner.call("grep_memory", {"query": "lyon"}).text.startswith("1 memory matches")
     assert [e.outcome for e in heard] == ["ran"] * (DEFAULT_BUDGETS["grep_memory"] + 2)
     # The L2 loop's own budget is untouched by the tool-agent's calls.
     server.then(Reply.calls(("grep_memory", {"query": "lyon"})), Reply.text("ok"))

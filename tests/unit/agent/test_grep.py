@@ -188,6 +188,7 @@ def test_chat_turns_are_never_returned(node: Node) -> None:
     )
     result = GrepMemoryTool(node.mirror).run("lyon")
     assert [h.kind for h in result.hits] == [EventKind.MESSAGE]
+    assert result.message == '1 memory matches "lyon":'
 
 
 def test_twelve_newest_of_many_and_clipping(node: Node) -> None:
