@@ -45,6 +45,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -92,6 +93,8 @@ NEW_EVENTS_FACTOR = 1.1
 NEW_EVENTS_SLACK = 4 * 1024
 NOTE_SLACK = 2 * 1024
 NEGENTROPY_ROUND_TRIPS = 3  # reported for 1 difference in 1M items
+IN_SYNC_P50_MS = 10.0  # at 1M events
+NEW_EVENTS_MS = 50.0  # 100 new events at 1M events
 
 SEED_BY_SYNC_UP_TO = 100_000  # events; above this B is seeded through apply
 APPEND_CHUNK = 50_000
@@ -229,12 +232,6 @@ def sync(a: Node, b: Node) -> Exchange:
     ).run()
 
 
-def life(seed: int, events: int) -> Iterator[NewEvent]:
-    """The sample life as validated `NewEvent`s, the way ``pixie log import`` reads it."""
-    for obj in generate(seed=seed, events=events):
-        yield event_from_object(obj)
-
-
 def append_all(node: Node, events: Iterable[NewEvent]) -> int:
     count = 0
     stream = iter(events)
@@ -316,15 +313,21 @@ def delta_figure(x: Exchange, records: Records, factor: float, slack: int) -> di
     return f
 
 
-def bench_log(where: Path, events: int, seed: int, seed_by_sync: bool) -> dict[str, Any]:
-    tag = f"log-{events}"
+# The two replicas, the new events (sample-life objects) each will write, how they were built.
+Pair = tuple[Node, Node, list[Any], list[Any], dict[str, Any]]
+
+
+def build_pair(where: Path, tag: str, events: int, seed: int, seed_by_sync: bool) -> Pair:
+    """A device replica of ``events`` sample-life events, a Homebase replica
+    seeded from it, and the new events each side will write."""
     # One life, long enough for the replica and both sides' new events.
-    stream = life(seed, events + 2 * NEW_EVENTS)
+    stream = generate(seed=seed, events=events + 2 * NEW_EVENTS)
     log(f"[{events:,} events] building the device replica ...")
     t0 = time.perf_counter()
     a = open_node(where / f"{tag}-device", "phone", "device")
     b = open_node(where / f"{tag}-homebase", "mac", "homebase")
-    append_all(a, itertools.islice(stream, events))
+    # As validated `NewEvent`s, the way ``pixie log import`` reads the sample life.
+    append_all(a, map(event_from_object, itertools.islice(stream, events)))
     new_on_a = list(itertools.islice(stream, NEW_EVENTS))
     new_on_b = list(itertools.islice(stream, NEW_EVENTS))
     t_build = time.perf_counter() - t0
@@ -340,16 +343,65 @@ def bench_log(where: Path, events: int, seed: int, seed_by_sync: bool) -> dict[s
     t_seed = time.perf_counter() - t0
     if not same_state(a, b):
         raise AssertionError("the seeded replica does not match the device replica")
-    out: dict[str, Any] = {
-        "events": events,
+    built = {
         "build_s": t_build,
         "seeded_by": "sync" if by_sync else "apply",
         "seed_s": t_seed,
         "initial_sync": initial,
-        "db_mb": a.db.path.stat().st_size / 1e6,
     }
-    log(f"  seeded in {t_seed:.0f} s; measuring ...")
+    log(f"  seeded in {t_seed:.0f} s")
+    return a, b, new_on_a, new_on_b, built
+
+
+def cached_pair(
+    where: Path, cache: Path | None, events: int, seed: int, seed_by_sync: bool
+) -> Pair:
+    """`build_pair`, or, with a cache, a copy of the pair an earlier run built there."""
+    tag = f"log-{events}"
+    if cache is None:
+        return build_pair(where, tag, events, seed, seed_by_sync)
+    kept = cache / f"{tag}-seed{seed}"
+    if not (kept / "built.json").exists():
+        if kept.exists():
+            shutil.rmtree(kept)
+        kept.mkdir(parents=True)
+        a, b, new_on_a, new_on_b, built = build_pair(kept, tag, events, seed, seed_by_sync)
+        a.close()
+        b.close()
+        (kept / "built.json").write_text(json.dumps([new_on_a, new_on_b, built]))
+    log(f"[{events:,} events] copying the replicas kept in {kept} ...")
+    for side in ("device", "homebase"):
+        shutil.copytree(kept / f"{tag}-{side}", where / f"{tag}-{side}")
+    new_on_a, new_on_b, built = json.loads((kept / "built.json").read_text())
+    a, b = Node.open(where / f"{tag}-device"), Node.open(where / f"{tag}-homebase")
+    return a, b, new_on_a, new_on_b, built
+
+
+def timed_in_sync(a: Node, b: Node, runs: int) -> dict[str, Any]:
+    """The in-sync session, ``runs`` times: wall time per session (sealing included)."""
+    seconds = []
+    for _ in range(runs):
+        x = sync(a, b)
+        assert x.ok and x.opener.stats.in_sync_at_hello, x.figures()
+        seconds.append(x.seconds)
+    seconds.sort()
+    return {
+        "runs": runs,
+        "p50_ms": 1e3 * seconds[len(seconds) // 2],
+        "p90_ms": 1e3 * seconds[min(len(seconds) - 1, (len(seconds) * 9) // 10)],
+    }
+
+
+def bench_log(
+    where: Path, events: int, seed: int, seed_by_sync: bool, cache: Path | None, runs: int
+) -> dict[str, Any]:
+    a, b, objects_a, objects_b, built = cached_pair(where, cache, events, seed, seed_by_sync)
+    new_on_a = [event_from_object(o) for o in objects_a]
+    new_on_b = [event_from_object(o) for o in objects_b]
+    out: dict[str, Any] = {"events": events, **built, "db_mb": a.db.path.stat().st_size / 1e6}
+    log(f"[{events:,} events] measuring ...")
     out["in_sync_one_origin"] = in_sync_figure(sync(a, b))
+    out["in_sync_time"] = timed_in_sync(a, b, runs)
 
     a.log.append(new_on_a, now=new_on_a[-1].at)
     records = pending(a, b)
@@ -362,6 +414,7 @@ def bench_log(where: Path, events: int, seed: int, seed_by_sync: bool) -> dict[s
     out["new_on_responder"] = delta_figure(sync(a, b), records, NEW_EVENTS_FACTOR, NEW_EVENTS_SLACK)
     out["converged"] = same_state(a, b)
     out["in_sync_two_origins"] = in_sync_figure(sync(a, b))
+    out["in_sync_time_two_origins"] = timed_in_sync(a, b, runs)
     a.close()
     b.close()
     return out
@@ -570,6 +623,14 @@ def report_in_sync(what: str, f: Mapping[str, Any]) -> str:
     )
 
 
+def report_time(what: str, t: Mapping[str, Any]) -> str:
+    return (
+        f"  in sync ({what}), {t['runs']} sessions: p50 {t['p50_ms']:.2f} ms, "
+        f"p90 {t['p90_ms']:.2f} ms (target p50 <= {IN_SYNC_P50_MS:g} ms at 1M: "
+        f"{verdict(t['p50_ms'] <= IN_SYNC_P50_MS)})"
+    )
+
+
 def report_delta(what: str, f: Mapping[str, Any], formula: str) -> str:
     body = f" (body {f['body_bytes']:,} B)" if "body_bytes" in f else ""
     return (
@@ -577,7 +638,8 @@ def report_delta(what: str, f: Mapping[str, Any], formula: str) -> str:
         f"{f['bytes_b_to_a']:,} B <-, total {f['bytes_total']:,} B "
         f"({f['messages_a_to_b']}+{f['messages_b_to_a']} envelopes); encoded size "
         f"{f['encoded_size']:,} B{body} -> {f['bytes_vs_encoded']:.2f}x; target <= {formula} = "
-        f"{f['target_bytes_total']:,.0f} B: {verdict(f['met'])}" + _failed(f)
+        f"{f['target_bytes_total']:,.0f} B: {verdict(f['met'])}; {1e3 * f['seconds']:.1f} ms"
+        + _failed(f)
     )
 
 
@@ -594,10 +656,12 @@ def report_log(r: Mapping[str, Any]) -> Iterator[str]:
         f"{r['build_s']:.0f} s; Homebase replica {seeded}):"
     )
     yield report_in_sync("one origin", r["in_sync_one_origin"])
+    yield report_time("one origin", r["in_sync_time"])
     slack = f"{NEW_EVENTS_FACTOR} x encoded + {NEW_EVENTS_SLACK:,}"
     yield report_delta(f"{NEW_EVENTS} new events on the opener", r["new_on_opener"], slack)
     yield report_delta(f"{NEW_EVENTS} new events on the responder", r["new_on_responder"], slack)
     yield report_in_sync("two origins", r["in_sync_two_origins"])
+    yield report_time("two origins", r["in_sync_time_two_origins"])
     if not r["converged"]:
         yield "  the replicas did NOT converge"
 
@@ -652,6 +716,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dir", type=Path, default=None, help="where to build (default: a temporary directory)"
     )
     parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="keep the built event-log replicas here and reuse them in later runs "
+        "(each run measures on a copy)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=21, help="in-sync sessions timed per size (p50, p90)"
+    )
+    parser.add_argument("--skip-notes", action="store_true", help="leave out the notes figures")
+    parser.add_argument(
         "--jobs",
         type=int,
         choices=(1, 2),
@@ -662,6 +737,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.events) or args.notes < 10 or args.repair_items < 100:
         parser.error("--events must be >= 1, --notes >= 10 and --repair-items >= 100")
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
 
     results: dict[str, Any] = {}
     repair_args = (args.repair_items, args.differences, args.seed)
@@ -671,17 +748,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp = Path(tmpname)
         # Key files go to the temporary directory, never to the user's keychain.
         os.environ["PIXIE_KEYSTORE"] = "file"
-        os.environ["PIXIE_KEYS"] = str(tmp / "keys")
+        keys = (args.cache or tmp) / "keys"
+        os.environ["PIXIE_KEYS"] = str(keys.resolve())
         results["where"] = str(tmp)
         for n in args.events:
-            r = bench_log(tmp, n, args.seed, args.seed_by_sync)
+            r = bench_log(tmp, n, args.seed, args.seed_by_sync, args.cache, args.runs)
             results[f"log_{n}"] = r
             if not args.json:
                 print("\n".join(report_log(r)), flush=True)
-        r = bench_notes(tmp, args.notes, args.seed)
-        results[f"notes_{args.notes}"] = r
-        if not args.json:
-            print("\n".join(report_notes(r)), flush=True)
+        if not args.skip_notes:
+            r = bench_notes(tmp, args.notes, args.seed)
+            results[f"notes_{args.notes}"] = r
+            if not args.json:
+                print("\n".join(report_notes(r)), flush=True)
     if repair is not None and pool is not None:
         r = repair.result()
         pool.shutdown()
