@@ -1,26 +1,44 @@
 """`scripts/simulate`: run the deterministic simulator for one seed or many.
 
     python -m pixie.sim --seed 42 [--steps 60] [--trace] [--json]
-    python -m pixie.sim --seeds 10000 [--first 0] [--steps 60] [--json]
+    python -m pixie.sim --seeds 10000 [--first 0] [--steps 60] [--jobs 2] [--json]
 
 Exit status 0 when every seed held every invariant, 1 when one did not (its
 seed, step, invariant and the trace that led there are printed, and
 ``--seed S`` replays it), 2 for bad flags.
+
+``--jobs N`` runs the seeds in N worker processes (forked once, each running
+one seed after another). A seed's run depends on its seed alone, so what is
+printed is what one job prints, in seed order: the same JSON lines, the same
+first violation, and the seeds after it are not reported. Only the timing
+differs. ``--baseline`` runs as before the speed-ups (each database compiles
+its own statements, every check at every chance), for `scripts/bench_sim.py`
+to measure against in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
+import multiprocessing
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from pixie.device.store.db import share_compiled_statements
+from pixie.sim import invariants
 from pixie.sim.world import RunResult, run_seed
 
 DEFAULT_STEPS = 60
+# Seeds a worker takes at a time: few enough that the workers finish together
+# and a violation stops the sweep soon, enough to keep the handing-out cheap.
+CHUNK = 4
+# What of a trace a worker sends back: more than a report or a JSON line shows.
+TRACE_BACK = 30
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +62,48 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lying-holder", action="store_true", help="let the holder ack unstored bodies")
     p.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
     p.add_argument("--dir", type=Path, help="where the data dirs go (default: the temp dir)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
+    p.add_argument(
+        "--baseline",
+        action="store_true",
+        help="run as before the speed-ups (for benchmarks; checks the same invariants)",
+    )
     return p
+
+
+def configure(*, baseline: bool) -> None:
+    """This process's speed-ups: each off with ``baseline``. Neither changes
+    a seed's run (its trace, digests and stats are the same either way)."""
+    share_compiled_statements(not baseline)
+    invariants.SKIP_SEALED_UNTIL_MINTED = not baseline
+
+
+def _run_one(seed: int, steps: int, base: Path | None, lies: bool) -> RunResult:
+    """One seed in a worker, its trace cut to what the parent may print."""
+    result = run_seed(seed, steps, base=base, lies=lies)
+    return dataclasses.replace(result, trace=result.trace[-TRACE_BACK:])
+
+
+def _results(
+    seeds: Sequence[int],
+    jobs: int,
+    run: Callable[[int], RunResult],
+) -> Generator[RunResult, None, None]:
+    """Each seed's result, in seed order, from ``jobs`` worker processes (or
+    this one). Closing the iterator early stops the workers."""
+    if jobs == 1 or len(seeds) == 1:
+        yield from map(run, seeds)
+        return
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = context.Pool(min(jobs, len(seeds)))
+    try:
+        ordered: Iterable[RunResult] = pool.imap(run, seeds, chunksize=CHUNK)
+        yield from ordered
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
 
 
 def _report(result: RunResult) -> str:
@@ -61,26 +120,50 @@ def _report(result: RunResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.steps < 1 or (args.seeds is not None and args.seeds < 1) or args.first < 0:
+    if (
+        args.steps < 1
+        or (args.seeds is not None and args.seeds < 1)
+        or args.first < 0
+        or args.jobs < 1
+    ):
         print(
-            "simulate: error: --steps and --seeds must be at least 1, --first at least 0",
+            "simulate: error: --steps, --seeds and --jobs must be at least 1, --first at least 0",
             file=sys.stderr,
         )
+        return 2
+    if args.trace and args.jobs > 1:
+        print("simulate: error: --trace prints as it runs: use it with one job", file=sys.stderr)
         return 2
     if args.dir is not None and not args.dir.is_dir():
         print(f"simulate: error: --dir {args.dir} is not a directory", file=sys.stderr)
         return 2
-    seeds = (
+    seeds: Sequence[int] = (
         [args.seed]
         if args.seed is not None
         else range(args.first, args.first + (args.seeds or 100))
     )
-    sink = (lambda line: print(line, flush=True)) if args.trace else None
+    configure(baseline=args.baseline)
+    try:
+        return _sweep(args, seeds)
+    finally:  # leave a calling process (a test) as it was
+        share_compiled_statements(False)
+        invariants.SKIP_SEALED_UNTIL_MINTED = True
+
+
+def _sweep(args: argparse.Namespace, seeds: Sequence[int]) -> int:
+    run: Callable[[int], RunResult]
+    if args.trace:
+        sink = functools.partial(print, flush=True)
+        run = functools.partial(
+            run_seed, steps=args.steps, base=args.dir, lies=args.lying_holder, trace=sink
+        )
+    else:
+        run = functools.partial(_run_one, steps=args.steps, base=args.dir, lies=args.lying_holder)
     started = time.perf_counter()
     failures: list[RunResult] = []
     ran = 0
-    for seed in seeds:
-        result = run_seed(seed, args.steps, base=args.dir, lies=args.lying_holder, trace=sink)
+    results = _results(seeds, args.jobs, run)
+    for result in results:
         ran += 1
         if args.json:
             print(json.dumps(result.as_json(), sort_keys=True), flush=True)
@@ -90,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(_report(result).replace("{steps}", str(args.steps)), flush=True)
             if not args.keep_going:
                 break
+    results.close()
     seconds = time.perf_counter() - started
     rate = ran / seconds * 60 if seconds > 0 else 0.0
     summary = {
@@ -99,13 +183,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "failed_seeds": [f.seed for f in failures],
         "seconds": round(seconds, 1),
         "seeds_per_minute": round(rate, 1),
+        "jobs": args.jobs,
     }
     if args.json:
         print(json.dumps({"summary": summary}, sort_keys=True))
     else:
         verdict = "all invariants held" if not failures else f"{len(failures)} violated"
+        jobs = f", {args.jobs} jobs" if args.jobs > 1 else ""
         print(
-            f"{ran} seeds x {args.steps} steps: {verdict} ({seconds:.1f} s, {rate:.0f} seeds/min)"
+            f"{ran} seeds x {args.steps} steps: {verdict} "
+            f"({seconds:.1f} s, {rate:.0f} seeds/min{jobs})"
         )
     return 1 if failures else 0
 

@@ -77,14 +77,24 @@ _SEALED_IN_CLEAR = (
 )
 
 
+# Invariant 7 looks for a sealed canary, and the world mints each one itself
+# (`World.canary`): until it has minted one, no store, reader or tool can
+# hold one, and those checks could only pass, so they wait for the first.
+# (`scripts/simulate --baseline` turns this off, to time the old way.)
+SKIP_SEALED_UNTIL_MINTED = True
+
+
 def check_all(world: World, *, full: bool = False) -> None:
     """The per-step checks; ``full`` adds the costlier ones (done every
     `FULL_EVERY` steps and at the end)."""
     check_bodies(world)
     check_edits(world)
-    check_sealed_rows(world)
+    sealed = world.sealed_minted or not SKIP_SEALED_UNTIL_MINTED
+    if sealed:
+        check_sealed_rows(world)
     if full or world.tick % FULL_EVERY == 0:
-        check_sealed(world)
+        if sealed:
+            check_sealed(world)
         check_digests(world)
 
 

@@ -313,6 +313,7 @@ class World:
         self.acked: set[tuple[str, str]] = set()  # (note id, hash hex) the sim saw validly acked
         self.edited: dict[str, set[str]] = {p: set() for p in PEERS}
         self.canary_count = 0
+        self.sealed_minted = False  # a sealed canary exists (see `invariants.check_all`)
         self.finished = False
         self.tmp = Path(tempfile.mkdtemp(prefix="pixie-sim-", dir=base or default_base()))
         keys = FileKeyStore(self.tmp / "keys")
@@ -385,6 +386,7 @@ class World:
 
     def canary(self, sealed: bool = False) -> str:
         self.canary_count += 1
+        self.sealed_minted = self.sealed_minted or sealed
         prefix = SEALED_CANARY if sealed else CLEAR_CANARY
         return f"{prefix.decode()}{self.canary_count:05d}"
 

@@ -20,8 +20,10 @@ from typing import Any, TypeVar, cast
 
 import trio
 from sqlalchemy import URL, Engine, String, create_engine, event, select, text
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.util import LRUCache
 
 from pixie.device.errors import DataDirError
 
@@ -54,6 +56,52 @@ AT_ONCE_CHECKPOINT_EVERY = 64
 # joins a thousand full-text hits to their rows then re-reads pages from the OS
 # on every call: 64 MiB made check_notebook about 5x faster at 10k notes.
 CACHE_KIB = 64 * 1024
+
+
+# Compiled statements one process keeps when engines share them (see
+# `share_compiled_statements`); each engine keeps 500 of its own otherwise.
+SHARED_STATEMENTS = 2000
+
+
+class _SharedStatements:
+    """One dialect and one compiled-statement cache for every engine opened
+    after `share_compiled_statements` (SQLAlchemy keys a compiled statement
+    by its dialect, so sharing the cache means sharing the dialect)."""
+
+    def __init__(self) -> None:
+        self.dialect: Dialect | None = None
+        self.cache: LRUCache[Any, Any] = LRUCache(SHARED_STATEMENTS)
+
+    def adopt(self, engine: Engine) -> None:
+        if self.dialect is None:
+            self.dialect = engine.dialect
+        else:
+            # Every engine here is sqlite+pysqlite with the same arguments,
+            # so one dialect serves them all; the engine's own stays unused.
+            engine.dialect = self.dialect
+            engine.pool._dialect = self.dialect
+        engine._compiled_cache = self.cache
+
+
+# The one in force, if any (a dict, so that switching needs no `global`).
+_shared: dict[str, _SharedStatements] = {}
+
+
+def share_compiled_statements(on: bool = True) -> None:
+    """Let every `Database` opened from now on share one compiled-statement
+    cache with the others of this process (``on=False``: each its own again).
+
+    For the deterministic simulator, which opens thousands of short-lived
+    databases one after another: with a cache per engine, each database
+    compiles every statement it runs afresh, about a quarter of a simulated
+    run. Only SQLAlchemy's compile step is shared: the SQL sent, the
+    connections, their pragmas and durability (``synchronous=FULL`` for
+    acknowledged writes) are exactly as without it. Off unless called; the
+    product never calls it.
+    """
+    _shared.pop("statements", None)
+    if on:
+        _shared["statements"] = _SharedStatements()
 
 
 # Set while `at_once` runs a function on the event loop's own thread.
@@ -201,6 +249,9 @@ class Database:
             query={"uri": "true"},
         )
         self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
+        shared = _shared.get("statements")
+        if shared is not None:
+            shared.adopt(self.engine)
         event.listen(self.engine, "connect", _on_connect)
         event.listen(self.engine, "begin", _on_begin)
         self._write_engine = self.engine.execution_options(pixie_write=True)
