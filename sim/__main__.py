@@ -29,7 +29,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from pixie.device.store.db import share_compiled_statements
+from pixie.device.store.db import reuse_across_databases
 from pixie.sim import invariants
 from pixie.sim.world import RunResult, run_seed
 
@@ -74,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
 def configure(*, baseline: bool) -> None:
     """This process's speed-ups: each off with ``baseline``. Neither changes
     a seed's run (its trace, digests and stats are the same either way)."""
-    share_compiled_statements(not baseline)
-    invariants.SKIP_SEALED_UNTIL_MINTED = not baseline
+    reuse_across_databases(not baseline)
+    invariants.SKIP_FOREGONE = not baseline
 
 
 def _run_one(seed: int, steps: int, base: Path | None, lies: bool) -> RunResult:
@@ -146,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _sweep(args, seeds)
     finally:  # leave a calling process (a test) as it was
-        share_compiled_statements(False)
-        invariants.SKIP_SEALED_UNTIL_MINTED = True
+        reuse_across_databases(False)
+        invariants.SKIP_FOREGONE = True
 
 
 def _sweep(args: argparse.Namespace, seeds: Sequence[int]) -> int:

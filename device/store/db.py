@@ -58,19 +58,21 @@ AT_ONCE_CHECKPOINT_EVERY = 64
 CACHE_KIB = 64 * 1024
 
 
-# Compiled statements one process keeps when engines share them (see
-# `share_compiled_statements`); each engine keeps 500 of its own otherwise.
+# Compiled statements one process keeps when its databases share them (see
+# `reuse_across_databases`); each engine keeps 500 of its own otherwise.
 SHARED_STATEMENTS = 2000
 
 
-class _SharedStatements:
-    """One dialect and one compiled-statement cache for every engine opened
-    after `share_compiled_statements` (SQLAlchemy keys a compiled statement
-    by its dialect, so sharing the cache means sharing the dialect)."""
+class _Reuse:
+    """What every `Database` opened after `reuse_across_databases` shares with
+    the others of its process: one dialect and compiled-statement cache
+    (SQLAlchemy keys a compiled statement by its dialect, so sharing the
+    cache means sharing the dialect), and the bytes of a new schema."""
 
     def __init__(self) -> None:
         self.dialect: Dialect | None = None
         self.cache: LRUCache[Any, Any] = LRUCache(SHARED_STATEMENTS)
+        self.schemas: dict[tuple[str, ...], bytes] = {}
 
     def adopt(self, engine: Engine) -> None:
         if self.dialect is None:
@@ -84,24 +86,26 @@ class _SharedStatements:
 
 
 # The one in force, if any (a dict, so that switching needs no `global`).
-_shared: dict[str, _SharedStatements] = {}
+_reuse: dict[str, _Reuse] = {}
 
 
-def share_compiled_statements(on: bool = True) -> None:
-    """Let every `Database` opened from now on share one compiled-statement
-    cache with the others of this process (``on=False``: each its own again).
+def reuse_across_databases(on: bool = True) -> None:
+    """Let every `Database` opened from now on share with the others of this
+    process what is the same for all of them (``on=False``: nothing again):
+    each statement is compiled once per process instead of once per
+    database, and a new database starts as a byte copy of the first one's
+    new schema instead of running its statements again.
 
-    For the deterministic simulator, which opens thousands of short-lived
-    databases one after another: with a cache per engine, each database
-    compiles every statement it runs afresh, about a quarter of a simulated
-    run. Only SQLAlchemy's compile step is shared: the SQL sent, the
-    connections, their pragmas and durability (``synchronous=FULL`` for
+    For the deterministic simulator, which creates and opens thousands of
+    short-lived databases one after another (compiling was about a quarter of
+    a simulated run, creating schemas a twentieth). The SQL sent, the schema,
+    the connections, their pragmas and durability (``synchronous=FULL`` for
     acknowledged writes) are exactly as without it. Off unless called; the
     product never calls it.
     """
-    _shared.pop("statements", None)
+    _reuse.pop("on", None)
     if on:
-        _shared["statements"] = _SharedStatements()
+        _reuse["on"] = _Reuse()
 
 
 # Set while `at_once` runs a function on the event loop's own thread.
@@ -249,9 +253,9 @@ class Database:
             query={"uri": "true"},
         )
         self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False})
-        shared = _shared.get("statements")
-        if shared is not None:
-            shared.adopt(self.engine)
+        reuse = _reuse.get("on")
+        if reuse is not None:
+            reuse.adopt(self.engine)
         event.listen(self.engine, "connect", _on_connect)
         event.listen(self.engine, "begin", _on_begin)
         self._write_engine = self.engine.execution_options(pixie_write=True)
@@ -361,11 +365,20 @@ class Database:
 
     def create_schema(self, extra_ddl: Sequence[str]) -> None:
         """Create every mapped table, then the triggers and virtual tables given."""
+        reuse = _reuse.get("on")
+        key = (*Base.metadata.tables, "", *extra_ddl)
+        if reuse is not None and key in reuse.schemas and not self.path.exists():
+            # Nothing has opened the file yet: it starts as the copy.
+            self.path.write_bytes(reuse.schemas[key])
+            return
         with self.writing() as session:
             conn = session.connection()
             Base.metadata.create_all(conn)
             for ddl in extra_ddl:
                 conn.exec_driver_sql(ddl)
+        if reuse is not None and key not in reuse.schemas:
+            with self._using(self._plain()) as plain:
+                reuse.schemas[key] = plain.serialize()
 
     def check_schema(self) -> None:
         """Refuse a file that is not a Pixie database of a version we understand;
