@@ -169,12 +169,18 @@ class FetchAttempt(_Attempt):
         return Verdict(Outcome.FETCHED, f"{len(body)} bytes, hash verified", body)
 
     def _assemble(self) -> bytes | None:
-        out = bytearray()
-        for offset in sorted(self.parts):
-            if offset != len(out):
+        """The parts end to end (one copy), or None if they overlap or leave gaps."""
+        ordered = sorted(self.parts.items())
+        at = 0
+        for offset, data in ordered:
+            if offset != at:
                 return None
-            out += self.parts[offset]
-        return bytes(out) if len(out) == self.total else None
+            at += len(data)
+        if at != self.total:
+            return None
+        if len(ordered) == 1:
+            return ordered[0][1]
+        return b"".join(data for _, data in ordered)
 
 
 @dataclass

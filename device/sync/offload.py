@@ -62,15 +62,21 @@ T = TypeVar("T")
 ACK_TIMEOUT = 10.0
 DAY_US = 86_400 * 1_000_000
 
+# The candidate and, in the same snapshot, whether a release of that very
+# body to this holder is still due (see `OffloadLedger.candidate`).
 _CANDIDATE_SQL = (
-    "SELECT body, content_hash, holder, deleted, kind FROM note WHERE zone = 'clear' AND id = ?"
+    "SELECT body, content_hash, holder, deleted, kind, EXISTS (SELECT 1 FROM pending_release "
+    "WHERE note_id = note.id AND content_hash = note.content_hash AND holder = ?) "
+    "FROM note WHERE zone = 'clear' AND id = ?"
 )
 _RELEASING_SQL = (
     "SELECT 1 FROM pending_release WHERE note_id = ? AND content_hash = ? AND holder = ?"
 )
-# The compare-and-clear: the body still here, unchanged, then the clear itself.
+# The compare-and-clear: the body still here, unchanged (and no release of it
+# to this holder due), then the clear itself.
 _RESIDENT_SQL = (
-    "SELECT body, content_hash FROM note "
+    "SELECT body, content_hash, EXISTS (SELECT 1 FROM pending_release "
+    "WHERE note_id = note.id AND content_hash = note.content_hash AND holder = ?) FROM note "
     "WHERE zone = 'clear' AND id = ? AND deleted = 0 AND holder IS NULL"
 )
 _CLEAR_SQL = "UPDATE note SET body = NULL, holder = ? WHERE zone = 'clear' AND id = ?"
@@ -171,11 +177,11 @@ class OffloadLedger:
         if it may not go."""
         # The gate: the clear zone is the first condition of the only query
         # that loads what offloading sends.
-        rows = self.node.db.peek(_CANDIDATE_SQL, (note_id,))
+        rows = self.node.db.peek(_CANDIDATE_SQL, (self.holder_hex, note_id))
         if not rows or rows[0][3]:
             # The same words whether the id is unknown, deleted or sealed.
             raise NotFound(f"no note with id {note_id}")
-        body_text, chash, holder, _, kind = rows[0]
+        body_text, chash, holder, _, kind, releasing = rows[0]
         if kind == NoteKind.ABOUT_YOU.value:
             # Distillation keeps merging new facts into it; parked elsewhere it
             # could take none, and the facts of each pass would be lost.
@@ -190,7 +196,7 @@ class OffloadLedger:
             raise BadInput(f"note {note_id} is larger than {MAX_OFFLOAD_BYTES} bytes")
         if body_hash(body).hex() != chash:
             raise BadInput(f"note {note_id}: its body does not match its content hash")
-        if self.node.db.peek(_RELEASING_SQL, (note_id, chash, self.holder_hex)):
+        if releasing:
             # The holder would ack this body at once (it still holds it), and
             # the release already queued, or on its way, would then drop the
             # copy the new pointer relies on: the note would exist nowhere.
@@ -209,12 +215,12 @@ class OffloadLedger:
         that undoes a clear leaves the body here as well as with the holder,
         which loses nothing."""
         with self.node.db.bookkeeping() as conn:
-            row = conn.execute(_RESIDENT_SQL, (note_id,)).fetchone()
+            row = conn.execute(_RESIDENT_SQL, (self.holder_hex, note_id)).fetchone()
             if row is None or row[0] is None or row[1] != content_hash:
                 return False
             if body_hash(str(row[0]).encode("utf-8")).hex() != content_hash:
                 return False
-            if conn.execute(_RELEASING_SQL, (note_id, content_hash, self.holder_hex)).fetchone():
+            if row[2]:
                 # The ack of an offload that was under way when the body came
                 # home (a recall): the holder has been asked to let go of that
                 # very copy, so pointing at it again would leave the note nowhere.
