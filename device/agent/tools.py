@@ -291,11 +291,41 @@ def fallback_pattern(words: list[str]) -> str:
     return "(?:" + "|".join(alternatives) + ")"
 
 
+def together_pattern(words: list[str]) -> str:
+    """One grep_memory pattern that matches a memory holding at least two of
+    ``words`` (each at the start of a word, in either order): the first
+    `TOGETHER_WORDS` of them, as pairs. RE2 never lets a match span two
+    memories, so both words are in the same one."""
+    alternatives = [
+        f"{_start(a)}.*{_start(b)}"
+        for i, a in enumerate(words[:TOGETHER_WORDS])
+        for j, b in enumerate(words[:TOGETHER_WORDS])
+        if i != j and a and b
+    ]
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+TOGETHER_WORDS = 4  # pairs of at most this many key words: 12 alternatives
+
+
+def _start(word: str) -> str:
+    return (r"\b" if word[0].isascii() else "") + re.escape(word)
+
+
 def fallback_query(notebook_query: str, question: str) -> str | None:
     """What grep_memory is asked when check_notebook found no note: the key
     words of the Notebook query, or when it had none (a person or topic
-    alone), those of the user's question; None if neither has a word."""
+    alone), those of the user's question; None if neither has a word. With
+    two key words or more, only memories where at least two of them meet
+    (grep lists the newest matches, and a single common word such as "call"
+    or "lunch" would fill the list with the last few days); with one, that
+    word."""
     words = key_words(notebook_query) or key_words(question)
+    together = words[:TOGETHER_WORDS]
+    while len(together) > 2 and len(together_pattern(together)) > MAX_QUERY_CHARS:
+        together = together[:-1]
+    if len(together) >= 2 and len(together_pattern(together)) <= MAX_QUERY_CHARS:
+        return together_pattern(together)
     # grep_memory refuses a longer query: the last words give way.
     while words and len(fallback_pattern(words)) > MAX_QUERY_CHARS:
         words = words[:-1]

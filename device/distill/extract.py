@@ -374,6 +374,12 @@ _PLACES = (
 )
 
 
+def arranges(text: str) -> bool:
+    """Whether ``text`` arranges something (an activity and a day or a time):
+    the stuff of plans, which come and go, not of what someone is like."""
+    return bool(_ACTIVITY.search(text) and (_WHEN.search(text) or _CLOCK.search(text)))
+
+
 _LOWER_WHEN = frozenset(
     {"today", "tonight", "tomorrow", "this weekend", "next week", "the weekend"}
 )
@@ -481,6 +487,7 @@ __all__ = [
     "Rule",
     "Said",
     "appointment_in",
+    "arranges",
     "birthday_in_calendar",
     "card_birthday",
     "card_facts",

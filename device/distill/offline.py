@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pixie.device.distill.contract import (
     MAX_OPEN_THREADS,
     MAX_PERSON_CHARS,
+    MAX_PERSON_FACTS,
     MAX_SUMMARY_CHARS,
     ME,
     DistillRequest,
@@ -43,12 +44,14 @@ from pixie.device.distill.contract import (
     FactKind,
     Line,
     SourceKind,
+    fact_key,
 )
 from pixie.device.distill.extract import (
     FIRST_PERSON,
     SECOND_PERSON,
     Said,
     appointment_in,
+    arranges,
     birthday_in_calendar,
     date_words,
     facts_in,
@@ -145,9 +148,107 @@ def person_page(request: DistillRequest, said: Sequence[_Said], name: str) -> di
         facts.append(plan)
     return {
         "person": _read(request, said, theirs, name),
-        "person_facts": [f.as_json() for f in merge_facts(facts)],
+        "person_facts": _page_facts(facts, _their_statements(request, name)),
         "open_threads": _open_threads(said, theirs, mine),
     }
+
+
+SAID_FACTS = 4  # a person's own salient sentences kept as facts, per answer
+SAID_CHARS = 140
+
+
+def _page_facts(facts: Sequence[Fact], said: Sequence[Fact]) -> list[dict[str, object]]:
+    """An answer's person facts: those the patterns found (and the plan) first,
+    then the person's own salient sentences, within MAX_PERSON_FACTS."""
+    found = merge_facts(facts)
+    known = {fact_key(f.text) for f in found}
+    extra = [f for f in said if fact_key(f.text) not in known]
+    room = max(MAX_PERSON_FACTS - len(found), 0)
+    return [f.as_json() for f in [*found, *extra[: min(room, SAID_FACTS)]]]
+
+
+def _their_statements(request: DistillRequest, name: str) -> list[Fact]:
+    """What ``name`` said about their own life in this source, in their words:
+    the sentences of their own lines (call turns, voicemails, posts, messages,
+    earlier ones too) that state something, not a question, a greeting or a
+    stock reply. The SAID_FACTS that say most, each dated by its line and
+    quoted, at most SAID_CHARS long; repeats of one another kept once."""
+    said: list[_Said] = []
+    for line in (*request.earlier, *request.lines):
+        if line.kind == "call":
+            texts = [
+                text
+                for speaker, from_me, text in _call_turns(line)
+                if not from_me and (speaker == name or _first(speaker) == _first(name))
+            ]
+        elif not line.from_me and line.speaker == name:
+            texts = [line.text]
+        else:
+            continue
+        for text in texts:
+            for part in _SENTENCE_END.split(" ".join(text.split())):
+                sentence = part.strip()
+                if _states(sentence):
+                    said.append(_Said(line.at, name, False, sentence, _score(sentence), len(said)))
+    ranked = sorted(said, key=lambda s: (-s.score, -s.at, s.n))
+    out: list[Fact] = []
+    for s in _distinct(ranked)[:SAID_FACTS]:
+        out.append(Fact(FactKind.OTHER, _as_theirs(s.text), s.at))
+    return out
+
+
+# Their own words, told of them: "I finished the marathon" -> "finished the
+# marathon", "my flat" -> "their flat". The leading pronoun goes; others turn.
+_LEAD_I = (
+    (re.compile(r"^(?:i'm|i’m|i am)\s+", re.IGNORECASE), "is "),
+    (re.compile(r"^(?:i've|i’ve|i have)\s+", re.IGNORECASE), "has "),
+    (re.compile(r"^(?:i'll|i’ll|i will)\s+", re.IGNORECASE), "will "),
+    (re.compile(r"^(?:i'd|i’d)\s+", re.IGNORECASE), "would "),
+    (re.compile(r"^i\s+", re.IGNORECASE), ""),
+)
+_THEIRS = {
+    "i": "they",
+    "i'm": "they're",
+    "i’m": "they’re",
+    "i've": "they've",
+    "i’ve": "they’ve",
+    "me": "them",
+    "my": "their",
+    "mine": "theirs",
+    "myself": "themselves",
+}
+_PRONOUN = re.compile(r"(?<![\w'’])(?:i'm|i’m|i've|i’ve|i|me|my|mine|myself)(?![\w'’])", re.I)
+
+
+def _as_theirs(sentence: str) -> str:
+    """A sentence someone said of themselves, as a short fact about them:
+    pronouns turned, end punctuation and quote marks gone, cut at a word
+    within SAID_CHARS."""
+    text = " ".join(sentence.split()).strip().rstrip(".!…")
+    text = text.replace("“", "").replace("”", "").replace('"', "")
+    for pattern, lead in _LEAD_I:
+        if pattern.match(text):
+            text = pattern.sub(lead, text, count=1)
+            break
+    text = _PRONOUN.sub(lambda m: _THEIRS[m.group(0).casefold()], text)
+    if len(text) > SAID_CHARS:
+        text = text[: SAID_CHARS - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    return text.replace("; ", ", ")
+
+
+def _states(sentence: str) -> bool:
+    """Whether a sentence states something worth keeping besides what the
+    patterns read: three content words or more; no question, small talk,
+    link or arrangement (plans are read as plans); nothing a pattern already
+    turned into a fact (a later fact of its kind may supersede it)."""
+    return (
+        not sentence.rstrip().endswith("?")
+        and _content(sentence) >= 3
+        and _score(sentence) > 0
+        and "://" not in sentence
+        and not arranges(sentence)
+        and not facts_in(sentence, None, FIRST_PERSON, loose=True)
+    )
 
 
 def _their_facts(request: DistillRequest, name: str) -> list[Fact]:
@@ -290,7 +391,7 @@ def person_in_group(request: DistillRequest, name: str) -> dict[str, object] | N
         read.append("Lately: " + "; ".join(f"“{_quote(s.text)}”" for s in best) + ".")
     return {
         "person": _fit(" ".join(read), MAX_PERSON_CHARS),
-        "person_facts": [f.as_json() for f in merge_facts(facts)],
+        "person_facts": _page_facts(facts, _their_statements(request, name)),
         "open_threads": [],
     }
 
@@ -318,9 +419,8 @@ def _post(request: DistillRequest) -> dict[str, object]:
         parts.append("No replies.")
     answer = _answer(" ".join(parts), said, request, min_hits=1)
     if not root.from_me:
-        answer["person_facts"] = [
-            f.as_json() for f in merge_facts(facts_in(root.text, root.at, loose=True))
-        ]
+        facts = facts_in(root.text, root.at, loose=True)
+        answer["person_facts"] = _page_facts(facts, _their_statements(request, root.speaker))
     return answer
 
 
@@ -344,8 +444,9 @@ def _call(request: DistillRequest) -> dict[str, object]:
         parts.append(f"Also on {day_label(later.at)}: “{_quote(later.text)}”")
     answer = _answer("\n".join(parts), said, request, min_hits=1)
     if len(request.participants) == 1:
-        facts = _their_facts(request, request.participants[0])
-        answer["person_facts"] = [f.as_json() for f in merge_facts(facts)]
+        name = request.participants[0]
+        facts = _their_facts(request, name)
+        answer["person_facts"] = _page_facts(facts, _their_statements(request, name))
     return answer
 
 

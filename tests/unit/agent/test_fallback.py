@@ -2,11 +2,13 @@
 
 A scripted OpenAI-compatible server plays the model; what it was handed is
 read off the wire. The checks: a check_notebook call that finds no note is
-followed by one grep_memory call on the key words (an escaped OR of them),
-whose hits reach the model in the same tool message; a hit in the Notebook
-brings no grep; the fallback counts against grep_memory's budget and its
-duplicate check like any call; and grep_memory itself still matches text
-exactly as a pattern says (no stems, no folded accents).
+followed by one grep_memory call on the key words (an escaped OR of one
+word, or with two or more, of every pair of the first four, so that two of
+them meet in each memory found), whose hits reach the model in the same tool
+message; a hit in the Notebook brings no grep; the fallback counts against
+grep_memory's budget and its duplicate check like any call; and grep_memory
+itself still matches text exactly as a pattern says (no stems, no folded
+accents).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pixie.device.agent.tools import (
     fallback_pattern,
     fallback_query,
     key_words,
+    together_pattern,
 )
 from pixie.device.cli.agent import memory_tools
 from pixie.device.node.keyed import Node
@@ -119,16 +122,36 @@ def test_the_pattern_is_an_escaped_or_of_the_words() -> None:
     # a word is matched as itself, never as a pattern
     assert fallback_pattern(["c.t"]) == r"(?:\bc\.t)"
     assert fallback_query("salary", "anything") == r"(?:\bsalary)"
-    # a query with no word falls back to the question's words
-    assert fallback_query("", "Where does Priya climb?") == r"(?:\bpriya|\bclimb)"
     assert fallback_query("", "?") is None
+
+
+def test_two_key_words_or_more_must_meet_in_one_memory() -> None:
+    assert together_pattern(["priya", "salary"]) == r"(?:\bpriya.*\bsalary|\bsalary.*\bpriya)"
+    # a query with no word falls back to the question's words
+    assert fallback_query("", "Where does Priya climb?") == together_pattern(["priya", "climb"])
+    # pairs of the first four key words only
+    pattern = fallback_query("one two three four five", "")
+    assert pattern == together_pattern(["one", "two", "three", "four"])
+    assert pattern.count("|") == 4 * 3 - 1 and "five" not in pattern
+
+
+def test_pairs_of_words_match_only_where_both_are(life: Life) -> None:
+    tool = GrepMemoryTool(life.node.mirror)
+    # the contact's name leads each memory's line, so it counts as a word of it
+    hits = tool.run(together_pattern(["climbing", "ada"])).hits
+    assert [h.snippet for h in hits] == ["see you at the climbing wall"]
+    assert tool.run(together_pattern(["climbing", "salary"])).hits == ()
 
 
 def test_a_long_query_gives_way_to_grep_memorys_limit() -> None:
     words = " ".join("w" * 60 + str(i) for i in range(16))
     pattern = fallback_query(words, "")
     assert pattern is not None and len(pattern) <= 512
-    assert pattern.startswith(r"(?:\b" + "w" * 60 + "0|")
+    assert pattern == together_pattern(["w" * 60 + "0", "w" * 60 + "1"])
+    # not even one pair fits: any one of the words that fit
+    assert fallback_query(" ".join("w" * 200 + str(i) for i in range(4)), "") == (
+        fallback_pattern(["w" * 200 + "0", "w" * 200 + "1"])
+    )
 
 
 def test_an_escaped_word_matches_only_itself(life: Life) -> None:
@@ -179,7 +202,7 @@ async def test_a_person_alone_falls_back_to_the_questions_words(
     server.then(Reply.calls(("check_notebook", {"person": "Ada"})), Reply.text("Climbing."))
     turn = await agent.turn("Where does Ada go climbing?")
     assert outcomes(turn) == [("check_notebook", "ran"), ("grep_memory", "ran")]
-    assert turn.calls[1].arguments == {"query": r"(?:\bada|\bgo|\bclimbing)"}
+    assert turn.calls[1].arguments == {"query": together_pattern(["ada", "go", "climbing"])}
     (message,) = tool_messages(server.requests[1])
     assert "see you at the climbing wall" in message
 
