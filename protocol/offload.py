@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from .clock import SYSTEM_ENTROPY, Entropy
 from .peerwire import (
@@ -127,11 +128,17 @@ class OffloadAttempt(_Attempt):
 
 @dataclass
 class FetchAttempt(_Attempt):
-    """One fetch: parts gathered by offset, accepted only when whole and re-hashed."""
+    """One fetch: parts gathered by offset, accepted only when whole and re-hashed.
+
+    The hash is taken as the parts arrive, over the unbroken run of them from
+    offset 0 (a large body's last part then leaves only its own bytes to
+    hash); parts out of order wait in ``parts`` until the run reaches them."""
 
     parts: dict[int, bytes] = field(default_factory=dict)
     total: int | None = None
     received: int = 0
+    _hasher: Any = field(default_factory=hashlib.sha256, repr=False)
+    _hashed: int = 0  # bytes of the run from offset 0 hashed so far
 
     def request_message(self) -> FetchRequest:
         return FetchRequest(self.request, self.note_id, self.content_hash)
@@ -159,12 +166,17 @@ class FetchAttempt(_Attempt):
             return None  # a duplicate
         self.parts[message.offset] = message.data
         self.received += len(message.data)
+        while (data := self.parts.get(self._hashed)) is not None and data:
+            self._hasher.update(data)
+            self._hashed += len(data)
         if self.received < self.total:
             return None
         body = self._assemble()
         if body is None:
             return Verdict(Outcome.CORRUPT, "the served parts overlap or leave gaps")
-        if body_hash(body) != self.content_hash:
+        # Whole, without gaps or overlaps: the run hashed is the body.
+        digest = self._hasher.digest() if self._hashed == len(body) else body_hash(body)
+        if digest != self.content_hash:
             return Verdict(Outcome.CORRUPT, "the served body does not match its content hash")
         return Verdict(Outcome.FETCHED, f"{len(body)} bytes, hash verified", body)
 

@@ -26,9 +26,7 @@ from pixie.protocol.framing import FrameDecoder, encode_frame
 from pixie.protocol.proof import sign_key_proof
 
 HANDSHAKE_TIMEOUT = 10.0
-# What one read from the relay asks for: a fetch part's envelope (about 256 KiB)
-# in a few reads, not a frame gathered from many 64 KiB ones.
-RECEIVE_CHUNK = 1 << 20
+RECEIVE_CHUNK = 65_536
 MAX_RELAYS = 8  # addresses in one list: a fleet's entry points, not a directory
 
 

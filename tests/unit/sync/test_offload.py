@@ -8,9 +8,11 @@ never moves the state digest or a note's stamp.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -309,6 +311,59 @@ def test_holder_parts_reassemble_in_any_order() -> None:
     assert verdicts[:2] == [None, None]
     final = verdicts[2]
     assert final is not None and final.outcome is Outcome.FETCHED and final.body == body
+
+
+@given(
+    st.binary(min_size=1, max_size=64),
+    st.lists(st.integers(min_value=1, max_value=63), max_size=6),
+    st.randoms(use_true_random=False),
+    st.sampled_from(["clean", "flipped", "duplicated", "overlapping"]),
+)
+def test_a_fetch_is_judged_on_the_whole_body_whatever_the_order(
+    body: bytes, cuts: list[int], rng: Any, fault: str
+) -> None:
+    """The hash taken as the parts arrive judges exactly the bytes assembled:
+    any order, any split, a part sent twice; a flipped bit or overlapping
+    parts are corrupt."""
+    note_id = "01234567-89ab-8def-8123-456789abcdef"
+    attempt = FetchAttempt(MAC, note_id, body_hash(body))
+    request = attempt.request_message()
+    bounds = sorted({0, len(body), *(c for c in cuts if c < len(body))})
+    spans = list(itertools.pairwise(bounds))
+    parts = [
+        FetchPart(request.request, note_id, request.content_hash, len(body), a, body[a:b])
+        for a, b in spans
+    ]
+    if fault == "flipped":
+        k = rng.randrange(len(parts))
+        data = parts[k].data
+        parts[k] = FetchPart(
+            request.request,
+            note_id,
+            request.content_hash,
+            len(body),
+            parts[k].offset,
+            bytes([data[0] ^ 0x01]) + data[1:],
+        )
+    elif fault == "duplicated":
+        parts.insert(rng.randrange(len(parts) + 1), rng.choice(parts))
+    overlap = None
+    if fault == "overlapping" and len(body) > 1:
+        # A part that starts inside the first one: the parts overlap.
+        overlap = FetchPart(request.request, note_id, request.content_hash, len(body), 1, b"x")
+        parts.append(overlap)
+    rng.shuffle(parts)
+    verdicts = [attempt.on_message(MAC, part) for part in parts]
+    final = next((v for v in verdicts if v is not None), None)
+    assert final is not None
+    # An overlapping part spoils the fetch only if it came before the body was whole.
+    spoiled = overlap is not None and parts.index(overlap) < max(
+        i for i, part in enumerate(parts) if part is not overlap
+    )
+    if fault == "flipped" or spoiled:
+        assert final.outcome is Outcome.CORRUPT and final.body is None
+    else:
+        assert final.outcome is Outcome.FETCHED and final.body == body
 
 
 NOTE = "01234567-89ab-8def-8123-456789abcdef"
