@@ -12,12 +12,14 @@ After every step (`check_all`):
 4. A user edit is never overwritten: once a replica holds a user's version of
    a note, it never again holds a distilled one.
 6. The relay never carries plaintext: checked as each envelope is handed over.
-7. No sealed plaintext on the clear side: no clear note, `search_clear` answer
-   or `grep_memory` answer holds a sealed canary.
+7. No sealed plaintext on the clear side: no clear row or log text holds a
+   sealed canary (every step), nor does any clear note, `search_clear` answer
+   or `grep_memory` answer (every `FULL_EVERY` steps and at the end); both
+   from the first sealed canary the world mints, as none can be found before.
 
-Also after every step: each replica's maintained digest equals the digest
-recomputed from its rows (a digest that drifts would make invariant 5
-meaningless). Invariant 5's first half (a no-op upsert leaves the digest
+Every `FULL_EVERY` steps and at the end: each replica's maintained digest
+equals the digest recomputed from its rows (a digest that drifts would make
+invariant 5 meaningless). Invariant 5's first half (a no-op upsert leaves the digest
 alone) is checked around each distillation; its second half and invariant 3
 are checked at the end (`check_converged`, `check_digest_only`).
 """

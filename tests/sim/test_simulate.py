@@ -83,13 +83,8 @@ def test_a_seed_replays_exactly() -> None:
     assert runs[3].trace != runs[17].trace
     assert runs[3].stats["relay_hash"] != runs[17].stats["relay_hash"]
 
-    elsewhere = subprocess.run(
-        [sys.executable, "-m", "pixie.sim", "--seed", "17", "--steps", "40", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
+    elsewhere = _subprocess("--seed", "17", "--steps", "40", "--json")
+    assert elsewhere.returncode == 0, elsewhere.stderr
     line = json.loads(elsewhere.stdout.splitlines()[0])
     assert line == json.loads(json.dumps(runs[17].as_json(), sort_keys=True))
 
@@ -155,6 +150,42 @@ def test_cli_reports_a_violation_with_its_replay(monkeypatch: pytest.MonkeyPatch
     assert "scripts/simulate --seed 0 --steps 20" in out
 
 
+def test_jobs_report_what_one_job_does_and_each_seed_replays_alone() -> None:
+    """Worker processes change how fast a sweep runs, never what it reports:
+    the same JSON line per seed, in seed order, as one job gives, and a seed
+    replayed alone (``--seed``) is the run it was inside the sweep."""
+    flags = ["--seeds", "4", "--first", "15", "--steps", "12", "--json"]
+    code, out, err = _cli(*flags)
+    assert code == 0, err
+    one_job = out.splitlines()
+    jobs = _subprocess(*flags, "--jobs", "2")
+    assert jobs.returncode == 0, jobs.stderr
+    two_jobs = jobs.stdout.splitlines()
+    assert two_jobs[:-1] == one_job[:-1]
+    assert [json.loads(line)["seed"] for line in two_jobs[:-1]] == [15, 16, 17, 18]
+    summary = json.loads(two_jobs[-1])["summary"]
+    assert (summary["seeds"], summary["violations"], summary["jobs"]) == (4, 0, 2)
+    code, alone, err = _cli("--seed", "17", "--steps", "12", "--json")
+    assert code == 0, err
+    assert alone.splitlines()[0] == one_job[2]
+
+
+def test_jobs_stop_at_the_first_violation_in_seed_order() -> None:
+    """A lying holder is caught first at seed 32 (of 28..35) with 30 steps:
+    with two workers the report is the same, seeds after it unreported, and
+    it names the replay."""
+    flags = ["--seeds", "8", "--first", "28", "--steps", "30", "--lying-holder"]
+    code, out, _ = _cli(*flags)
+    jobs = _subprocess(*flags, "--jobs", "2")
+    assert code == jobs.returncode == 1
+    assert "VIOLATION seed=32 " in out and "invariant=1 " in out
+    assert "scripts/simulate --seed 32 --steps 30 --trace" in out
+    report, timing = out.rsplit("\n", 2)[0], out.splitlines()[-1]
+    assert jobs.stdout.rsplit("\n", 2)[0] == report
+    assert timing.startswith("5 seeds x 30 steps: 1 violated")
+    assert jobs.stdout.splitlines()[-1].startswith("5 seeds x 30 steps: 1 violated")
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -163,6 +194,8 @@ def test_cli_reports_a_violation_with_its_replay(monkeypatch: pytest.MonkeyPatch
         ["--seed", "x"],
         ["--seed", "1", "--seeds", "2"],
         ["--bogus"],
+        ["--seeds", "2", "--jobs", "0"],
+        ["--seeds", "2", "--jobs", "2", "--trace"],
     ],
 )
 def test_cli_bad_flags_are_one_line_and_exit_2(argv: list[str]) -> None:
@@ -183,6 +216,16 @@ def _explain(result: RunResult) -> str:
     tail = "\n".join(result.trace[-15:])
     where = f"seed {result.seed} step {result.step} invariant {result.invariant}"
     return f"{where}: {result.detail}\n{tail}"
+
+
+def _subprocess(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pixie.sim", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
