@@ -24,10 +24,12 @@ Also: fetch throughput for a 1 MB body (a holding planted on the Homebase, as
 the Notebook caps a note's body far below 1 MB) against the same 1 MB through
 the bare forwarder. Target: p50 and p99 within 1.5x of the baseline.
 
-All four (bare, floor, floor without envelopes, ours) are up at once and
-measured in turns, one round of each and then the next round, so that the
-ratios compare the same moments of a shared machine and its disk (an fsync
-here costs anything from 0.2 to 4 ms from one second to the next).
+All four (bare, floor, floor without envelopes, ours) are up at once, each
+runs one untimed warm-up round, and then they are measured in turns, one round
+of each and then the next round, so that the ratios compare the same moments
+of a shared machine and its disk (an fsync here costs anything from 0.2 to
+4 ms from one second to the next). `scripts/offload_stages.py` shows where
+our side's time goes, stage by stage.
 
     python scripts/bench_offload.py [--rounds 200] [--dir DIR] [--json]
 
@@ -322,7 +324,7 @@ async def pixie(tmp: Path, rounds: int) -> AsyncIterator[Setup]:
                 device.notebook.upsert_clear(
                     Distilled(NoteKind.POST_DIGEST, f"post:{i}", f"Post {i}", _text(i))
                 ).note_id
-                for i in range(rounds)
+                for i in range(rounds + 1)  # one more for the warm-up round
             ]
             big_id = _plant_big(device, mac)
             homebase = await trio.lowlevel.open_process(
@@ -434,6 +436,10 @@ async def measure(tmp: Path, rounds: int) -> list[dict[str, Any]]:
             await stack.enter_async_context(pixie(tmp, rounds)),
         ]
         times: list[dict[str, Any]] = [{"offload": [], "fetch": [], "big": []} for _ in setups]
+        # One untimed round each first: connections up, caches warm (ours
+        # would otherwise count the Homebase's first connection to the relay).
+        for setup in setups:
+            await setup.round(rounds)
         profiler = _profiler()
         for i in range(rounds):
             for k in range(len(setups)):

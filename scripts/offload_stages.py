@@ -152,6 +152,7 @@ def analyse(where: Path, what: str, timeline: bool) -> None:
     stage_of = {attr: stage for _m, _c, attr, stage in WRAPPED if stage}
     per_stage: dict[str, list[float]] = collections.defaultdict(list)
     totals: list[float] = []
+    rests: list[float] = []
     sequences: collections.Counter[tuple[str, ...]] = collections.Counter()
     offsets: dict[tuple[str, ...], list[list[int]]] = collections.defaultdict(list)
     for _, start, end in calls:
@@ -172,18 +173,20 @@ def analyse(where: Path, what: str, timeline: bool) -> None:
         for stage in {*stage_of.values(), RELAY_STAGE}:
             per_stage[stage].append(sums.get(stage, 0.0))
         totals.append((end - start) / 1000)
+        rests.append(totals[-1] - sum(sums.values()))
         sequence = tuple(name for _, name in window)
         sequences[sequence] += 1
         offsets[sequence].append([t - start for t, _ in window])
     total = statistics.median(totals)
     print(f"\n{what}: {len(calls)} calls, median {total:.0f} us; median per stage (us):")
-    shown = 0.0
     for stage, values in sorted(per_stage.items(), key=lambda kv: -statistics.median(kv[1])):
         median = statistics.median(values)
         if median:
-            shown += median
             print(f"  {median:7.0f}  {stage}")
-    print(f"  {total - shown:7.0f}  the rest: sockets, scheduling, dispatch and glue")
+    # Each call's own rest (stages such as an fsync are bimodal on a shared
+    # disk: the medians of the parts need not add up to the median whole).
+    rest = statistics.median(rests)
+    print(f"  {rest:7.0f}  the rest: sockets, process wake-ups, scheduling, dispatch and glue")
     if not timeline:
         return
     sequence, count = sequences.most_common(1)[0]
