@@ -11,7 +11,8 @@ One run builds a data dir from the sample life, imports it, runs a full offline
 distillation pass, and then asks every question of:
 
 * ``check_notebook@8``: the Notebook search the tool runs (top 8 notes, title,
-  tags and body weighted 3/2/1, words meeting on their stems), with the
+  tags and body weighted 3/2/1, words meeting on their stems, at most two of
+  one title shape while other matches wait), with the
   question's person and window. A note counts as holding a gold event if it
   was distilled from it. Notes carry only a reference to their source, so the
   benchmark records, for every distillation request, the events it actually
@@ -29,8 +30,10 @@ distillation pass, and then asks every question of:
   ``fallback_pattern`` from the agent's tools);
 * ``two-step@8``: exactly what the chat loop does: the Notebook first; only if
   it returns no note, grep_memory on ``fallback_query`` (the query's key
-  words, or the question's when the query has none); the first 8 of what was
-  returned count, and the model is handed both texts as the loop joins them;
+  words, or the question's when the query has none: with two or more, the
+  memories where two of the first four meet; with one, that word); the first
+  8 of what was returned count, and the model is handed both texts as the
+  loop joins them;
 * ``BM25@8``, the baseline, computed in the same run: SQLite FTS5 ``bm25()``
   over an in-memory table of the raw event texts (and contact names), the
   query's words minus the stopword list the Notebook used before it stemmed

@@ -42,6 +42,12 @@ from pixie.device.store.notes import (
 )
 
 TOP_RESULTS = 8
+# Of notes whose titles differ only in dates and numbers ("Call with Ada, 3 May
+# 2026", "Call with Ada, 9 Jun 2026"), at most this many take places in the top
+# list while others that match are left out; the rest come in only to fill it.
+MAX_ALIKE = 2
+# How many of the best matches the top list is chosen from.
+POOL = 4 * TOP_RESULTS
 # Weights of a query term found in each field: the title says what a note is
 # about, a tag is a deliberate label, the body merely mentions.
 WEIGHTS = {"title": 3, "tags": 2, "body": 1}
@@ -102,6 +108,44 @@ def search_terms(query: str) -> list[Term]:
 def _outermost(prefixes: set[str]) -> frozenset[str]:
     """The prefixes that no shorter one of them already covers."""
     return frozenset(p for p in prefixes if not any(q != p and p.startswith(q) for q in prefixes))
+
+
+_DATE_WORDS = frozenset(
+    w
+    for name in (
+        "monday tuesday wednesday thursday friday saturday sunday january february march "
+        "april may june july august september october november december"
+    ).split()
+    for w in (name, name[:3])
+) | {"sept", "tues", "thur", "thurs"}
+
+
+def title_shape(title: str) -> str:
+    """A title without its dates and numbers: what notes of one kind of thing
+    share ("call with ada lovelace"). Empty for a title of nothing else."""
+    return " ".join(w for w in words(title) if not w[0].isdigit() and w not in _DATE_WORDS)
+
+
+def varied(ranked: list[tuple[bool, str]], limit: int) -> list[int]:
+    """Which of ``ranked`` (each: whether it is the person's own page, its
+    title), best first, make a top list of ``limit``: in rank order, each
+    unless MAX_ALIKE of the same title shape are in already; then, if places
+    are left, the best of those passed over. Positions, in rank order."""
+    chosen: list[int] = []
+    passed: list[int] = []
+    seen: dict[str, int] = {}
+    for i, (own, title) in enumerate(ranked):
+        shape = title_shape(title)
+        if own or not shape:
+            chosen.append(i)
+            continue
+        if seen.get(shape, 0) >= MAX_ALIKE:
+            passed.append(i)
+            continue
+        seen[shape] = seen.get(shape, 0) + 1
+        chosen.append(i)
+    chosen = chosen[:limit]
+    return sorted(chosen + passed[: limit - len(chosen)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +214,12 @@ class ClearNotebook:
         Query and notes meet on word stems (see `terms`). Each query term adds
         3 if a word of the title has its stem, 2 a word of a tag, 1 a word of
         the body; notes scoring 0 are dropped; ties go to the newest note; the
-        top ``limit`` return. With a person, that person's own page (their
-        Person note) comes first whenever it is among the matches, and the
-        person's other notes follow by score. With no terms, the filtered notes
+        top ``limit`` return, chosen from the best `POOL` so that notes whose
+        titles differ only in dates and numbers (a call digest a week, a
+        recurring appointment) take at most MAX_ALIKE places while other
+        matches wait (`varied`), in score order still. With a person, that
+        person's own page (their Person note) comes first whenever it is among
+        the matches, and the person's other notes follow by score. With no terms, the filtered notes
         come back newest first, the person's own page leading.
         """
         # The hot path of check_notebook runs as one hand-written statement on
@@ -275,10 +322,11 @@ class ClearNotebook:
                 match_params.append(f"{column_name} : ({phrases})")
         if not parts:
             return []
-        # Only notes scoring at least the limit-th best score can make the top
+        # Only notes scoring at least the pool-th best score can make the top
         # list (besides the person's own page), so only those are joined to
         # their rows and ordered by recency (a common word matches a tenth of
-        # the Notebook; its title matches are a handful).
+        # the Notebook; its title matches are a handful). The top list is
+        # chosen from that pool (`varied`).
         where = f"WHERE {' AND '.join(filters)} " if filters else ""
         marks = ", ".join("?" * len(own))
         sql = (
@@ -291,8 +339,12 @@ class ClearNotebook:
             f"LIMIT 1 OFFSET ?), 0) OR m.n IN ({marks})) "
             "ORDER BY own DESC, m.score DESC, note.updated_at DESC, note.id DESC LIMIT ?"
         )
-        every = [*match_params, *params, *own, max(limit, 1) - 1, *own, limit]
-        return [row[:-1] for row in conn.execute(sql, tuple(every)).fetchall()]
+        pool = max(limit, 1) * (POOL // TOP_RESULTS)
+        every = [*match_params, *params, *own, pool - 1, *own, pool]
+        rows = conn.execute(sql, tuple(every)).fetchall()
+        title = 1 + CLEAR_COLUMNS.index("title")
+        picked = varied([(bool(row[-1]), row[title] or "") for row in rows], limit)
+        return [rows[i][:-1] for i in picked]
 
     def counts(self) -> dict[str, int]:
         with self._db.reading() as session:
@@ -305,7 +357,9 @@ class ClearNotebook:
 # The query's words and stems come from `terms`; these names are the search's
 # public face, re-exported so callers keep one place to import them from.
 __all__ = [
+    "MAX_ALIKE",
     "MAX_QUERY_TERMS",
+    "POOL",
     "STOPWORDS",
     "TOP_RESULTS",
     "WEIGHTS",
@@ -314,4 +368,6 @@ __all__ = [
     "Term",
     "query_terms",
     "search_terms",
+    "title_shape",
+    "varied",
 ]

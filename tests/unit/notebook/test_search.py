@@ -57,6 +57,8 @@ T = TypeVar("T")
 # The spec's numbers and stopword list, written out here rather than imported,
 # so that the reference shares nothing with the code it checks.
 TOP_RESULTS = 8
+POOL = 32  # the top list is chosen from the 32 best matches
+MAX_ALIKE = 2  # of one title shape while other matches wait
 MAX_QUERY_TERMS = 16
 REF_STOPWORDS = frozenset(
     """
@@ -261,8 +263,39 @@ def ref_search(
         newest = sorted(live, key=lambda n: (own(n), n.order, n.id), reverse=True)
         return [(n.id, 0) for n in newest[:TOP_RESULTS]]
     scored = [(own(n), ref_score(n, terms), n.order, n.id) for n in live]
-    ranked = sorted((s for s in scored if s[1] > 0), reverse=True)
-    return [(note_id, score) for _, score, _, note_id in ranked[:TOP_RESULTS]]
+    ranked = sorted((s for s in scored if s[1] > 0), reverse=True)[:POOL]
+    by_id = {n.id: n for n in live}
+    # At most MAX_ALIKE of one title shape while others wait, then the best
+    # of those passed over; the chosen back in rank order.
+    chosen: list[int] = []
+    passed: list[int] = []
+    count: dict[str, int] = {}
+    for i, (is_own, _, _, note_id) in enumerate(ranked):
+        shape = ref_shape(by_id[note_id].title)
+        if is_own or not shape:
+            chosen.append(i)
+        elif count.get(shape, 0) < MAX_ALIKE:
+            count[shape] = count.get(shape, 0) + 1
+            chosen.append(i)
+        else:
+            passed.append(i)
+    chosen = chosen[:TOP_RESULTS]
+    picked = sorted(chosen + passed[: TOP_RESULTS - len(chosen)])
+    return [(ranked[i][3], ranked[i][1]) for i in picked]
+
+
+DATE_WORDS = {
+    w
+    for name in (
+        "monday tuesday wednesday thursday friday saturday sunday january february march "
+        "april may june july august september october november december"
+    ).split()
+    for w in (name, name[:3])
+} | {"sept", "tues", "thur", "thurs"}
+
+
+def ref_shape(title: str) -> str:
+    return " ".join(w for w in ref_words(title) if not w[0].isdigit() and w not in DATE_WORDS)
 
 
 # -- a store with a clock the test controls ----------------------------------------
@@ -729,6 +762,22 @@ def test_results_are_capped_at_eight_best_first() -> None:
         assert [r.score for r in got] == [3] * 3 + [1] * 5
         assert [r.score for r in w.store.search_clear("nothing at all here")] == [1] * 3
         assert w.store.search_clear("xylophone") == []  # score 0 is dropped
+
+
+def test_notes_alike_but_for_their_dates_leave_places_to_other_matches() -> None:
+    with world() as w:
+        calls = [
+            _upsert(w, f"c{i}", f"Call with Ada, {i + 1} May 2026", "a call") for i in range(10)
+        ]
+        voicemails = [
+            _upsert(w, f"v{i}", f"Voicemail from Ada, {i + 1} Jun 2026", "after a missed call")
+            for i in range(3)
+        ]
+        got = w.store.search_clear("call")
+        # two of each shape first, then the best of the rest fill the list:
+        # six calls (3 + 1 each), not eight, and the two newest voicemails (1)
+        assert [r.note.id for r in got] == calls[::-1][:6] + voicemails[::-1][:2]
+        assert [r.score for r in got] == [4] * 6 + [1] * 2
 
 
 def test_empty_query_lists_newest_first_and_skips_deleted_and_sealed() -> None:
