@@ -1,59 +1,125 @@
-"""Range-based set reconciliation, in the style of Negentropy.
+"""Set reconciliation over item hashes, in the style of Negentropy.
 
-Both sides hold a set of items, each a fixed-width key and the 256-bit hash the
-state digest sums (see `digest.py`). Sorted by key, any half-open key range
-[lower, upper) has a fingerprint: the sum of its items' hashes modulo 2^256 and
-their count, hashed to 16 bytes. Equal fingerprints mean (with overwhelming
-probability) equal items, so a range that matches is done. A range that does
-not is split into ``SPLITS`` parts by the sender's own keys, or, once it holds
-at most ``IDLIST_MAX`` items, listed outright as (key, short hash) pairs, from
-which the other side computes exactly what each of them lacks.
+Both sides hold a set of items, each a 17-byte key and the 256-bit hash the
+state digest sums (see `digest.py`). Reconciliation works in the space of
+those hashes, which are uniform: a *node* is every item whose hash starts with
+a given prefix of ``depth`` bits, so both sides cut the same nodes without
+sending a single bound. An item's *tag* is the low 64 bits of its hash (bits
+no node prefix ever uses), and a node's *cell* is the sum of its items' tags
+modulo 2^64 together with their count modulo 2^32: 12 bytes.
+
+A side describes a node that differs in one of three ways (a `Range`):
+
+- ``SPLIT``: the cells of its 2^bits children (the fan-out adapts to how many
+  differences the node seems to hold: a few children where one or two are
+  expected, up to 2^MAX_FANOUT_BITS where many are);
+- ``ITEMS``: its tags outright, once it holds at most ``IDLIST_MAX`` items
+  there (or the node is as deep as nodes go);
+- ``WANT``: "this node differs by exactly one item of yours, the one with this
+  tag": what a side says when a child's count is one below the peer's.
+
+The receiver of a split compares each child's cell with its own. Equal, the
+child is done. One item more than the peer, and the difference of the sums is
+the tag of an item it holds in that child: the child differs by exactly that
+item, which it sends at once, without descending any further. One item fewer,
+and the negated difference names the peer's extra item: a ``WANT`` asks for
+it (the peer checks the guess: a tag it does not hold there makes it describe
+the node instead). Anything else it describes in turn. One difference among a
+million items is thus found in the first split, and each further split
+separates most of the differences it holds.
 
 Nothing here trusts a summary or a high-water mark: it compares the sets
-themselves, which is why sync falls back to it when digests still differ after
-the ordinary exchange.
+themselves, which is why sync falls back to it when digests still differ
+after the ordinary exchange. A false match (two different sets with equal
+cells, about 2^-96 per comparison) only leaves the digests apart: the session
+notices and runs another round.
 
-`ItemSet` keeps prefix sums, so the fingerprint of any range costs two binary
-searches, and splitting a range costs a few more.
+`ItemSet` keeps the hashes sorted with prefix sums of the tags, so the cell of
+any node costs two binary searches.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
-import itertools
+import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .digest import MODULUS
+from .errors import ProtocolError
 
 KEY_BYTES = 17  # a kind byte, then a 128-bit id
-SHORT_HASH_BYTES = 16
-FINGERPRINT_BYTES = 16
-SPLITS = 16
-IDLIST_MAX = 16
-LOWEST = bytes(KEY_BYTES)
-HIGHEST = b"\xff" * (KEY_BYTES + 1)  # above every key
-
-
-def short_hash(value: int) -> bytes:
-    return value.to_bytes(32, "big")[:SHORT_HASH_BYTES]
+HASH_BITS = 256
+TAG_BYTES = 8
+TAG_BITS = 8 * TAG_BYTES
+COUNT_BYTES = 4
+CELL_BYTES = TAG_BYTES + COUNT_BYTES
+MAX_DEPTH = 64  # node prefixes stop well above the tag's bits
+MAX_FANOUT_BITS = 8
+ROOT_FANOUT_BITS = 4
+IDLIST_MAX = 8  # a side lists its tags in a differing node of at most this many items
+MAX_IDLIST = 4_096  # tags in one ITEMS range, on the wire
+FINGERPRINT_BYTES = 16  # the contacts fingerprint in a replica's marks
+_TAG_MASK = (1 << TAG_BITS) - 1
+_COUNT_MOD = 1 << (8 * COUNT_BYTES)
+# The fan-out of a split is chosen so that 2^bits >= SPREAD * m^2 for the m
+# differences a node is expected to hold: then most of them land alone in a
+# child and are settled by the next message.
+SPREAD = 2.0
 
 
 def range_fingerprint(total: int, count: int) -> bytes:
+    """A 16-byte fingerprint of a sum of item hashes and its count."""
     data = b"pixie-range\x00" + (total % MODULUS).to_bytes(32, "big") + count.to_bytes(8, "big")
     return hashlib.sha256(data).digest()[:FINGERPRINT_BYTES]
 
 
+class Part(enum.IntEnum):
+    SPLIT = 0
+    ITEMS = 1
+    WANT = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Range:
-    """A key range [lower, upper) and what one side says about it: a
-    fingerprint (``items`` is None), or its items outright."""
+    """What one side says about the node of hashes starting with ``prefix``
+    (``depth`` bits): see the module docstring. ``data`` is the children's
+    cells (SPLIT), the tags (ITEMS, 8 bytes each) or one tag (WANT)."""
 
-    lower: bytes
-    upper: bytes
-    fingerprint: bytes = b""
-    items: tuple[tuple[bytes, bytes], ...] | None = None
+    part: Part
+    depth: int
+    prefix: int
+    data: bytes = b""
+
+    @property
+    def fanout_bits(self) -> int:
+        return (len(self.data) // CELL_BYTES).bit_length() - 1
+
+    def check(self) -> Range:
+        """This range, or `ProtocolError` if any field is out of bounds."""
+        if not 0 <= self.depth <= MAX_DEPTH:
+            raise ProtocolError(f"a range's depth must be 0..{MAX_DEPTH}")
+        if not 0 <= self.prefix < 1 << self.depth:
+            raise ProtocolError("a range's prefix must fit its depth")
+        size = len(self.data)
+        if self.part is Part.SPLIT:
+            cells, odd = divmod(size, CELL_BYTES)
+            if odd or cells < 2 or cells & (cells - 1) or cells > 1 << MAX_FANOUT_BITS:
+                raise ProtocolError("a split must hold 2 to 256 cells, a power of two")
+            if self.depth + self.fanout_bits > MAX_DEPTH:
+                raise ProtocolError(f"a split must not cut below depth {MAX_DEPTH}")
+        elif self.part is Part.ITEMS:
+            if size % TAG_BYTES or size > TAG_BYTES * MAX_IDLIST:
+                raise ProtocolError(f"a range's items must be at most {MAX_IDLIST} tags")
+        elif size != TAG_BYTES:
+            raise ProtocolError(f"a wanted tag must be {TAG_BYTES} bytes")
+        return self
+
+    def wire_size(self) -> int:
+        """About what this range costs encoded."""
+        return 16 + len(self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,85 +128,195 @@ class Outcome:
 
     reply: list[Range]  # ranges to send back
     send: list[bytes]  # keys whose records the peer lacks (or holds another version of)
-    need: list[bytes]  # keys whose records we lack (or hold another version of)
+    need: list[bytes]  # tags of the peer's items we lack (or hold another version of)
+
+
+def tags(data: bytes) -> list[int]:
+    return [int.from_bytes(data[i : i + TAG_BYTES], "big") for i in range(0, len(data), TAG_BYTES)]
+
+
+def _tag_bytes(values: Iterable[int]) -> bytes:
+    return b"".join(v.to_bytes(TAG_BYTES, "big") for v in values)
+
+
+def fanout_for(expected: float) -> int:
+    """Bits of fan-out for a node expected to hold ``expected`` differences."""
+    want = SPREAD * max(expected, 1.0) ** 2
+    return min(MAX_FANOUT_BITS, max(2, math.ceil(math.log2(want))))
+
+
+def root_fanout(count_gap: int) -> int:
+    """Bits of fan-out of the first split, given how far apart the two counts are
+    (a lower bound on the differences)."""
+    return max(ROOT_FANOUT_BITS, fanout_for(count_gap))
+
+
+def _expected(children: int, differing: int) -> float:
+    """How many differences a split's children hold, judged by how many of them
+    differ (balls in bins: all of them differing says at least this many)."""
+    if differing >= children:
+        return children * (math.log(children) + 1.0)
+    return -children * math.log1p(-differing / children)
 
 
 class ItemSet:
     def __init__(self, items: Iterable[tuple[bytes, int]]) -> None:
-        pairs = sorted(items)
-        self.keys = [k for k, _ in pairs]
-        self.hashes = [h for _, h in pairs]
-        self._prefix = [0]
+        by_hash = {h: k for k, h in items}
+        self.hashes = sorted(by_hash)
+        self.keys = [by_hash[h] for h in self.hashes]
+        self._sums = [0]
         total = 0
         for h in self.hashes:
-            total += h
-            self._prefix.append(total)
+            total += h & _TAG_MASK
+            self._sums.append(total)
+        self._by_tag: dict[int, int] | None = None  # built on first use
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.hashes)
 
-    def _bounds(self, lower: bytes, upper: bytes) -> tuple[int, int]:
-        return bisect_left(self.keys, lower), bisect_left(self.keys, upper)
+    # -- nodes ----------------------------------------------------------------------
 
-    def fingerprint(self, lower: bytes, upper: bytes) -> tuple[bytes, int]:
-        i, j = self._bounds(lower, upper)
-        j = max(i, j)
-        return range_fingerprint(self._prefix[j] - self._prefix[i], j - i), j - i
+    def _bounds(self, depth: int, prefix: int) -> tuple[int, int]:
+        """Where the node of hashes starting with ``prefix`` lies in ours."""
+        shift = HASH_BITS - depth
+        i = bisect_left(self.hashes, prefix << shift)
+        return i, bisect_left(self.hashes, (prefix + 1) << shift, i)
 
-    def describe(self, lower: bytes, upper: bytes) -> list[Range]:
-        """Our view of [lower, upper): the items if few, else SPLITS fingerprints."""
-        i, j = self._bounds(lower, upper)
-        j = max(i, j)
-        if j - i <= IDLIST_MAX:
-            items = tuple((self.keys[k], short_hash(self.hashes[k])) for k in range(i, j))
-            return [Range(lower, upper, items=items)]
-        out = []
-        bounds = [lower]
-        for part in range(1, SPLITS):
-            bounds.append(self.keys[i + (j - i) * part // SPLITS])
-        bounds.append(upper)
-        for lo, hi in itertools.pairwise(bounds):
-            if lo < hi:
-                fp, _ = self.fingerprint(lo, hi)
-                out.append(Range(lo, hi, fingerprint=fp))
-        return out
+    def _cell(self, i: int, j: int) -> tuple[int, int]:
+        return (self._sums[j] - self._sums[i]) & _TAG_MASK, (j - i) % _COUNT_MOD
 
-    def initial(self) -> list[Range]:
-        return self.describe(LOWEST, HIGHEST)
+    def _children(self, depth: int, prefix: int, bits: int) -> list[tuple[int, int]]:
+        """The (start, end) index of each of a node's 2^bits children."""
+        i, j = self._bounds(depth, prefix)
+        shift = HASH_BITS - depth - bits
+        base = prefix << bits
+        cuts = [i]
+        for c in range(1, 1 << bits):
+            cuts.append(bisect_left(self.hashes, (base + c) << shift, cuts[-1], j))
+        cuts.append(j)
+        return [(cuts[c], cuts[c + 1]) for c in range(1 << bits)]
+
+    def _tag(self, index: int) -> int:
+        return self.hashes[index] & _TAG_MASK
+
+    def _with_tag(self, tag: int) -> int | None:
+        """The index of an item of ours with this tag (two sharing 64 bits: one of them)."""
+        if self._by_tag is None:
+            self._by_tag = {h & _TAG_MASK: index for index, h in enumerate(self.hashes)}
+        return self._by_tag.get(tag)
+
+    def describe(self, depth: int, prefix: int, expected: float = 1.0) -> Range:
+        """Our view of a node that differs: its tags if few, else a split whose
+        fan-out suits ``expected`` differences."""
+        i, j = self._bounds(depth, prefix)
+        if j - i <= IDLIST_MAX or depth >= MAX_DEPTH:
+            listed = [self._tag(k) for k in range(i, min(j, i + MAX_IDLIST))]
+            return Range(Part.ITEMS, depth, prefix, _tag_bytes(listed))
+        bits = min(fanout_for(expected), MAX_DEPTH - depth, max(1, (j - i).bit_length()))
+        return self._split(depth, prefix, bits)
+
+    def _split(self, depth: int, prefix: int, bits: int) -> Range:
+        cells = b"".join(
+            s.to_bytes(TAG_BYTES, "big") + c.to_bytes(COUNT_BYTES, "big")
+            for s, c in (self._cell(i, j) for i, j in self._children(depth, prefix, bits))
+        )
+        return Range(Part.SPLIT, depth, prefix, cells)
+
+    def initial(self, peer_count: int | None = None) -> list[Range]:
+        """The first ranges of a round: the whole set, split."""
+        gap = 0 if peer_count is None else abs(len(self) - peer_count)
+        bits = root_fanout(gap)
+        if len(self) <= IDLIST_MAX:
+            return [self.describe(0, 0)]
+        return [self._split(0, 0, bits)]
+
+    def keys_for(self, wanted: Iterable[bytes]) -> list[bytes]:
+        """The keys of our items with these tags."""
+        found = (self._with_tag(int.from_bytes(tag, "big")) for tag in wanted)
+        return [self.keys[k] for k in found if k is not None]
+
+    # -- the peer's ranges ------------------------------------------------------------
 
     def process(self, ranges: Sequence[Range]) -> Outcome:
-        reply: list[Range] = []
-        send: list[bytes] = []
-        need: list[bytes] = []
+        out = Outcome([], [], [])
         for r in ranges:
-            if r.items is None:
-                fp, _ = self.fingerprint(r.lower, r.upper)
-                if fp != r.fingerprint:
-                    reply.extend(self.describe(r.lower, r.upper))
-                continue
-            theirs = dict(r.items)
-            i, j = self._bounds(r.lower, r.upper)
-            mine = {self.keys[k]: short_hash(self.hashes[k]) for k in range(i, max(i, j))}
-            for key, h in mine.items():
-                if theirs.get(key) != h:
-                    send.append(key)
-            for key, h in theirs.items():
-                if mine.get(key) != h:
-                    need.append(key)
-        return Outcome(reply, send, need)
+            if r.part is Part.SPLIT:
+                self._compare_split(r, out)
+            elif r.part is Part.ITEMS:
+                self._compare_items(r, out)
+            else:
+                self._answer_want(r, out)
+        return out
+
+    def _compare_split(self, r: Range, out: Outcome) -> None:
+        bits = r.fanout_bits
+        depth = r.depth + bits
+        theirs = r.data
+        differing = []
+        for c, (i, j) in enumerate(self._children(r.depth, r.prefix, bits)):
+            cell = theirs[c * CELL_BYTES : (c + 1) * CELL_BYTES]
+            their_sum = int.from_bytes(cell[:TAG_BYTES], "big")
+            their_count = int.from_bytes(cell[TAG_BYTES:], "big")
+            my_sum, my_count = self._cell(i, j)
+            if (my_sum, my_count) != (their_sum, their_count):
+                differing.append((c, i, j, my_sum - their_sum, my_count - their_count, their_count))
+        if not differing:
+            return
+        expected = _expected(1 << bits, len(differing)) / len(differing)
+        for c, i, j, sum_gap, count_gap, their_count in differing:
+            child = (r.prefix << bits) | c
+            gap = (count_gap + _COUNT_MOD // 2) % _COUNT_MOD - _COUNT_MOD // 2  # signed
+            if their_count == 0:  # the peer holds nothing here: it lacks all of ours
+                out.send.extend(self.keys[i:j])
+            elif i == j:  # we hold nothing here: ask for all of theirs
+                out.reply.append(Range(Part.ITEMS, depth, child))
+            elif gap == 1 and (found := self._one_of_ours(i, j, sum_gap & _TAG_MASK)) is not None:
+                out.send.append(self.keys[found])
+            elif gap == -1:
+                want = (-sum_gap) & _TAG_MASK
+                out.reply.append(Range(Part.WANT, depth, child, want.to_bytes(TAG_BYTES, "big")))
+            else:
+                # At least two differences (one more when the counts differ by an odd number).
+                floor = max(2.0, abs(gap), 3.0 if gap % 2 else 2.0)
+                out.reply.append(self.describe(depth, child, max(expected, floor)))
+
+    def _one_of_ours(self, i: int, j: int, tag: int) -> int | None:
+        """The index of our item with this tag among indices i..j, if any."""
+        hashes = self.hashes
+        for k in range(i, j):
+            if hashes[k] & _TAG_MASK == tag:
+                return k
+        return None
+
+    def _compare_items(self, r: Range, out: Outcome) -> None:
+        i, j = self._bounds(r.depth, r.prefix)
+        theirs = set(tags(r.data))
+        mine = {self._tag(k): k for k in range(i, j)}
+        out.send.extend(self.keys[k] for tag, k in mine.items() if tag not in theirs)
+        out.need.extend(t.to_bytes(TAG_BYTES, "big") for t in theirs if t not in mine)
+
+    def _answer_want(self, r: Range, out: Outcome) -> None:
+        i, j = self._bounds(r.depth, r.prefix)
+        found = self._one_of_ours(i, j, int.from_bytes(r.data, "big"))
+        if found is not None:
+            out.send.append(self.keys[found])
+        else:  # the peer's guess was wrong: the node holds more than that one item
+            out.reply.append(self.describe(r.depth, r.prefix, 3.0))
 
 
 __all__ = [
+    "CELL_BYTES",
     "FINGERPRINT_BYTES",
-    "HIGHEST",
     "IDLIST_MAX",
     "KEY_BYTES",
-    "LOWEST",
-    "SHORT_HASH_BYTES",
-    "SPLITS",
+    "MAX_DEPTH",
+    "MAX_FANOUT_BITS",
+    "MAX_IDLIST",
+    "TAG_BYTES",
     "ItemSet",
     "Outcome",
+    "Part",
     "Range",
     "range_fingerprint",
-    "short_hash",
+    "tags",
 ]

@@ -18,11 +18,15 @@ opener is the side that started it, the responder the side that answered):
 3. Check. A side that has sent its whole stream and received the peer's sends
    its digest once. With both digests known, equal ends the session.
 4. Repair. Unequal digests mean the marks lied or something was lost. The
-   opener starts range-based reconciliation (see `reconcile.py`), which trusts
-   no summary: turns of `Repair` messages narrow the differing ranges, each
-   side sends the records the other lacks and asks for those it lacks, and a
-   side with nothing left to ask sends its Check. Equal digests end the
-   session; after ``max_repairs`` rounds that still differ, it fails.
+   opener starts reconciliation (see `reconcile.py`), which trusts no summary:
+   turns of `Repair` messages narrow the differing ranges, each side sends the
+   records the other lacks and asks for those it lacks, and a side with
+   nothing left to ask sends its Check. Equal digests end the session; after
+   ``max_repairs`` rounds that still differ, it fails. A responder whose marks
+   equal the opener's while the digests differ knows at once that neither side
+   has anything to stream: its Hello reply carries the first ranges of a repair
+   round instead (``Hello.repair``), and the stream and its Checks are skipped,
+   so one difference among a million items is settled in two round trips.
 
 Anything else is a `ProtocolError` ("can't handle X in state Y"): the session
 fails, an `Abort` tells the peer why, and nothing half-applied stays behind
@@ -302,17 +306,32 @@ class SyncSession:
         if self.opener:
             # Equal to what we said: the responder has ended the session.
             if (hello.digest, hello.count) == self._said:
+                if hello.repair:
+                    raise ProtocolError("a Hello reply in sync carries repair ranges")
                 self.stats.in_sync_at_hello = True
                 self._done()
+                return
+            if hello.repair:
+                # The marks agree and the digests do not: repair at once.
+                self._begin_repair()
+                self._on_repair(Repair(self.session_id, hello.repair, ()))
                 return
             self._begin_stream(hello.marks)
             self._round.got_all = not hello.streaming
             self._maybe_check()
             return
+        marks = self.replica.marks()
         if (hello.digest, hello.count) == (digest, count):
             self.stats.in_sync_at_hello = True
-            self._send(Hello(self.session_id, True, digest, count, self.replica.marks()))
+            self._send(Hello(self.session_id, True, digest, count, marks))
             self._done()
+            return
+        if marks == hello.marks and self.max_repairs > 0:
+            # Equal marks: neither side has anything to stream, so the stream
+            # could not bring the digests together. Open the repair right here.
+            items = self._begin_repair()
+            repair = tuple(items.initial(hello.count))
+            self._send(Hello(self.session_id, True, digest, count, marks, False, repair))
             return
         self._begin_stream(hello.marks)
         streaming = self._ahead is not None
@@ -399,14 +418,19 @@ class SyncSession:
             raise ProtocolError(
                 f"digests still differ after {self.stats.repair_rounds} repair rounds"
             )
+        items = self._begin_repair()
+        if self.opener:
+            self._send(Repair(self.session_id, tuple(items.initial(r.peer_check[1])), ()))
+
+    def _begin_repair(self) -> ItemSet:
+        """Start a repair round: both sides' streams are over, the items read afresh."""
         self.stats.repair_rounds += 1
         self.phase = Phase.REPAIRING
         self._round = _Round(sent_all=True, got_all=True)
         self._items = ItemSet(self.replica.items())
         self._pending_ranges = []
         self._pending_need = []
-        if self.opener:
-            self._send(Repair(self.session_id, tuple(self._items.initial()), ()))
+        return self._items
 
     def _on_repair(self, repair: Repair) -> None:
         if self._items is None:
@@ -415,7 +439,7 @@ class SyncSession:
         # ranges to settle: the round goes on and both Checks start over.
         self._round.my_check = self._round.peer_check = None
         outcome = self._items.process(list(repair.ranges))
-        send = list(dict.fromkeys([*repair.need, *outcome.send]))
+        send = list(dict.fromkeys([*self._items.keys_for(repair.need), *outcome.send]))
         for chunk in self.replica.records_for(send):
             self._send_batch(chunk, False)
         # What does not fit in one turn waits for the next, never dropped.
@@ -428,14 +452,15 @@ class SyncSession:
         if self._pending_ranges or self._pending_need:
             count = budget = 0
             for r in self._pending_ranges[:REPLY_RANGES]:
-                budget += 64 + 40 * len(r.items or ())
+                budget += r.wire_size()
                 if budget > REPLY_BYTES and count:
                     break
                 count += 1
             ranges = self._pending_ranges[:count]
             need = list(dict.fromkeys(self._pending_need))[:MAX_NEED]
             del self._pending_ranges[:count]
-            self._pending_need = [k for k in self._pending_need if k not in set(need)]
+            asked = set(need)
+            self._pending_need = [k for k in self._pending_need if k not in asked]
             self._send(Repair(self.session_id, tuple(ranges), tuple(need)))
             return
         self._round.my_check = self.replica.state()

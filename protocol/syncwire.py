@@ -31,7 +31,7 @@ from .errors import ProtocolError, shown
 from .hlc import Stamp
 from .ids import id_text
 from .packing import unpack
-from .reconcile import FINGERPRINT_BYTES, KEY_BYTES, SHORT_HASH_BYTES, Range
+from .reconcile import FINGERPRINT_BYTES, TAG_BYTES, Part, Range, tags
 from .validate import (
     array,
     binary,
@@ -306,7 +306,10 @@ class Marks:
 @dataclass(frozen=True, slots=True)
 class Hello:
     """Round one: my digest and what I hold. ``reply`` marks the answer; in it,
-    ``streaming`` says whether batches follow."""
+    ``streaming`` says whether batches follow, and ``repair`` holds the first
+    ranges of a repair when the marks agree but the digests do not (nothing to
+    stream either way). On the wire ``repair`` is a sixth item, sent only when
+    there are ranges: a Hello without is the five items it always was."""
 
     session: bytes
     reply: bool
@@ -314,6 +317,7 @@ class Hello:
     count: int
     marks: Marks
     streaming: bool = True
+    repair: tuple[Range, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +341,11 @@ class Check:
 
 @dataclass(frozen=True, slots=True)
 class Repair:
-    """A turn of range reconciliation: ranges to compare, and keys whose records I need."""
+    """A turn of reconciliation (see `reconcile.py`): ranges to compare, and the
+    tags (8 bytes each) of the sibling's items whose records I need.
+
+    Type code 7: the key-range repair of earlier versions was code 4, which a
+    peer now refuses as an unknown type (as an older peer refuses this one)."""
 
     session: bytes
     ranges: tuple[Range, ...]
@@ -359,7 +367,7 @@ class Abort:
 
 
 SyncMessage = Hello | Batch | Check | Repair | Abort | Ack
-_CODES: dict[type, int] = {Hello: 1, Batch: 2, Check: 3, Repair: 4, Abort: 5, Ack: 6}
+_CODES: dict[type, int] = {Hello: 1, Batch: 2, Check: 3, Repair: 7, Abort: 5, Ack: 6}
 
 
 # -- encoding -----------------------------------------------------------------------------
@@ -471,22 +479,22 @@ def _marks_fields(m: Marks) -> list[Any]:
 
 
 def _range_fields(r: Range) -> list[Any]:
-    if r.items is None:
-        return [r.lower, r.upper, r.fingerprint]
-    return [r.lower, r.upper, [[k, h] for k, h in r.items]]
+    return [int(r.part), r.depth, r.prefix, r.data]
 
 
 def encode(message: SyncMessage) -> bytes:
     code = _CODES[type(message)]
     match message:
-        case Hello(_, reply, digest, count, marks, streaming):
+        case Hello(_, reply, digest, count, marks, streaming, repair):
             fields: list[Any] = [reply, digest, count, _marks_fields(marks), streaming]
+            if repair:
+                fields.append([_range_fields(r) for r in repair])
         case Batch(_, number, last, records):
             fields = [number, last, _records_fields(records)]
         case Check(_, digest, count):
             fields = [digest, count]
         case Repair(_, ranges, need):
-            fields = [[_range_fields(r) for r in ranges], list(need)]
+            fields = [[_range_fields(r) for r in ranges], b"".join(need)]
         case Abort(_, reason):
             fields = [reason[:MAX_REASON_CHARS]]
         case Ack(_, number):
@@ -681,22 +689,27 @@ def _marks(f: Any) -> Marks:
     )
 
 
+MAX_RANGE_BYTES = TAG_BYTES * MAX_NEED  # the data of one range, at most
+
+
 def _range(f: Any) -> Range:
-    f = array(f, "range", 3, exact=3)
-    lower = binary(f[0], "range lower bound", limit=KEY_BYTES + 1)
-    upper = binary(f[1], "range upper bound", limit=KEY_BYTES + 1)
-    if not lower < upper:
-        raise ProtocolError("a range must have its lower bound below its upper bound")
-    if isinstance(f[2], bytes):
-        return Range(lower, upper, fingerprint=binary(f[2], "fingerprint", size=FINGERPRINT_BYTES))
-    items = []
-    for pair in array(f[2], "range items", 64):
-        key, short = array(pair, "range item", 2, exact=2)
-        key = binary(key, "item key", size=KEY_BYTES)
-        if not lower <= key < upper:
-            raise ProtocolError("an item key lies outside its range")
-        items.append((key, binary(short, "item hash", size=SHORT_HASH_BYTES)))
-    return Range(lower, upper, items=tuple(items))
+    f = array(f, "range", 4, exact=4)
+    part = integer(f[0], "range part", 0, max(Part))
+    depth = integer(f[1], "range depth", 0, 1 << 8)
+    prefix = integer(f[2], "range prefix", 0, (1 << 64) - 1)
+    data = binary(f[3], "range data", limit=MAX_RANGE_BYTES)
+    return Range(Part(part), depth, prefix, data).check()
+
+
+def _ranges(value: Any) -> tuple[Range, ...]:
+    return tuple(_range(r) for r in array(value, "ranges", MAX_RANGES))
+
+
+def _need(value: Any) -> tuple[bytes, ...]:
+    raw = binary(value, "need", limit=TAG_BYTES * MAX_NEED)
+    if len(raw) % TAG_BYTES:
+        raise ProtocolError(f"needed tags must be {TAG_BYTES} bytes each")
+    return tuple(t.to_bytes(TAG_BYTES, "big") for t in tags(raw))
 
 
 def decode(data: bytes) -> SyncMessage:
@@ -714,28 +727,31 @@ def decode(data: bytes) -> SyncMessage:
         raise ProtocolError("a sync message must be an array of at least 2 items")
     code, session, *f = items
     session = binary(session, "session id", size=SESSION_BYTES)
-    arity = {1: 5, 2: 3, 3: 2, 4: 2, 5: 1, 6: 1}
+    arity = {1: (5, 6), 2: (3,), 3: (2,), 7: (2,), 5: (1,), 6: (1,)}
     if isinstance(code, bool) or not isinstance(code, int) or code not in arity:
         raise ProtocolError(f"unknown sync message type {shown(code)}")
-    if len(f) != arity[code]:
+    if len(f) not in arity[code]:
         raise ProtocolError(f"sync message type {code} has {len(f)} fields")
     if code == 1:
-        return Hello(
+        repair = _ranges(f[5]) if len(f) == 6 else ()
+        hello = Hello(
             session,
             boolean(f[0], "reply"),
             binary(f[1], "digest", size=DIGEST_BYTES),
             integer(f[2], "count"),
             _marks(f[3]),
             boolean(f[4], "streaming"),
+            repair,
         )
+        if repair and (not hello.reply or hello.streaming):
+            raise ProtocolError("only a Hello reply that streams nothing carries repair ranges")
+        return hello
     if code == 2:
         return Batch(session, integer(f[0], "batch number"), boolean(f[1], "last"), _records(f[2]))
     if code == 3:
         return Check(session, binary(f[0], "digest", size=DIGEST_BYTES), integer(f[1], "count"))
-    if code == 4:
-        ranges = tuple(_range(r) for r in array(f[0], "ranges", MAX_RANGES))
-        need = tuple(binary(k, "needed key", size=KEY_BYTES) for k in array(f[1], "need", MAX_NEED))
-        return Repair(session, ranges, need)
+    if code == 7:
+        return Repair(session, _ranges(f[0]), _need(f[1]))
     if code == 6:
         return Ack(session, integer(f[0], "acked batch"))
     return Abort(session, text(f[0], "reason", MAX_REASON_CHARS))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pixie.protocol import peerwire, syncwire
 from pixie.protocol.hlc import Stamp
-from pixie.protocol.reconcile import FINGERPRINT_BYTES, KEY_BYTES, SHORT_HASH_BYTES, Range
+from pixie.protocol.reconcile import CELL_BYTES, TAG_BYTES, Part, Range
 
 # Packed as a binary string, then swapped for raw bytes of deep nesting (the
 # packer itself refuses to pack nesting past a few hundred levels).
@@ -164,19 +164,21 @@ def _sync_seeds() -> list[bytes]:
     )
     contacts = (syncwire.ContactEntry("ab" * 16, "Ada Lovelace", ("Ada", "Countess")),)
     marks = syncwire.Marks((("a1b2", 4), ("c3d4", 2)), (("a1b2", stamp),), bytes(16))
-    key = b"\x01" + bytes(16)
+    tag = b"\x01" * TAG_BYTES
     ranges = (
-        Range(bytes(KEY_BYTES), key, fingerprint=bytes(FINGERPRINT_BYTES)),
-        Range(key, b"\xff" * (KEY_BYTES + 1), items=((key, bytes(SHORT_HASH_BYTES)),)),
+        Range(Part.SPLIT, 0, 0, bytes(16 * CELL_BYTES)),
+        Range(Part.ITEMS, 4, 3, tag * 2),
+        Range(Part.WANT, 8, 200, tag),
     )
     messages: list[syncwire.SyncMessage] = [
         syncwire.Hello(session, False, bytes(32), 12, marks),
         syncwire.Hello(session, True, bytes(32), 12, marks, streaming=False),
         syncwire.Batch(session, 0, True, syncwire.Records(contacts, events, notes)),
         syncwire.Check(session, bytes(32), 12),
-        syncwire.Repair(session, ranges, (key,)),
+        syncwire.Repair(session, ranges, (tag,)),
         syncwire.Abort(session, "no"),
         syncwire.Ack(session, 3),
+        syncwire.Hello(session, True, bytes(32), 12, marks, False, ranges[:1]),
     ]
     return [syncwire.encode(m) for m in messages]
 

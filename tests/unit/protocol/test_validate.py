@@ -192,5 +192,6 @@ def test_sync_messages_are_refused_in_the_same_words() -> None:
     )
     assert _sync_refusal([2, session, 0, 1, []]) == "last must be true or false"
     assert _sync_refusal([5, session, "r" * 301]) == "reason must be text of at most 300 characters"
-    assert _sync_refusal([4, session, [], "need"]) == "need must be a list of at most 4096 items"
+    assert _sync_refusal([7, session, [], "need"]) == "need must be bytes"
+    assert _sync_refusal([4, session, [], []]) == "unknown sync message type 4"
     assert _sync_refusal([2, session, 0, True, [[], [], []]]) == "events must have 14 items"

@@ -31,7 +31,7 @@ from pixie.device.store.provision import create_data_dir
 from pixie.device.sync import replica as syncstore
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, Stamp
-from pixie.protocol.reconcile import HIGHEST, LOWEST, Range
+from pixie.protocol.reconcile import CELL_BYTES, MAX_DEPTH, TAG_BYTES, Part, Range
 from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncwire import (
     MAX_BODY_CHARS,
@@ -101,20 +101,23 @@ def _sample_messages() -> list[SyncMessage]:
         notes=(("a1b2", Stamp(1_700_000_000_000, 0, "a1b2").encode()),),
         contacts=b"\x05" * 16,
     )
-    key = b"E" + bytes(range(16))
+    tag = bytes(range(TAG_BYTES))
+    split = Range(Part.SPLIT, 0, 0, b"\x06" * (16 * CELL_BYTES))
     return [
         Hello(SESSION, False, b"\x02" * 32, 10, marks),
         Hello(SESSION, True, b"\x03" * 32, 0, Marks(), False),
+        Hello(SESSION, True, b"\x03" * 32, 0, Marks(), False, (split,)),
         Batch(SESSION, 0, False, _sample_records()),
         Batch(SESSION, 3, True, Records()),
         Check(SESSION, b"\x04" * 32, 99),
         Repair(
             SESSION,
             (
-                Range(LOWEST, key, fingerprint=b"\x06" * 16),
-                Range(key, HIGHEST, items=((key, b"\x07" * 16),)),
+                split,
+                Range(Part.ITEMS, 4, 15, b"\x07" * TAG_BYTES * 3),
+                Range(Part.WANT, 60, 1 << 59, tag),
             ),
-            (key,),
+            (tag,),
         ),
         Abort(SESSION, "no thanks"),
         Ack(SESSION, 5),
@@ -362,9 +365,10 @@ def test_a_batch_of_the_most_events_a_message_takes_round_trips() -> None:
     assert decode(encode(batch)) == batch
 
 
-def test_too_many_needed_keys_are_refused() -> None:
+def test_too_many_needed_tags_are_refused() -> None:
     tree = _tree(Repair(SESSION, (), ()))
-    _refused(_replace(tree, (3,), [b"E" * 17] * (MAX_NEED + 1)), "need")
+    _refused(_replace(tree, (3,), b"E" * TAG_BYTES * (MAX_NEED + 1)), "need")
+    _refused(_replace(tree, (3,), b"E" * (TAG_BYTES + 1)), "need")
 
 
 def test_an_oversized_message_is_refused_whole() -> None:
@@ -379,11 +383,33 @@ def test_an_oversized_message_is_refused_whole() -> None:
         encode(Batch(SESSION, 0, False, Records(events=events)))
 
 
-def test_a_range_must_be_ordered_and_hold_its_items() -> None:
-    key = b"E" + bytes(16)
-    _refused(_tree(Repair(SESSION, (Range(key, key, fingerprint=b"f" * 16),), ())), "lower")
-    outside = Range(LOWEST, key, items=((b"N" + bytes(16), b"h" * 16),))
-    _refused(_tree(Repair(SESSION, (outside,), ())), "outside")
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (Range(Part.SPLIT, 0, 0, bytes(3 * CELL_BYTES)), "power of two"),
+        (Range(Part.SPLIT, 0, 0, bytes(CELL_BYTES)), "power of two"),
+        (Range(Part.SPLIT, 0, 0, bytes(512 * CELL_BYTES)), "power of two"),
+        (Range(Part.SPLIT, 0, 0, bytes(2 * CELL_BYTES + 1)), "power of two"),
+        (Range(Part.SPLIT, MAX_DEPTH - 1, 0, bytes(4 * CELL_BYTES)), "below depth"),
+        (Range(Part.ITEMS, 3, 8, b""), "prefix"),
+        (Range(Part.ITEMS, MAX_DEPTH + 1, 0, b""), "depth"),
+        (Range(Part.ITEMS, 0, 0, bytes(TAG_BYTES + 1)), "tags"),
+        (Range(Part.WANT, 0, 0, bytes(TAG_BYTES - 1)), "tag"),
+    ],
+)
+def test_a_range_out_of_bounds_is_refused(bad: Range, words: str) -> None:
+    _refused(_tree(Repair(SESSION, (bad,), ())), words)
+
+
+def test_a_range_of_an_unknown_part_is_refused() -> None:
+    tree = _tree(Repair(SESSION, (Range(Part.WANT, 0, 0, bytes(TAG_BYTES)),), ()))
+    _refused(_replace(tree, (2, 0, 0), 3), "part")
+
+
+def test_repair_ranges_ride_only_on_a_hello_reply_that_streams_nothing() -> None:
+    split = (Range(Part.SPLIT, 0, 0, bytes(2 * CELL_BYTES)),)
+    _refused(_tree(Hello(SESSION, False, bytes(32), 0, Marks(), True, split)), "repair ranges")
+    _refused(_tree(Hello(SESSION, True, bytes(32), 0, Marks(), True, split)), "repair ranges")
 
 
 # -- a replica under a lying sibling ---------------------------------------------------------
@@ -706,8 +732,8 @@ def test_a_repair_while_streaming_is_refused(pair: tuple[Node, Node]) -> None:
     a, b = pair
     session = _streaming(a, b)
     before = _snapshot(b)
-    key = b"E" + bytes(16)
-    _deliver(session, Repair(session.session_id, (Range(LOWEST, HIGHEST, items=()),), (key,)))
+    tag = bytes(TAG_BYTES)
+    _deliver(session, Repair(session.session_id, (Range(Part.ITEMS, 0, 0),), (tag,)))
     _assert_refused(session, b, before, "can't handle Repair in state streaming")
 
 
