@@ -64,6 +64,10 @@ MAX_IDLIST = 4_096  # tags in one ITEMS range, on the wire
 FINGERPRINT_BYTES = 16  # the contacts fingerprint in a replica's marks
 _TAG_MASK = (1 << TAG_BITS) - 1
 _COUNT_MOD = 1 << (8 * COUNT_BYTES)
+# What the ranges answering one message may take, about, before every further
+# split is cut in two only: a flood of differing cells from the peer then
+# costs this much memory, not 256 times what it sent.
+REPLY_LIMIT = 4 * 1024 * 1024
 # The fan-out of a split is chosen so that 2^bits >= SPREAD * m^2 for the m
 # differences a node is expected to hold: then most of them land alone in a
 # child and are settled by the next message.
@@ -170,6 +174,7 @@ class ItemSet:
             total += h & _TAG_MASK
             self._sums.append(total)
         self._by_tag: dict[int, int] | None = None  # built on first use
+        self._spent = 0  # bytes of ranges in the reply being made
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -211,9 +216,14 @@ class ItemSet:
         i, j = self._bounds(depth, prefix)
         if j - i <= IDLIST_MAX or depth >= MAX_DEPTH:
             listed = [self._tag(k) for k in range(i, min(j, i + MAX_IDLIST))]
-            return Range(Part.ITEMS, depth, prefix, _tag_bytes(listed))
-        bits = min(fanout_for(expected), MAX_DEPTH - depth, max(1, (j - i).bit_length()))
-        return self._split(depth, prefix, bits)
+            described = Range(Part.ITEMS, depth, prefix, _tag_bytes(listed))
+        else:
+            bits = min(fanout_for(expected), MAX_DEPTH - depth, max(1, (j - i).bit_length()))
+            if self._spent > REPLY_LIMIT:
+                bits = 1
+            described = self._split(depth, prefix, bits)
+        self._spent += described.wire_size()
+        return described
 
     def _split(self, depth: int, prefix: int, bits: int) -> Range:
         cells = b"".join(
@@ -239,6 +249,7 @@ class ItemSet:
 
     def process(self, ranges: Sequence[Range]) -> Outcome:
         out = Outcome([], [], [])
+        self._spent = 0
         for r in ranges:
             if r.part is Part.SPLIT:
                 self._compare_split(r, out)

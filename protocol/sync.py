@@ -151,6 +151,7 @@ class SyncStats:
     round_trips: int = 0
     repair_rounds: int = 0
     in_sync_at_hello: bool = False
+    repair_at_hello: bool = False  # the Hello reply opened the repair (equal marks)
     ignored: int = 0  # messages of other sessions
     # What the sibling's hello says it holds beyond us (its item count less
     # ours): an estimate of the records to come, for a progress display only.
@@ -313,6 +314,7 @@ class SyncSession:
                 return
             if hello.repair:
                 # The marks agree and the digests do not: repair at once.
+                self.stats.repair_at_hello = True
                 self._begin_repair()
                 self._on_repair(Repair(self.session_id, hello.repair, ()))
                 return
@@ -329,6 +331,7 @@ class SyncSession:
         if marks == hello.marks and self.max_repairs > 0:
             # Equal marks: neither side has anything to stream, so the stream
             # could not bring the digests together. Open the repair right here.
+            self.stats.repair_at_hello = True
             items = self._begin_repair()
             repair = tuple(items.initial(hello.count))
             self._send(Hello(self.session_id, True, digest, count, marks, False, repair))

@@ -22,8 +22,12 @@ opener's ``SyncStats``. Figures and their targets:
   record a tiny event) whose marks say nothing, so only range reconciliation
   (``reconcile.ItemSet`` inside ``SyncSession``) can find 1 or 100 differences.
   Reported: round trips (all, and those spent in repair turns), repair rounds
-  and bytes. No target; Negentropy reports about 3 round trips for 1
-  difference in 1M.
+  and bytes. Targets: 1 difference in <= 3 round trips and <= 2 KB in all,
+  100 differences in <= 4 round trips and <= 40 KB (Negentropy reports about 3
+  round trips for 1 difference in 1M, ~300 B a message).
+* In-sync time: p50 and p90 of ``--runs`` in-sync sessions (sealing and
+  opening included); target p50 <= 10 ms at 1M events. Each new-events sync
+  is timed too (target <= 50 ms at 1M).
 
 How the replicas are built. The device replica (A) gets the sample life
 (``samplelife.generate``) through ``MemoryLog.append`` in chunks. The Homebase
@@ -94,6 +98,8 @@ NEW_EVENTS_SLACK = 4 * 1024
 NOTE_SLACK = 2 * 1024
 NEGENTROPY_ROUND_TRIPS = 3  # reported for 1 difference in 1M items
 IN_SYNC_P50_MS = 10.0  # at 1M events
+# Repair: differences -> (round trips, bytes in all), at most.
+REPAIR_TARGETS = {1: (3, 2_048), 100: (4, 40_960)}
 NEW_EVENTS_MS = 50.0  # 100 new events at 1M events
 
 SEED_BY_SYNC_UP_TO = 100_000  # events; above this B is seeded through apply
@@ -174,12 +180,16 @@ class Exchange:
         o, r = self.opener.stats, self.responder.stats
         # The opener counts a round trip for each answer it gets: the Hello
         # reply, the Check, then in repair every Repair turn and each round's
-        # closing Check. All but the first two belong to repair.
+        # closing Check. All but the first two belong to repair; when the Hello
+        # reply opened the repair (equal marks), all but the first.
         return {
             "ok": self.ok,
             "error": self.opener.error or self.responder.error,
             "round_trips": o.round_trips,
-            "repair_round_trips": max(0, o.round_trips - 2) if o.repair_rounds else 0,
+            "repair_round_trips": (
+                max(0, o.round_trips - (1 if o.repair_at_hello else 2)) if o.repair_rounds else 0
+            ),
+            "repair_at_hello": o.repair_at_hello,
             "repair_rounds": o.repair_rounds,
             "in_sync_at_hello": o.in_sync_at_hello,
             "bytes_a_to_b": self.a.bytes,
@@ -658,8 +668,13 @@ def report_log(r: Mapping[str, Any]) -> Iterator[str]:
     yield report_in_sync("one origin", r["in_sync_one_origin"])
     yield report_time("one origin", r["in_sync_time"])
     slack = f"{NEW_EVENTS_FACTOR} x encoded + {NEW_EVENTS_SLACK:,}"
-    yield report_delta(f"{NEW_EVENTS} new events on the opener", r["new_on_opener"], slack)
-    yield report_delta(f"{NEW_EVENTS} new events on the responder", r["new_on_responder"], slack)
+    for side in ("opener", "responder"):
+        f = r[f"new_on_{side}"]
+        yield report_delta(f"{NEW_EVENTS} new events on the {side}", f, slack)
+        yield (
+            f"    took {1e3 * f['seconds']:.1f} ms (target <= {NEW_EVENTS_MS:g} ms at 1M: "
+            f"{verdict(1e3 * f['seconds'] <= NEW_EVENTS_MS)})"
+        )
     yield report_in_sync("two origins", r["in_sync_two_origins"])
     yield report_time("two origins", r["in_sync_time_two_origins"])
     if not r["converged"]:
@@ -697,6 +712,13 @@ def report_repair(r: Mapping[str, Any]) -> Iterator[str]:
             f"{f['largest_envelope']:,} B); {f['seconds']:.1f} s; "
             f"{'converged' if f['converged'] and f['ok'] else 'did NOT converge'}" + _failed(f)
         )
+        target = REPAIR_TARGETS.get(f["differences"])
+        if target is not None:
+            met = f["round_trips"] <= target[0] and f["bytes_total"] <= target[1]
+            yield (
+                f"       target <= {target[0]} round trips and <= {target[1]:,} B in all "
+                f"({f['bytes_total']:,} B): {verdict(met)}"
+            )
         yield f"       {f['trace']}"
 
 

@@ -109,6 +109,44 @@ def test_lying_marks_are_caught_by_repair(tmp_path: Path) -> None:
     assert dump(a) == dump(b)
 
 
+@pytest.mark.parametrize("extra_on", ["opener", "responder"])
+def test_equal_marks_with_unequal_digests_open_the_repair_in_the_hello_reply(
+    tmp_path: Path, extra_on: str
+) -> None:
+    """Equal marks mean neither side has anything to stream: the responder's
+    Hello reply carries the first split, and one difference is settled in two
+    round trips (the reply, then the Checks)."""
+    from pixie.device.sync.replica import NodeReplica
+    from pixie.protocol.sync import Loopback
+
+    a, b = open_pair(tmp_path)
+    for i in range(300):
+        say(a, f"message {i}")
+    sync(a, b)
+    holder = a if extra_on == "opener" else b
+    say(holder, "one more")
+    frozen = NodeReplica(holder.db, holder.log, holder.origin).marks()
+    say(holder, "and the marks stay put")  # a second difference on the same side
+
+    class Frozen(NodeReplica):
+        def marks(self) -> Marks:
+            return frozen
+
+    opener = SyncSession(Frozen(a.db, a.log, a.origin), opener=True)
+    responder = SyncSession(Frozen(b.db, b.log, b.origin), opener=False)
+    loop = Loopback(opener, responder)
+    loop.run()
+    assert opener.phase is Phase.DONE, opener.error
+    assert responder.phase is Phase.DONE, responder.error
+    assert opener.stats.repair_at_hello and responder.stats.repair_at_hello
+    assert opener.stats.repair_rounds == 1
+    assert opener.stats.round_trips <= 3
+    assert loop.log[:2] == [("a", "Hello"), ("b", "Hello")]
+    assert ("a", "Check") in loop.log and ("b", "Check") in loop.log
+    assert dump(a) == dump(b)
+    assert a.digest() == b.digest() == a.recompute_digest()
+
+
 @pytest.mark.parametrize("count", [0, 1, 5])
 def test_new_events_flow_one_way(tmp_path: Path, count: int) -> None:
     a, b = open_pair(tmp_path)
