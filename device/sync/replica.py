@@ -76,7 +76,14 @@ from pixie.device.store.notes import (
     tags_json,
 )
 from pixie.protocol.clock import Clock
-from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item, item_hash
+from pixie.protocol.digest import (
+    Fingerprint,
+    alias_item,
+    contact_item,
+    event_item,
+    item_hash,
+    note_item,
+)
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock, Stamp
 from pixie.protocol.ids import id_text
@@ -129,6 +136,14 @@ _EVENTS_AFTER = (
 )
 _EVENTS_BY_ID = f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE id IN ({{}})"
 _ID_CHUNK = 500
+# What an item of the state digest is made of (see `statedigest.note_version`),
+# read for a repair. The columns are the ORM models' own.
+_EVENT_IDS = f"SELECT {MemoryEvent.id.key} FROM {MemoryEvent.__tablename__}"
+_NOTE_VERSIONS = (
+    f"SELECT {Note.id.key}, {Note.updated_at.key}, {Note.content_hash.key}, "
+    f"{Note.user_edited.key}, {Note.deleted.key} FROM {Note.__tablename__}"
+)
+_ITEM_PAGE = 10_000
 _FROM_ME = {None: None, 0: False, 1: True}  # SQLite hands booleans back as 0/1
 
 
@@ -469,13 +484,23 @@ class NodeReplica:
     # -- repair ---------------------------------------------------------------------------
 
     def items(self) -> Iterator[tuple[bytes, int]]:
+        # Read through the driver, only the columns an item is made of: a
+        # repair reads every event, and loading ORM rows (each note with its
+        # body) cost several times the hashing.
         with self.db.reading() as session:
-            for event_id in session.scalars(select(MemoryEvent.id)):
-                item = event_item(event_id)
-                yield item[:17], item_hash(item)
-            for row in session.scalars(select(Note)):
-                item = statedigest.note_version(row)
-                yield item[:17], item_hash(item)
+            cursor = session.connection().connection.cursor()
+            try:
+                cursor.execute(_EVENT_IDS)
+                while rows := cursor.fetchmany(_ITEM_PAGE):
+                    for (event_id,) in rows:
+                        item = event_item(event_id)
+                        yield item[:17], item_hash(item)
+                cursor.execute(_NOTE_VERSIONS)
+                for note_id, stamp, digest, user_edited, deleted in cursor.fetchall():
+                    item = note_item(note_id, stamp, digest, bool(user_edited), bool(deleted))
+                    yield item[:17], item_hash(item)
+            finally:
+                cursor.close()
             for item in self._contact_items(session):
                 yield item[:17], item_hash(item)
 

@@ -109,6 +109,29 @@ def test_lying_marks_are_caught_by_repair(tmp_path: Path) -> None:
     assert dump(a) == dump(b)
 
 
+def test_a_replicas_items_sum_to_its_digest(tmp_path: Path) -> None:
+    """What repair reconciles is exactly what the digest sums: every event,
+    note version (clear, sealed, edited, deleted) and contact item."""
+    from pixie.device.sync.replica import NodeReplica
+    from pixie.protocol.digest import MODULUS, Fingerprint
+
+    a, _ = open_pair(tmp_path)
+    for i in range(20):
+        say(a, f"message {i}", contact="Grace Hopper")
+    cid = a.contacts.add("Ada Lovelace", ["Ada"], now=0)[0]
+    note_id = a.notebook.upsert_clear(
+        Distilled(NoteKind.PERSON, cid, "Ada", "Runs marathons.", cid, ("sport",))
+    ).note_id
+    a.notebook.edit(note_id, body="the user's words")
+    gone = a.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers please.")
+    a.notebook.delete(gone)
+    a.notebook.record_sealed(SealedKind.HUDDLE_TAKEAWAY, title="t", body="sealed body")
+    items = list(NodeReplica(a.db, a.log, a.origin).items())
+    assert len({k for k, _ in items}) == len(items)
+    total = Fingerprint(sum(h for _, h in items) % MODULUS, len(items))
+    assert (total.digest(), total.count) == NodeReplica(a.db, a.log, a.origin).state()
+
+
 @pytest.mark.parametrize("extra_on", ["opener", "responder"])
 def test_equal_marks_with_unequal_digests_open_the_repair_in_the_hello_reply(
     tmp_path: Path, extra_on: str
