@@ -329,10 +329,12 @@ class ClearNotebook:
         # chosen from that pool (`varied`).
         where = f"WHERE {' AND '.join(filters)} " if filters else ""
         marks = ", ".join("?" * len(own))
+        # The pool is ranked on the few columns ranking needs; only the notes
+        # chosen from it are then read whole.
         sql = (
             f"WITH m AS MATERIALIZED (SELECT n, sum(w) AS score FROM "
             f"({' UNION ALL '.join(parts)}) {where}GROUP BY n) "
-            f"SELECT m.score, {_COLUMNS}, m.n IN ({marks}) AS own "
+            f"SELECT m.n, m.score, note.title, m.n IN ({marks}) AS own "
             "FROM m JOIN note ON note.n = m.n "
             "WHERE note.zone = 'clear' AND note.deleted = 0 "
             "AND (m.score >= coalesce((SELECT score FROM m ORDER BY score DESC "
@@ -341,10 +343,19 @@ class ClearNotebook:
         )
         pool = max(limit, 1) * (POOL // TOP_RESULTS)
         every = [*match_params, *params, *own, pool - 1, *own, pool]
-        rows = conn.execute(sql, tuple(every)).fetchall()
-        title = 1 + CLEAR_COLUMNS.index("title")
-        picked = varied([(bool(row[-1]), row[title] or "") for row in rows], limit)
-        return [rows[i][:-1] for i in picked]
+        ranked = conn.execute(sql, tuple(every)).fetchall()
+        picked = [ranked[i] for i in varied([(bool(r[3]), r[2] or "") for r in ranked], limit)]
+        if not picked:
+            return []
+        marks = ", ".join("?" * len(picked))
+        whole = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                f"SELECT note.n, {_COLUMNS} FROM note WHERE note.n IN ({marks})",
+                tuple(r[0] for r in picked),
+            )
+        }
+        return [(r[1], *whole[r[0]]) for r in picked]
 
     def counts(self) -> dict[str, int]:
         with self._db.reading() as session:
