@@ -302,9 +302,10 @@ class SyncSession:
                 )
 
     def _on_hello(self, hello: Hello) -> None:
-        digest, count = self.replica.state()
-        self.stats.expected = max(hello.count - count, 0)
         if self.opener:
+            # Our count as our Hello gave it: no second read of the store.
+            assert self._said is not None
+            self.stats.expected = max(hello.count - self._said[1], 0)
             # Equal to what we said: the responder has ended the session.
             if (hello.digest, hello.count) == self._said:
                 if hello.repair:
@@ -322,6 +323,8 @@ class SyncSession:
             self._round.got_all = not hello.streaming
             self._maybe_check()
             return
+        digest, count = self.replica.state()
+        self.stats.expected = max(hello.count - count, 0)
         marks = self.replica.marks()
         if (hello.digest, hello.count) == (digest, count):
             self.stats.in_sync_at_hello = True

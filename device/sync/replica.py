@@ -34,7 +34,8 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -48,11 +49,10 @@ from pixie.device.store.contacts import (
     clean_detail,
     clean_name,
     contact_id_for,
-    contact_items,
     name_key,
     put_detail_in,
 )
-from pixie.device.store.db import Database
+from pixie.device.store.db import Database, Meta
 from pixie.device.store.holdings import Holding, release_later
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
@@ -80,6 +80,7 @@ from pixie.protocol.digest import (
     Fingerprint,
     alias_item,
     contact_item,
+    detail_item,
     event_item,
     item_hash,
     note_item,
@@ -136,14 +137,41 @@ _EVENTS_AFTER = (
 )
 _EVENTS_BY_ID = f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE id IN ({{}})"
 _ID_CHUNK = 500
-# What an item of the state digest is made of (see `statedigest.note_version`),
-# read for a repair. The columns are the ORM models' own.
-_EVENT_IDS = f"SELECT {MemoryEvent.id.key} FROM {MemoryEvent.__tablename__}"
-_NOTE_VERSIONS = (
-    f"SELECT {Note.id.key}, {Note.updated_at.key}, {Note.content_hash.key}, "
-    f"{Note.user_edited.key}, {Note.deleted.key} FROM {Note.__tablename__}"
-)
 _ITEM_PAGE = 10_000
+
+
+def _sql(statement: Any) -> str:
+    """An ORM select as SQL for the driver: the models stay the schema's one
+    definition, and a read that runs on every session skips the ORM's cost."""
+    return str(statement.compile(dialect=_SQLITE))
+
+
+_SQLITE = sqlite_dialect()
+# The reads of every session (digest and marks), and what the items of the
+# state digest are made of (see `statedigest.note_version`, `contact_items`).
+_DIGEST_SQL = _sql(select(Meta.value).where(Meta.key == bindparam("key")))
+_NOTE_MARKS_SQL = _sql(select(NoteMark.origin, NoteMark.stamp))
+_CONTACTS_SQL = _sql(select(Contact.id, Contact.name))
+_ALIASES_SQL = _sql(select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias))
+_DETAILS_SQL = _sql(
+    select(ContactDetail.contact_id, ContactDetail.field, ContactDetail.value, ContactDetail.at)
+)
+_EVENT_IDS = _sql(select(MemoryEvent.id))
+_NOTE_VERSIONS = _sql(
+    select(Note.id, Note.updated_at, Note.content_hash, Note.user_edited, Note.deleted)
+)
+
+
+def _contact_items(cursor: Any) -> Iterator[bytes]:
+    """Every state-digest item of the contact book, as `contact_items` makes them."""
+    for cid, name in cursor.execute(_CONTACTS_SQL).fetchall():
+        yield contact_item(cid, name)
+    for key, cid, alias in cursor.execute(_ALIASES_SQL).fetchall():
+        yield alias_item(key, cid, alias)
+    for cid, field, value, at in cursor.execute(_DETAILS_SQL).fetchall():
+        yield detail_item(cid, field, value, at)
+
+
 _FROM_ME = {None: None, 0: False, 1: True}  # SQLite hands booleans back as 0/1
 
 
@@ -379,28 +407,33 @@ class NodeReplica:
 
     # -- what I hold --------------------------------------------------------------------
 
+    # Both run in every session, an in-sync one included: through the driver,
+    # each in one read transaction (see `_sql`).
+
     def state(self) -> tuple[bytes, int]:
-        fp = statedigest.current(self.db)
+        with self.db.reading() as session:
+            cursor = session.connection().connection.cursor()
+            try:
+                row = cursor.execute(_DIGEST_SQL, (statedigest.DIGEST_KEY,)).fetchone()
+            finally:
+                cursor.close()
+        fp = Fingerprint.decode(row[0]) if row and row[0] else Fingerprint()
         return fp.digest(), fp.count
 
     def marks(self) -> Marks:
         with self.db.reading() as session:
-            log = session.connection().exec_driver_sql(_MARKS_SQL).all()
-            notes = session.execute(select(NoteMark.origin, NoteMark.stamp)).all()
-            contacts = self._contacts_fingerprint(session)
+            cursor = session.connection().connection.cursor()
+            try:
+                log = cursor.execute(_MARKS_SQL).fetchall()
+                notes = cursor.execute(_NOTE_MARKS_SQL).fetchall()
+                fp = Fingerprint.of(_contact_items(cursor))
+            finally:
+                cursor.close()
         return Marks(
             tuple((str(o), int(s)) for o, s in sorted(log)),
             tuple((str(o), str(s)) for o, s in sorted(notes)),
-            contacts,
+            range_fingerprint(fp.total, fp.count),
         )
-
-    @staticmethod
-    def _contact_items(session: Session) -> Iterator[bytes]:
-        return contact_items(session)
-
-    def _contacts_fingerprint(self, session: Session) -> bytes:
-        fp = Fingerprint.of(self._contact_items(session))
-        return range_fingerprint(fp.total, fp.count)
 
     # -- what a sibling lacks -----------------------------------------------------------
 
@@ -499,10 +532,10 @@ class NodeReplica:
                 for note_id, stamp, digest, user_edited, deleted in cursor.fetchall():
                     item = note_item(note_id, stamp, digest, bool(user_edited), bool(deleted))
                     yield item[:17], item_hash(item)
+                for item in list(_contact_items(cursor)):
+                    yield item[:17], item_hash(item)
             finally:
                 cursor.close()
-            for item in self._contact_items(session):
-                yield item[:17], item_hash(item)
 
     def records_for(self, keys: Sequence[bytes]) -> Iterator[Records]:
         return _chunked(self._records_for(keys))

@@ -112,8 +112,9 @@ def test_lying_marks_are_caught_by_repair(tmp_path: Path) -> None:
 def test_a_replicas_items_sum_to_its_digest(tmp_path: Path) -> None:
     """What repair reconciles is exactly what the digest sums: every event,
     note version (clear, sealed, edited, deleted) and contact item."""
+    from pixie.device.store.contacts import contact_items, put_detail_in
     from pixie.device.sync.replica import NodeReplica
-    from pixie.protocol.digest import MODULUS, Fingerprint
+    from pixie.protocol.digest import MODULUS, Fingerprint, item_hash
 
     a, _ = open_pair(tmp_path)
     for i in range(20):
@@ -126,7 +127,12 @@ def test_a_replicas_items_sum_to_its_digest(tmp_path: Path) -> None:
     gone = a.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers please.")
     a.notebook.delete(gone)
     a.notebook.record_sealed(SealedKind.HUDDLE_TAKEAWAY, title="t", body="sealed body")
+    with a.db.writing() as session:
+        assert put_detail_in(session, cid, "org", "Analytical Engines", 1)
     items = list(NodeReplica(a.db, a.log, a.origin).items())
+    with a.db.reading() as session:
+        book = {(i[:17], item_hash(i)) for i in contact_items(session)}
+    assert len(book) >= 4 and book <= set(items)  # two contacts, an alias, a detail
     assert len({k for k, _ in items}) == len(items)
     total = Fingerprint(sum(h for _, h in items) % MODULUS, len(items))
     assert (total.digest(), total.count) == NodeReplica(a.db, a.log, a.origin).state()
