@@ -315,6 +315,8 @@ class SyncSession:
                 return
             if hello.repair:
                 # The marks agree and the digests do not: repair at once.
+                if self.max_repairs < 1:
+                    raise ProtocolError("digests differ and this session runs no repair round")
                 self.stats.repair_at_hello = True
                 self._begin_repair()
                 self._on_repair(Repair(self.session_id, hello.repair, ()))

@@ -246,3 +246,25 @@ def test_a_batch_of_several_origins_is_checked_origin_by_origin(tmp_path: Path) 
     finally:
         for node in (a, b, tablet):
             node.close()
+
+
+def test_repair_ranges_in_a_hello_reply_are_refused_when_they_make_no_sense(
+    tmp_path: Path,
+) -> None:
+    """In sync, or with no repair round allowed, a Hello reply that opens a
+    repair fails the session with a clear error."""
+    from pixie.protocol.reconcile import CELL_BYTES, Part, Range
+    from pixie.protocol.syncwire import Hello
+
+    a, _ = open_pair(tmp_path)
+    say(a, "something")
+    split = (Range(Part.SPLIT, 0, 0, bytes(2 * CELL_BYTES)),)
+    for max_repairs, same in ((3, True), (0, False)):
+        opener = SyncSession(replica(a), opener=True, max_repairs=max_repairs)
+        opener.start()
+        hello = opener.next_message()
+        assert isinstance(hello, Hello)
+        digest = hello.digest if same else bytes(32)
+        opener.receive(Hello(opener.session_id, True, digest, hello.count, Marks(), False, split))
+        assert opener.phase is Phase.FAILED
+        assert opener.error is not None and "repair" in opener.error
