@@ -200,16 +200,15 @@ class CheckNotebookTool:
 
 
 def describe_filters(query: str, person: str | None, topic: str | None, days: int | None) -> str:
+    """The filters of a search in words: 'about Priya tagged work from the last 3 days'."""
     parts = []
-    if query.strip():
-        parts.append(f'"{query.strip()}"')
     if person:
         parts.append(f"about {person}")
     if topic:
         parts.append(f"tagged {topic}")
     if days:
-        parts.append(f"from the last {days} days")
-    return " ".join(parts) if parts else "everything"
+        parts.append("from the last day" if days == 1 else f"from the last {days} days")
+    return " ".join(parts)
 
 
 def label(kind: NoteKind, title: str) -> str:
@@ -248,10 +247,18 @@ def render_contact_card(info: ContactInfo) -> list[str]:
 def render_results(
     results: list[ScoredNote], query: str, person: str | None, topic: str | None, days: int | None
 ) -> str:
-    what = describe_filters(query, person, topic, days)
+    filters = describe_filters(query, person, topic, days)
+    words = f'"{query.strip()}"' if query.strip() else ""
     if not results:
-        return f"No notes in the Notebook match {what}."
-    lines = [f"{len(results)} note{'s' if len(results) != 1 else ''} matching {what}:"]
+        if words:
+            return " ".join(["No notes in the Notebook match", words, filters]).rstrip() + "."
+        if filters:
+            return f"No notes in the Notebook {filters}."
+        return "The Notebook has no notes yet."
+    head = f"{len(results)} note{'s' if len(results) != 1 else ''}"
+    if words:
+        head += f" matching {words}"
+    lines = [" ".join([head, filters]).rstrip() + ":"]
     for i, item in enumerate(results, start=1):
         note = item.note
         meta = [format_date(note.effective_date)]

@@ -48,7 +48,7 @@ from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome
 from pixie.device.notebook.terms import MAX_QUERY_TERMS as CODE_MAX_QUERY_TERMS
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.notes import NoteKind, SealedKind, with_distilled
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.clock import ManualClock
 
@@ -514,7 +514,17 @@ def apply(w: World, op: Op) -> None:
             return
         assert result.note_id == existing.id
         if existing.user_edited:
-            assert result.outcome is UpsertOutcome.KEPT_USER_EDIT
+            # The user's words stay; a live person page takes distillation's
+            # section below them (with_distilled has its own example tests).
+            if op.kind is not NoteKind.PERSON or existing.deleted:
+                assert result.outcome is UpsertOutcome.KEPT_USER_EDIT
+                return
+            merged = with_distilled(existing.body, body)
+            if merged == existing.body:
+                assert result.outcome in (UpsertOutcome.UNCHANGED, UpsertOutcome.KEPT_USER_EDIT)
+                return
+            assert result.outcome is UpsertOutcome.UPDATED
+            existing.body, existing.order, existing.wall_us = merged, order, wall
             return
         new = (title, body, tags, cid, op.source, about)
         old = (

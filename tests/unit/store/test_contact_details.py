@@ -278,7 +278,7 @@ def test_check_notebook_about_a_person_ends_with_their_contact_card(node: Node) 
     )
     tool = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
     answer = tool.call({"person": "ada@example.org"}).splitlines()
-    assert answer[0] == "1 note matching about ada@example.org:"
+    assert answer[0] == "1 note about ada@example.org:"
     assert answer[-2:] == [
         "Contact card · Ada Lovelace (organisation: Analytical Engines Ltd; title: Programmer;"
         " birthday: 1815-12-10; also: +447700900123, ada@example.org)",
@@ -287,12 +287,12 @@ def test_check_notebook_about_a_person_ends_with_their_contact_card(node: Node) 
     # Known to the book, no notes: the card still answers.
     merge(node, ContactCard("Grace Hopper", org="US Navy"), T1)
     assert tool.call({"person": "Grace"}).splitlines() == [
-        "No notes in the Notebook match about Grace.",
+        "No notes in the Notebook about Grace.",
         "Contact card · Grace Hopper (organisation: US Navy)",
     ]
     # Nothing known beyond the name: no card; no person asked about: none either.
     merge(node, ContactCard("Zoë Martin"), T1)
-    assert tool.call({"person": "Zoë Martin"}) == "No notes in the Notebook match about Zoë Martin."
+    assert tool.call({"person": "Zoë Martin"}) == "No notes in the Notebook about Zoë Martin."
     assert "Contact card" not in tool.call({})
 
 
