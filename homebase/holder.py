@@ -154,10 +154,7 @@ class Holder:
             log.warning("fault injected: refuse %s", req.note_id)
             await reply(sender, HolderRefusal(req.request, "refused (injected fault)"))
             return
-        # On the event loop unless a lock would make it wait: the commit is
-        # one small durable write (its fsync costs about what a hop to a
-        # worker thread and back does), and the ack waits for nothing else.
-        why = await at_once(self.core.hold, sender, req, counter, otherwise=call, fsync=True)
+        why = await call(self.core.hold, sender, req, counter)
         if why:
             await reply(sender, self.core.refuse(sender, req, why))
             return

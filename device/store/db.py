@@ -110,8 +110,6 @@ def reuse_across_databases(on: bool = True) -> None:
 
 # Set while `at_once` runs a function on the event loop's own thread.
 _NO_WAIT: contextvars.ContextVar[bool] = contextvars.ContextVar("pixie_no_wait", default=False)
-# Set while `at_once(..., fsync=True)` runs one: a durable `bookkeeping` may commit there.
-_MAY_FSYNC: contextvars.ContextVar[bool] = contextvars.ContextVar("pixie_may_fsync", default=False)
 
 
 def sqlite_uri(path: Path, mode: str) -> str:
@@ -127,12 +125,7 @@ class WouldBlock(Exception):
     held by another thread or process, or for an fsync): nothing was changed."""
 
 
-async def at_once(
-    fn: Callable[..., T],
-    *args: Any,
-    otherwise: Callable[..., Awaitable[Any]],
-    fsync: bool = False,
-) -> T:
+async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awaitable[Any]]) -> T:
     """Run ``fn(*args)`` right here on the event loop if it needs no waiting,
     else through ``otherwise`` (a worker-thread call).
 
@@ -145,13 +138,8 @@ async def at_once(
     the WAL (a checkpoint fsyncs), so one in `AT_ONCE_CHECKPOINT_EVERY` writes
     goes to the thread, whose commit checkpoints when the WAL is due. ``fn``
     must be safe to run again after it raised `WouldBlock` (it is, if its
-    writes all go through those two).
-
-    ``fsync=True`` lets a durable `bookkeeping` commit here too (still never
-    waiting for a lock): for one small acknowledged write whose caller waits
-    for nothing else, where the fsync costs about what the hop would."""
+    writes all go through those two)."""
     token = _NO_WAIT.set(True)
-    may_fsync = _MAY_FSYNC.set(fsync)
     try:
         result = fn(*args)
     except WouldBlock:
@@ -163,7 +151,6 @@ async def at_once(
         await trio.lowlevel.cancel_shielded_checkpoint()
         return result
     finally:
-        _MAY_FSYNC.reset(may_fsync)
         _NO_WAIT.reset(token)
     late: Any = await otherwise(fn, *args)
     return cast(T, late)
@@ -359,9 +346,8 @@ class Database:
         statements. By default at synchronous=NORMAL, with the same durability
         rules as ``writing(durable=False)``; ``durable=True`` commits at
         synchronous=FULL, for a write that is acknowledged to someone (never
-        inside `at_once` unless it was given ``fsync=True``: an fsync is a
-        wait). One caller at a time."""
-        if durable and _NO_WAIT.get() and not _MAY_FSYNC.get():
+        inside `at_once`: an fsync is a wait). One caller at a time."""
+        if durable and _NO_WAIT.get():
             raise WouldBlock
         level = "FULL" if durable else "NORMAL"
         plain = self._plain(write=True)

@@ -98,58 +98,6 @@ def test_durable_commits_and_sessions_never_run_on_the_loop(node: Node) -> None:
     assert node.db.meta()["a"] == "1" and node.db.meta()["b"] == "2"
 
 
-def test_fsync_lets_a_durable_plain_write_commit_on_the_loop_at_full(node: Node) -> None:
-    """``fsync=True``: a durable plain write commits on the loop, at
-    synchronous=FULL (2), and the next unsynced one is back at NORMAL (1); a
-    session write still goes to the thread."""
-    levels: list[tuple[str, int, int]] = []
-
-    def write(key: str, durable: bool) -> None:
-        with node.db.bookkeeping(durable=durable) as conn:
-            (level,) = conn.execute("PRAGMA synchronous").fetchone()
-            levels.append((key, level, threading.get_ident()))
-            conn.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (key,))
-
-    def session_write() -> None:
-        with node.db.writing() as session:
-            session.connection().exec_driver_sql("INSERT INTO meta (key, value) VALUES ('s', '1')")
-
-    fallback = Fallback()
-
-    async def main() -> None:
-        await at_once(write, "a", True, otherwise=fallback, fsync=True)
-        await at_once(write, "b", False, otherwise=fallback)
-        await at_once(session_write, otherwise=fallback, fsync=True)
-
-    trio.run(main)
-    here = threading.get_ident()
-    assert levels == [("a", 2, here), ("b", 1, here)]
-    assert fallback.calls == 1
-    assert {k: node.db.meta()[k] for k in "abs"} == {"a": "1", "b": "1", "s": "1"}
-
-
-def test_fsync_still_never_waits_for_a_lock(node: Node) -> None:
-    """A durable write allowed on the loop still gives up at once on a lock
-    held elsewhere, changing nothing, and is done once in the thread."""
-    other = sqlite3.connect(node.db.path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")
-    fallback = Fallback(before=lambda: other.execute("COMMIT"))
-    runs: list[int] = []
-
-    def durable() -> None:
-        with node.db.bookkeeping(durable=True) as conn:
-            runs.append(threading.get_ident())
-            conn.execute("INSERT INTO meta (key, value) VALUES ('a', '1')")
-
-    async def main() -> None:
-        await at_once(durable, otherwise=fallback, fsync=True)
-
-    trio.run(main)
-    assert fallback.calls == 1 and runs == [fallback.thread]
-    assert node.db.meta()["a"] == "1"
-    other.close()
-
-
 def test_errors_of_the_work_itself_are_raised_not_retried(node: Node) -> None:
     fallback = Fallback()
 
