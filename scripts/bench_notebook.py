@@ -150,6 +150,8 @@ class Builder:
     serial: int = 0
     seconds: float = 0.0
     recent_rates: list[float] = field(default_factory=list)  # notes/s per 1,000 notes
+    batch: int = 1  # notes per upsert_many transaction (1: upsert_clear, one each)
+    pending: list[Distilled] = field(default_factory=list)
 
     def start(self) -> None:
         """A dozen contacts, their person pages, standing guidance and about_you."""
@@ -185,7 +187,7 @@ class Builder:
             mentions = [contact.short, *words]
             roll = rng.random()
             t0 = time.perf_counter()
-            if roll < 0.03:
+            if roll < (0.03 if self.batch == 1 else 0.003):
                 self._pin(who, mentions)
             else:
                 if roll < 0.68:
@@ -207,24 +209,36 @@ class Builder:
                         f"Call with {contact.short} about {words[0]}",
                     )
                 cid = self.contact_ids[who] if rng.random() < 0.9 else None
-                nb.upsert_clear(
-                    Distilled(
-                        kind,
-                        key,
-                        title,
-                        self.corpus.body(mentions),
-                        cid,
-                        self.corpus.tags(),
-                        source_ref=key,
-                        about_date=about,
-                    )
+                item = Distilled(
+                    kind,
+                    key,
+                    title,
+                    self.corpus.body(mentions),
+                    cid,
+                    self.corpus.tags(),
+                    source_ref=key,
+                    about_date=about,
                 )
+                if self.batch == 1:
+                    nb.upsert_clear(item)
+                else:
+                    self.pending.append(item)
+                    if len(self.pending) >= self.batch or self.count + 1 >= size:
+                        nb.upsert_many(self.pending)
+                        self.pending.clear()
             self.seconds += time.perf_counter() - t0
             self.count += 1
             if self.count % 1000 == 0:
                 now = time.perf_counter()
                 self.recent_rates.append(1000 / (now - t_block))
                 t_block = now
+
+    def flush(self) -> None:
+        if self.pending:
+            t0 = time.perf_counter()
+            self.node.notebook.upsert_many(self.pending)
+            self.pending.clear()
+            self.seconds += time.perf_counter() - t0
 
     def _pin(self, who: int, mentions: Sequence[str]) -> None:
         contact = CONTACTS[who]
@@ -390,19 +404,26 @@ def measure_queries(
 
 
 def bench_notebook(
-    where: Path, sizes: Sequence[int], runs: int, seed: int, log: Callable[[str], None]
+    where: Path,
+    sizes: Sequence[int],
+    runs: int,
+    seed: int,
+    build_batch: int,
+    log: Callable[[str], None],
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Grow one Notebook through each size in turn; yield the figures at each."""
     data = where / "notebook-bench"
     create_data_dir(data, name="bench", role="device")
     with Node.open(data, key_store=FileKeyStore(where / "keys")) as node:
-        builder = Builder(node, Corpus(Random(seed)), now_us())
+        builder = Builder(node, Corpus(Random(seed)), now_us(), batch=build_batch)
         builder.start()
         tool = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
         raw = raw_baseline(node.db.path, node, builder.now)
         for size in sorted(sizes):
-            log(f"building to {size:,} clear notes through upsert_clear ...")
+            how = "upsert_clear" if build_batch == 1 else f"upsert_many({build_batch:,})"
+            log(f"building to {size:,} clear notes through {how} ...")
             builder.grow_to(size)
+            builder.flush()
             counts = node.notebook.counts()
             assert counts["clear"] == size, counts
             log(f"  built {size:,} notes in {builder.seconds:.0f} s; measuring ...")
@@ -414,6 +435,7 @@ def bench_notebook(
                     "notes": size,
                     "db_mb": node.db.path.stat().st_size / 1e6,
                     "build_s": builder.seconds,
+                    "built_through": how,
                     "build_notes_per_s": size / builder.seconds,
                     "build_first_1k_notes_per_s": rates[0] if rates else None,
                     "build_last_1k_notes_per_s": rates[-1] if rates else None,
@@ -422,6 +444,85 @@ def bench_notebook(
                 },
             )
     shutil.rmtree(data)
+
+
+# -- upserts -------------------------------------------------------------------------------
+
+
+def raw_commit_ms(where: Path, count: int = 200) -> float:
+    """One durable raw sqlite3 commit (WAL, synchronous=FULL) of a 500-byte row."""
+    con = sqlite3.connect(where / "floor.db", isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT)")
+    body = "x" * 500
+    t0 = time.perf_counter()
+    for i in range(count):
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("INSERT OR REPLACE INTO t (id, body) VALUES (?, ?)", (i, body))
+        con.execute("COMMIT")
+    seconds = (time.perf_counter() - t0) / count
+    con.close()
+    return 1000 * seconds
+
+
+def bench_upserts(where: Path, notes: int, batch: int, seed: int) -> dict[str, Any]:
+    """Upserts/s one durable transaction each, and through upsert_many in batches
+    (new notes, then every note changed, then every note again unchanged)."""
+    data = where / "upsert-bench"
+    create_data_dir(data, name="bench", role="device")
+    corpus = Corpus(Random(seed))
+    out: dict[str, Any] = {"notes": notes, "batch": batch}
+    with Node.open(data, key_store=FileKeyStore(where / "keys")) as node:
+        nb = node.notebook
+
+        def items(prefix: str, count: int, salt: str = "") -> list[Distilled]:
+            return [
+                Distilled(
+                    NoteKind.CALL_DIGEST,
+                    f"{prefix}:{i}",
+                    f"Call {i} about {THEMED[i % len(THEMED)]}",
+                    corpus.body() + salt,
+                    None,
+                    corpus.tags(),
+                    source_ref=f"{prefix}:{i}",
+                    about_date=1_700_000_000_000_000 + i,
+                )
+                for i in range(count)
+            ]
+
+        single = items("single", 300)
+        t0 = time.perf_counter()
+        for item in single:
+            nb.upsert_clear(item)
+        single_s = (time.perf_counter() - t0) / len(single)
+        out["single_notes_per_s"] = 1 / single_s
+        out["single_ms"] = 1000 * single_s
+        for phase, made in (
+            ("batched_new", items("b", notes)),
+            ("batched_changed", items("b", notes, " Changed.")),
+            ("batched_unchanged", items("b", notes, " Changed.")),
+        ):
+            t0 = time.perf_counter()
+            for i in range(0, len(made), batch):
+                nb.upsert_many(made[i : i + batch])
+            out[f"{phase}_notes_per_s"] = len(made) / (time.perf_counter() - t0)
+        out["raw_commit_ms"] = raw_commit_ms(where)
+    shutil.rmtree(data)
+    return out
+
+
+def report_upserts(r: Mapping[str, Any]) -> Iterator[str]:
+    yield (
+        f"Notebook upserts ({r['notes']:,} notes, upsert_many in batches of {r['batch']:,}; "
+        f"baseline: one durable raw sqlite3 commit {r['raw_commit_ms']:.2f} ms):"
+    )
+    yield (
+        f"  one durable transaction each: {r['single_notes_per_s']:.0f} notes/s "
+        f"({r['single_ms']:.2f} ms each -> {r['single_ms'] / r['raw_commit_ms']:.1f}x the commit)"
+    )
+    for phase in ("new", "changed", "unchanged"):
+        yield f"  batched, {phase}: {r[f'batched_{phase}_notes_per_s']:.0f} notes/s"
 
 
 # -- the seal ---------------------------------------------------------------------------
@@ -491,8 +592,8 @@ def report_notebook(size: int, r: Mapping[str, Any]) -> Iterator[str]:
         )
     yield (
         f"check_notebook at {size:,} clear notes ({r['db_mb']:.0f} MB database; built "
-        f"through upsert_clear in {r['build_s']:.0f} s, {r['build_notes_per_s']:.0f} notes/s "
-        f"overall{rates}):"
+        f"through {r['built_through']} in {r['build_s']:.0f} s, "
+        f"{r['build_notes_per_s']:.0f} notes/s overall{rates}):"
     )
     verdict = ""
     if target is not None:
@@ -532,10 +633,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--dir", type=Path, default=None, help="where to build (default: a temporary directory)"
     )
+    parser.add_argument(
+        "--build-batch",
+        type=int,
+        default=1,
+        help="notes per upsert_many transaction when building (1: upsert_clear, one "
+        "durable transaction per note; more: batched, and pins ten times rarer)",
+    )
+    parser.add_argument(
+        "--upserts", type=int, default=20_000, help="notes for the upsert benchmark (0: skip)"
+    )
+    parser.add_argument("--batch", type=int, default=2000, help="upsert_many batch size")
+    parser.add_argument("--no-seal", action="store_true", help="skip the AES-GCM benchmark")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    if args.runs < 1 or any(s < 100 for s in args.sizes):
-        parser.error("--runs must be >= 1 and every size >= 100")
+    if args.runs < 1 or (any(s < 100 for s in args.sizes) and args.sizes != [0]):
+        parser.error("--runs must be >= 1 and every size >= 100 (or --sizes 0: none)")
+    if args.build_batch < 1 or args.batch < 1:
+        parser.error("--build-batch and --batch must be >= 1")
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -544,12 +659,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pixie-bench-nb-", dir=args.dir) as tmpname:
         tmp = Path(tmpname)
         results["where"] = str(tmp)
-        results["seal"] = bench_seal(args.runs)
-        if not args.json:
-            print("\n".join(report_seal(results["seal"])), flush=True)
+        if not args.no_seal:
+            results["seal"] = bench_seal(args.runs)
+            if not args.json:
+                print("\n".join(report_seal(results["seal"])), flush=True)
+        if args.upserts:
+            results["upserts"] = bench_upserts(tmp, args.upserts, args.batch, args.seed)
+            if not args.json:
+                print("\n".join(report_upserts(results["upserts"])), flush=True)
         notebook: dict[str, Any] = {}
         results["check_notebook"] = notebook
-        for size, r in bench_notebook(tmp, args.sizes, args.runs, args.seed, log):
+        sizes = [] if args.sizes == [0] else args.sizes
+        for size, r in bench_notebook(tmp, sizes, args.runs, args.seed, args.build_batch, log):
             notebook[str(size)] = r
             if not args.json:
                 print("\n".join(report_notebook(size, r)), flush=True)
