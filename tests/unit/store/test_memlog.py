@@ -201,3 +201,58 @@ def test_the_text_mirror_built_after_a_write_it_skipped_still_finds_it(node: Nod
     assert [h.body for h in node.mirror.search(re.compile(rb"lighthouse"), 12)] == [
         "the lighthouse keeper"
     ]
+
+
+def test_the_bulk_event_digest_is_the_digest_of_each_event_added_in_turn(node: Node) -> None:
+    from pixie.device.store import statedigest
+    from pixie.protocol.digest import Fingerprint, event_item
+
+    ids = [new_id() for _ in range(300)]
+    with node.db.writing() as session:
+        statedigest.update(session, add=[event_item(ids[0])])
+        statedigest.add_events(session, b"".join(uuid.UUID(i).bytes for i in ids[1:]))
+    expected = Fingerprint()
+    for i in ids:
+        expected = expected.add(event_item(i))
+    assert statedigest.current(node.db) == expected
+    with node.db.writing() as session, pytest.raises(ValueError):
+        statedigest.add_events(session, b"\x01" * 17)
+
+
+def test_a_batch_with_repeats_and_known_ids_writes_each_new_event_once_in_order(
+    node: Node,
+) -> None:
+    known, fresh = new_id(), new_id()
+    node.log.append([ev("known", id=known)], now=0)
+    heard: list[tuple[object, ...]] = []
+    node.log.subscribe(heard.extend)
+    result = node.log.append(
+        [
+            ev("a", contact="Grace"),
+            ev("known again", id=known),
+            ev("b", id=fresh, contact="Ada"),
+            ev("b again", id=fresh, contact="Linus"),
+            ev("c", contact="Ada", from_me=True, thread="t", source="s"),
+        ],
+        now=0,
+    )
+    assert result.skipped == 2 and result.new_contacts == 2  # Linus's event was skipped
+    records = node.log.all_records()
+    assert [r.text for r in records] == ["known", "a", "b", "c"]
+    assert [r.seq for r in records] == [1, 2, 3, 4]
+    assert result.ids == tuple(r.id for r in records[1:]) and records[2].id == fresh
+    assert records[2].contact_id == records[3].contact_id != records[1].contact_id
+    assert (records[3].from_me, records[3].thread, records[3].source) == (True, "t", "s")
+    assert [r[0] for r in heard] == [2, 3, 4]
+    assert [r[4] for r in heard] == ["message"] * 3 and type(heard[0][4]) is str
+    assert node.recompute_digest() == node.digest()
+
+
+def test_a_long_append_reports_progress_up_to_the_total_once_committed(node: Node) -> None:
+    heard: list[tuple[int, int]] = []
+    total = 2 * 4096 + 5
+    node.log.append([ev(f"e{i}") for i in range(total)], now=0, progress=lambda *p: heard.append(p))
+    done = [d for d, _ in heard]
+    assert done == sorted(done) and done[0] == 0 and done[-1] == total and len(done) >= 3
+    assert {t for _, t in heard} == {total}
+    assert node.log.count() == total
