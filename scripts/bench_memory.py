@@ -155,6 +155,17 @@ def record_commits(service: NotetakingService, recording: Recording) -> list[tup
         return results
 
     service.commit = commit  # type: ignore[method-assign]
+    said = service.commit_agent_said
+
+    def commit_said(found: Any, top: int) -> Any:
+        # What the agent told the user about a contact, merged into their
+        # page: each page is credited with the answers that said it.
+        results = said(found, top)
+        for one in found:
+            written.append((one, results))
+        return results
+
+    service.commit_agent_said = commit_said  # type: ignore[method-assign]
     return written
 
 
@@ -199,11 +210,12 @@ def provenance(
                 prov.unmatched_lines += 1
                 continue
             shown.append((match[0]["id"], line))
+        about = getattr(request, "contact_id", None)
         for result in results:
             if result.outcome is UpsertOutcome.KEPT_USER_EDIT:
                 continue
             note = view.get_clear(result.note_id)
-            if note is None:
+            if note is None or (about is not None and note.contact_id != about):
                 continue
             prov.by_note.setdefault(note.id, set()).update(_credited(note, request, shown))
     return prov
@@ -273,17 +285,15 @@ class Methods:
 
     def notebook(self, q: qset.Question) -> Outcome:
         query = q.query
-        contact_id = None
         if query.person is not None:
             try:
-                contact_id = self.node.contacts.resolve(clean_name(query.person, "person"))
+                self.node.contacts.resolve(clean_name(query.person, "person"))
             except NotFound:
                 self.unresolved.add(query.person)
-        text = self.tool.search(query.text, query.person, None, query.days_back)
-        if query.person is not None and contact_id is None:
-            return Outcome([], text, 0)
-        since = self.now_us - query.days_back * DAY_US if query.days_back else None
-        found = self.view.search_clear(query.text, contact_id, None, since, limit=TOP_RESULTS)
+        # The tool's own answer: its person resolution, its notes, its text.
+        answer = self.tool.answer(query.text, query.person, None, query.days_back)
+        text, found = answer.text, list(answer.notes)
+        assert len(found) <= TOP_RESULTS
         ids = _ordered(self.prov.of(s.note) for s in found)
         top = float(found[0].score) if found else None
         return Outcome(ids, text, len(found), top)
@@ -470,8 +480,8 @@ def render(r: dict[str, Any]) -> list[str]:
     ]
     if r["unresolved_persons"]:
         lines.append(
-            "  person filters the contact book could not resolve (the Notebook then returns "
-            "nothing): " + ", ".join(r["unresolved_persons"])
+            "  person filters the contact book could not resolve (check_notebook then looks for "
+            "the one person page tagged with the name): " + ", ".join(r["unresolved_persons"])
         )
     lines += [
         "",

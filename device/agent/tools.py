@@ -31,7 +31,14 @@ from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
 from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold
-from pixie.device.store.contacts import DETAIL_NAMES, ContactBook, ContactInfo, clean_name, name_key
+from pixie.device.store.contacts import (
+    DETAIL_NAMES,
+    ContactBook,
+    ContactInfo,
+    clean_name,
+    name_key,
+    name_tag,
+)
 from pixie.device.store.notes import LABELS, MAX_TAG_CHARS, NoteKind
 from pixie.protocol.timestamps import format_date, now_us
 
@@ -39,6 +46,7 @@ BODY_CHARS_SHOWN = 600
 ALIASES_SHOWN = 8
 MAX_PERSON_CHARS = 200
 MAX_DAYS_BACK = 36_500
+ALIAS_POOL = 32  # notes tagged with a name that are looked at for its person page
 DEFAULT_BUDGETS: Mapping[str, int] = {"check_notebook": 4, "grep_memory": 3}
 # Where the guards live when the tools are served to another agent's loop (MCP):
 # "session", ours, per connection, a turn ending after a quiet gap; or "client",
@@ -193,10 +201,23 @@ class CheckNotebookTool:
         return NotebookAnswer("\n".join([answer, *card]) if card else answer, tuple(results))
 
     def _resolve(self, person: str) -> str | None:
+        """The contact a person argument names: by the contact book (names,
+        aliases, a unique first name or a unique name without its title), or
+        else by the one person page tagged with that name (a name the log
+        itself gives them, see `distill.service.alias_tags`)."""
         try:
             return self._contacts.resolve(clean_name(person, "person"))
         except NotFound:  # an unknown name is an answer, not an error
+            pass
+        tag = name_tag(person)[:MAX_TAG_CHARS]
+        if not tag:
             return None
+        pages = {
+            s.note.contact_id
+            for s in self._notebook.search_clear("", None, tag, None, limit=ALIAS_POOL)
+            if s.note.kind is NoteKind.PERSON and s.note.contact_id is not None
+        }
+        return pages.pop() if len(pages) == 1 else None
 
 
 def describe_filters(query: str, person: str | None, topic: str | None, days: int | None) -> str:

@@ -497,3 +497,42 @@ __all__ = [
     "facts_in",
     "plan_in",
 ]
+
+
+# -- who someone is, as the agent once put it ------------------------------------------
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+# A short capitalised word with a full stop ("Dr.", "L.", "Mrs.") ends no sentence.
+_ABBREVIATION = re.compile(r"(?:^|\s)[A-Z][a-z]{0,2}\.$")
+_IDENTITY = re.compile(r"^([^\s,;:!?“”\"()][^,;:!?“”\"()]{0,59}?) is (.+)$")
+MAX_STATEMENT_CHARS = 300
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut into sentences, a title or an initial ("Dr.", "L.") not
+    ending one."""
+    out: list[str] = []
+    for part in _SENTENCE_BREAK.split(text):
+        if out and _ABBREVIATION.search(out[-1]):
+            out[-1] = f"{out[-1]} {part}"
+        else:
+            out.append(part)
+    return [" ".join(s.split()) for s in out if s.strip()]
+
+
+def identity_statements(text: str) -> list[tuple[str, str]]:
+    """The sentences of ``text`` shaped "<name> is <what>" ("Mum is Maria
+    Silva, your mother in Coimbra."), as (name, what), the final full stop
+    dropped. Questions, quotes and sentences over MAX_STATEMENT_CHARS are
+    skipped; ``what`` must run to three words at least."""
+    out: list[tuple[str, str]] = []
+    for sentence in sentences(text):
+        if sentence.endswith("?") or len(sentence) > MAX_STATEMENT_CHARS:
+            continue
+        match = _IDENTITY.match(sentence.rstrip(".!"))
+        if match is None:
+            continue
+        name, what = match.group(1).strip(), match.group(2).strip()
+        if len(what.split()) >= 3 and not any(q in what for q in '“”"'):
+            out.append((name, what))
+    return out

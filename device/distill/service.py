@@ -80,6 +80,7 @@ from pixie.device.distill.extract import (
     date_words,
     day_start_us,
     facts_in,
+    identity_statements,
 )
 from pixie.device.distill.http import ChatCompletionsBackend
 from pixie.device.distill.offline import OfflineDistiller, day_label, person_in_group
@@ -105,11 +106,13 @@ from pixie.device.notebook.clear import (
     UpsertResult,
 )
 from pixie.device.store import config
+from pixie.device.store.contacts import name_key, name_tag
 from pixie.device.store.db import Database
 from pixie.device.store.marks import DistillMark
 from pixie.device.store.notes import (
     ABOUT_YOU_KEY,
     MAX_IDENTITY_CHARS,
+    MAX_TAG_CHARS,
     MAX_TITLE_CHARS,
     NoteKind,
     distilled_part,
@@ -584,15 +587,105 @@ def _page_item(
     kinds = (
         () if keep_tags else tuple(_PAGE_TAGS[f.kind] for f in page.facts if f.kind in _PAGE_TAGS)
     )
+    aliases = alias_tags(page, name)
     return Distilled(
         kind=NoteKind.PERSON,
         identity_key=contact,
         title=_fit_title(name),
         body=render_person_page(page),
         contact_id=contact,
-        tags=tuple(dict.fromkeys((*tags, *kinds)))[:MAX_PAGE_TAGS],
+        tags=tuple(dict.fromkeys((*aliases, *tags, *kinds)))[:MAX_PAGE_TAGS],
         source_ref=source_ref,
     )
+
+
+# -- what the agent told the user about someone ------------------------------------------
+#
+# The agent's own answers are never searched (grep_memory leaves them out) and
+# are not distilled as a source. One kind of sentence in them is kept all the
+# same: "<name> is <the contact's name>, <who they are>" ("Mum is Maria Silva,
+# your mother in Coimbra."), or "<a name the contact book knows> is <what>".
+# It goes to that contact's page as a dated note that says whose words it is
+# ("Note: Pixie told you: Mum is Maria Silva, your mother in Coimbra; as of
+# 26 Dec 2023"), at most MAX_AGENT_SAID per page (the newest), and the name it
+# used becomes a tag of the page (at most MAX_ALIAS_TAGS), which is how
+# check_notebook finds "Mum" when the contact book knows only "Maria Silva".
+# The first form is checked against the contact book (the contact's own name
+# must follow "is"); a sentence naming nobody the book knows is dropped.
+
+AGENT_SAID = "Pixie told you: "
+AGENT_SAID_KEY = "*agent-said"  # its watermark's row: the newest agent answer looked at
+AGENT_SAID_REF = "agent-chat"
+MAX_AGENT_SAID = 3
+MAX_ALIAS_TAGS = 3
+AGENT_SCAN = 5_000  # agent answers looked at per pass (the rest wait for the next)
+_AGENT_SQL = (
+    "SELECT n, at, text FROM memory_event WHERE kind = 'agent_chat_agent' AND n > ? "
+    f"ORDER BY n LIMIT {AGENT_SCAN}"
+)
+
+
+def alias_tags(page: PersonPage, name: str) -> list[str]:
+    """The names the agent's notes on a page called the person by, other
+    than the page's own name, as tags (newest note first)."""
+    own = name_tag(name)[:MAX_TAG_CHARS]
+    out: list[str] = []
+    for fact in sorted(_agent_facts(page.facts), key=lambda f: -(f.at or 0)):
+        tag = name_tag(fact.text[len(AGENT_SAID) :].split(" is ", 1)[0])[:MAX_TAG_CHARS]
+        if tag and tag != own and tag not in out:
+            out.append(tag)
+    return out[:MAX_ALIAS_TAGS]
+
+
+def _agent_facts(facts: Iterable[Fact]) -> list[Fact]:
+    return [f for f in facts if f.kind is FactKind.NOTE and f.text.startswith(AGENT_SAID)]
+
+
+def _cap_agent_facts(page: PersonPage) -> PersonPage:
+    said = _agent_facts(page.facts)
+    if len(said) <= MAX_AGENT_SAID:
+        return page
+    dropped = set(sorted(said, key=lambda f: (f.at or 0, f.text), reverse=True)[MAX_AGENT_SAID:])
+    return PersonPage(tuple(f for f in page.facts if f not in dropped), page.read, page.threads)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSaid:
+    """What the agent's answers said about one contact, and those answers."""
+
+    contact_id: str
+    name: str  # the contact's display name
+    lines: tuple[Line, ...]
+    facts: tuple[Fact, ...]
+
+    @property
+    def participants(self) -> tuple[str, ...]:
+        return (self.name,)
+
+
+def agent_statements(
+    rows: Iterable[tuple[int, int, str]], names: dict[str, str], known: dict[str, str]
+) -> list[AgentSaid]:
+    """The statements about contacts in agent answers ``rows`` (n, at, text).
+    ``names``: contact id -> display name; ``known``: the `name_key` of every
+    display name and alias -> contact id."""
+    by_name = {name_key(n): cid for cid, n in names.items()}
+    found: dict[str, tuple[list[Line], list[Fact]]] = {}
+    for _, at, text in rows:
+        for said_as, what in identity_statements(text):
+            contact = by_name.get(name_key(what.split(",", 1)[0]))
+            if contact is None:
+                contact = known.get(name_key(said_as))
+            if contact is None:
+                continue
+            lines, facts = found.setdefault(contact, ([], []))
+            if not lines or lines[-1].at != at:
+                lines.append(Line(at, "Pixie", False, text, "agent_chat_agent"))
+            facts.append(Fact(FactKind.NOTE, f"{AGENT_SAID}{said_as} is {what}", at))
+    return [
+        AgentSaid(cid, names[cid], tuple(lines), tuple(facts))
+        for cid, (lines, facts) in sorted(found.items())
+    ]
 
 
 _PAGE_TAGS = {
@@ -800,6 +893,10 @@ class NotetakingService:
                 await self._one(source, new_rows, scan, everything, report)
                 if progress is not None:
                     progress(done, total)
+            said, top = await self._db(self.read_agent_said, everything)
+            if top:
+                for result in await self._db(self.commit_agent_said, said, top):
+                    report.notes[result.outcome] += 1
             if not report.failed and scan.top > scan.since:
                 await self._db(self.advance_scan, scan.top)
         finally:
@@ -974,6 +1071,57 @@ class NotetakingService:
 
         return self.notebook.upsert_with(build, then)
 
+    def read_agent_said(self, everything: bool = False) -> tuple[list[AgentSaid], int]:
+        """What agent answers past their watermark say about contacts (see
+        `agent_statements`), and the newest row looked at (0: none)."""
+        with self.db.reading() as session:
+            conn = session.connection()
+            since = 0
+            if not everything:
+                since = (
+                    session.scalar(
+                        select(DistillMark.seen_n).where(DistillMark.source == AGENT_SAID_KEY)
+                    )
+                    or 0
+                )
+            rows = [(n, at, text) for n, at, text in conn.exec_driver_sql(_AGENT_SQL, (since,))]
+            if not rows:
+                return [], 0
+            names: dict[str, str] = dict(conn.exec_driver_sql("SELECT id, name FROM contact").all())
+            known = {name_key(n): cid for cid, n in names.items()}
+            for key, cid in conn.exec_driver_sql("SELECT alias_key, contact_id FROM contact_alias"):
+                known.setdefault(key, cid)
+        return agent_statements(rows, names, known), rows[-1][0]
+
+    def commit_agent_said(self, said: Sequence[AgentSaid], top: int) -> list[UpsertResult]:
+        """Merge what the agent said into each contact's page (made if need
+        be) and move the watermark to ``top``, in one durable transaction."""
+
+        def build(session: Session) -> list[Distilled]:
+            items = []
+            for one in said:
+                stored = _stored_page(session, one.contact_id)
+                if stored is not None and stored.body is None:
+                    continue  # parked on the Homebase
+                page = _cap_agent_facts(merge_page(_page_base(stored), one.facts))
+                stored_tags = tuple(json.loads(stored.tags)) if stored and stored.tags else ()
+                items.append(
+                    _page_item(
+                        one.contact_id,
+                        (stored.title if stored else None) or one.name,
+                        page,
+                        stored_tags,
+                        stored.source_ref if stored is not None else AGENT_SAID_REF,
+                        keep_tags=stored is not None,
+                    )
+                )
+            return items
+
+        def then(session: Session, _results: Sequence[UpsertResult]) -> None:
+            session.connection().exec_driver_sql(_MARK_SQL, (AGENT_SAID_KEY, top))
+
+        return self.notebook.upsert_with(build, then)
+
     def advance_scan(self, top: int) -> None:
         # Bookkeeping: losing it to a power cut costs a rescan, never a source
         # (each source's own mark is durable).
@@ -1110,6 +1258,7 @@ def router_for(settings: LLMSettings, *, offline_only: bool = False) -> LLMRoute
 
 
 __all__ = [
+    "AgentSaid",
     "DistillMark",
     "NotetakingService",
     "PassReport",

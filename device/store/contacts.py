@@ -226,6 +226,46 @@ _RESOLVE_SQL = (
 )
 
 
+# Words that say how to address someone, not who they are: "Dr. Nowak" is
+# asked for as readily as "Dr. Tomasz Nowak" or "Tomasz Nowak".
+TITLES = frozenset(
+    "dr doctor mr mrs ms miss mx prof professor sir dame madam fr father rev sr sra".split()
+)
+_NAME_WORD = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)
+
+
+def name_words(name: str) -> list[str]:
+    """A name's words, folded, titles ("Dr.", "Mrs") left out."""
+    return [w for w in _NAME_WORD.findall(name_key(name)) if w not in TITLES]
+
+
+_TAG_DROP = re.compile(r"[^\w\s-]|_")
+
+
+def name_tag(name: str) -> str:
+    """A name as a note's tag is written: folded, punctuation dropped ("Dr.
+    Nowak" -> "dr nowak"); empty if nothing is left."""
+    return " ".join(_TAG_DROP.sub(" ", name_key(name)).split())
+
+
+def _by_words(session: Session, key: str) -> str | None:
+    """The one contact whose name holds every word of ``key`` once titles are
+    left out of both ("Dr. Nowak", "Nowak" and "Tomasz Nowak" for "Dr. Tomasz
+    Nowak"); None if nobody or several do. Only names, never aliases: an alias
+    is matched whole or not at all."""
+    wanted = name_words(key)
+    if not wanted:
+        return None
+    found: list[str] = []
+    for cid, their_key in session.connection().exec_driver_sql("SELECT id, name_key FROM contact"):
+        words = set(name_words(their_key))
+        if all(w in words for w in wanted):
+            found.append(str(cid))
+            if len(found) > 1:
+                return None
+    return found[0] if found else None
+
+
 def contact_items(session: Session) -> Iterator[bytes]:
     """Every state-digest item of the contact book: contacts, aliases, details."""
     for cid, name in session.execute(select(Contact.id, Contact.name)):
@@ -293,7 +333,9 @@ class ContactBook:
         """The contact a name or alias belongs to.
 
         With ``loose`` (how people and models ask: "Ada"), a name that matches
-        nobody exactly may still match exactly one contact's first name.
+        nobody exactly may still match exactly one contact's first name, or,
+        failing that, exactly one contact whose name holds all its words,
+        titles such as "Dr." left out ("Dr. Nowak", "Nowak").
         Writers never resolve loosely, so an import cannot merge two people.
         """
         key = name_key(name)
@@ -306,7 +348,11 @@ class ContactBook:
         if exact:
             return str(exact[0])
         loose_hits = [r[0] for r in rows if r[1] == 1]
-        return str(loose_hits[0]) if len(loose_hits) == 1 else None
+        if len(loose_hits) == 1:
+            return str(loose_hits[0])
+        if not loose or loose_hits:
+            return None
+        return _by_words(session, key)
 
     @classmethod
     def ensure_in(cls, session: Session, name: str, now: int) -> tuple[str, bool]:

@@ -156,6 +156,9 @@ def test_a_query_ranks_title_over_tags_over_body(book: Book) -> None:
         "countess",
         "Ada",  # the only contact whose first name is Ada
         "aDa",
+        "Lovelace",  # the only contact whose name holds Lovelace
+        "Dr. Lovelace",  # titles are left out
+        "Mrs Ada Lovelace",
     ],
 )
 def test_person_resolves_by_name_alias_or_unique_first_name(book: Book, person: str) -> None:
@@ -178,12 +181,37 @@ def test_person_filter_combines_with_query_and_topic(book: Book) -> None:
     ]
 
 
-@pytest.mark.parametrize("person", ["Bob", "  Bob ", "Jimmy", "Ada Byron", "Zoe", "Lovelace"])
+@pytest.mark.parametrize(
+    "person", ["Bob", "  Bob ", "Jimmy", "Ada Byron", "Zoe", "Dr.", "Ada Martin"]
+)
 def test_unresolved_person_gets_the_exact_answer(book: Book, person: str) -> None:
-    # "Jimmy" names two contacts, so it resolves to neither; "Zoe" is not "Zoë".
+    # "Jimmy" names two contacts, so it resolves to neither; "Zoe" is not "Zoë";
+    # a title alone names nobody; no one name holds both "Ada" and "Martin".
     assert book.tool.call({"person": person, "query": "anything"}) == (
         f'No notes are filed under that person ("{person.strip()}").'
     )
+
+
+def test_a_unique_surname_with_or_without_a_title_resolves(book: Book) -> None:
+    assert book.tool.call({"person": "Mr Page"}) == "No notes in the Notebook about Mr Page."
+    assert labels(book.tool.call({"person": "Raman"})) == [
+        "Call · Call with Priya",
+        "Post · Marathon photos",
+    ]
+
+
+def test_a_name_only_a_person_page_is_tagged_with_resolves_to_that_page(book: Book) -> None:
+    # A name the log gives someone (see distill.service.alias_tags) is a tag
+    # of their page; the contact book does not know it.
+    book.node.notebook.upsert_clear(
+        Distilled(NoteKind.PERSON, book.priya, "Priya Raman", "Who they are", book.priya, ("dr p",))
+    )
+    assert labels(book.tool.call({"person": "Dr. P"}))[0] == "Person · Priya Raman"
+    # The same tag on two people's pages names neither.
+    book.node.notebook.upsert_clear(
+        Distilled(NoteKind.PERSON, book.zoe, "Zoë Martin", "Who they are", book.zoe, ("dr p",))
+    )
+    assert book.tool.call({"person": "Dr P"}) == 'No notes are filed under that person ("Dr P").'
 
 
 def test_a_known_person_without_notes_is_not_the_unknown_answer(book: Book) -> None:
