@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import enum
 import re
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 
 from pixie.device.errors import BadInput, NotFound
@@ -22,8 +25,8 @@ from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
 from pixie.device.notebook.versions import NoteStamper, versioned
 from pixie.device.store import statedigest
 from pixie.device.store.contacts import Contact
-from pixie.device.store.db import Database
-from pixie.device.store.holdings import make_resident
+from pixie.device.store.db import Database, Meta
+from pixie.device.store.holdings import PendingRelease, make_resident
 from pixie.device.store.memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from pixie.device.store.notes import (
     ABOUT_YOU_KEY,
@@ -39,11 +42,14 @@ from pixie.device.store.notes import (
     clean_title,
     content_hash,
     identity_note_id,
+    record_marks,
     tags_json,
     to_clear_note,
     with_distilled,
 )
+from pixie.device.store.statedigest import DIGEST_KEY
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
+from pixie.protocol.digest import Fingerprint, note_item
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.ids import IdMinter, minter_for
 
@@ -76,6 +82,11 @@ class Distilled:
 class UpsertResult:
     note_id: str
     outcome: UpsertOutcome
+
+
+# An item as `_clean_distilled` passes it on: the item, then its cleaned title,
+# body and tags, and its identity.
+_Cleaned = tuple[Distilled, str, str, tuple[str, ...], str]
 
 
 def identity_for(kind: NoteKind, identity_key: str | None, title: str) -> str | None:
@@ -161,7 +172,7 @@ class ClearNotebookStore:
         """`upsert_clear` for a batch, in one durable transaction: all or nothing."""
         cleaned = [self._clean_distilled(item) for item in items]
         with self._db.writing() as session:
-            return [self._upsert_in(session, *c) for c in cleaned]
+            return self._upsert_batch(session, cleaned)
 
     def upsert_with(
         self,
@@ -177,14 +188,12 @@ class ClearNotebookStore:
         """
         with self._db.writing() as session:
             cleaned = [self._clean_distilled(item) for item in build(session)]
-            results = [self._upsert_in(session, *c) for c in cleaned]
+            results = self._upsert_batch(session, cleaned)
             then(session, results)
             return results
 
     @staticmethod
-    def _clean_distilled(
-        item: Distilled,
-    ) -> tuple[Distilled, str, str, tuple[str, ...], str | None]:
+    def _clean_distilled(item: Distilled) -> _Cleaned:
         if item.kind is NoteKind.SPARKED:
             raise BadInput("pins are created with pin_spark, not upserted")
         title = clean_title(item.title)
@@ -198,80 +207,124 @@ class ClearNotebookStore:
             len(item.source_ref) > MAX_IDENTITY_CHARS or not item.source_ref.strip()
         ):
             raise BadInput(f"a source reference is 1 to {MAX_IDENTITY_CHARS} characters")
-        return item, title, body, tags, identity_for(item.kind, item.identity_key, title)
+        identity = identity_for(item.kind, item.identity_key, title)
+        assert identity is not None  # only pins have none
+        return item, title, body, tags, identity
 
-    def _upsert_in(
-        self,
-        session: Session,
-        item: Distilled,
-        title: str,
-        body: str,
-        tags: tuple[str, ...],
-        identity: str | None,
-    ) -> UpsertResult:
-        row = session.scalar(
-            select(Note).where(
-                Note.zone == Zone.CLEAR.value,
-                Note.kind == item.kind.value,
-                Note.identity_key == identity,
-            )
-        )
-        if row is None:
-            note_id = self._insert_clear(
-                session,
-                item.kind,
-                identity,
-                title,
-                body,
-                item.contact_id,
-                tags,
-                item.source_ref,
-                item.about_date,
-                user_edited=False,
-            )
-            return UpsertResult(note_id, UpsertOutcome.CREATED)
-        if row.user_edited:
-            return self._add_to_edited(session, row, body)
-        same = (
-            row.title == title
-            and (row.body == body if row.holder is None else row.content_hash == content_hash(body))
-            and row.tags == tags_json(tags)
-            and row.contact_id == item.contact_id
-            and row.source_ref == item.source_ref
-            and row.about_date == item.about_date
-        )
-        if same:
-            return UpsertResult(row.id, UpsertOutcome.UNCHANGED)
-        old = statedigest.note_version(row)
-        stamp = self._stamp(session)
-        row.title, row.tags = title, tags_json(tags)
-        make_resident(session, row, body, content_hash(body), clock=self._clock)
-        row.contact_id, row.source_ref = item.contact_id, item.source_ref
-        row.about_date = item.about_date
-        row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-        self._versioned(session, old, row)
-        return UpsertResult(row.id, UpsertOutcome.UPDATED)
+    def _upsert_batch(self, session: Session, cleaned: Sequence[_Cleaned]) -> list[UpsertResult]:
+        """Upsert ``cleaned`` in order, inside ``session``'s transaction, through
+        the driver: one lookup of the stored rows per few hundred identities,
+        then each item decided in order against the rows as the items before it
+        left them (so an identity twice in a batch behaves as two upserts), and
+        the rows written with one ``executemany`` for the new ones and one for
+        the changed ones, the state digest and the note marks moved once."""
+        if not cleaned:
+            return []
+        if session.new or session.dirty or session.deleted:
+            session.flush()  # what the session holds must be in the rows read here
+        conn = _driver(session)
+        stored = _stored_rows(conn, [(c[0].kind.value, c[4]) for c in cleaned])
+        created: dict[tuple[str, str], _Row] = {}
+        changed: dict[int, _Row] = {}
+        releases: list[tuple[str, str, str, int]] = []
+        added: list[bytes] = []
+        removed: list[bytes] = []
+        results: list[UpsertResult] = []
+        for item, title, body, tags, identity in cleaned:
+            key = (item.kind.value, identity)
+            row = stored.get(key)
+            if row is None:
+                stamp = self._stamp(session)
+                wall = stamp.wall_ms * 1000
+                row = _Row(
+                    n=None,
+                    id=identity_note_id(item.kind.value, identity),
+                    kind=item.kind.value,
+                    identity_key=identity,
+                    title=title,
+                    body=body,
+                    content_hash=content_hash(body),
+                    tags=tags_json(tags),
+                    contact_id=item.contact_id,
+                    source_ref=item.source_ref,
+                    about_date=item.about_date,
+                    user_edited=False,
+                    deleted=False,
+                    holder=None,
+                    updated_at=stamp.encode(),
+                    created_at=wall,
+                    updated_wall=wall,
+                )
+                stored[key] = created[key] = row
+                added.append(row.version())
+                results.append(UpsertResult(row.id, UpsertOutcome.CREATED))
+                continue
+            if row.user_edited:
+                merged = self._edited_body(row, body)
+                if isinstance(merged, UpsertOutcome):
+                    results.append(UpsertResult(row.id, merged))
+                    continue
+                new_title, tags_text, new_body = row.title, row.tags, merged
+                contact_id, source_ref, about_date = row.contact_id, row.source_ref, row.about_date
+            else:
+                new_title, new_body, tags_text = title, body, tags_json(tags)
+                contact_id, source_ref = item.contact_id, item.source_ref
+                about_date = item.about_date
+                same = (
+                    row.title == title
+                    and (
+                        row.body == body
+                        if row.holder is None
+                        else row.content_hash == content_hash(body)
+                    )
+                    and row.tags == tags_text
+                    and row.contact_id == contact_id
+                    and row.source_ref == source_ref
+                    and row.about_date == about_date
+                )
+                if same:
+                    results.append(UpsertResult(row.id, UpsertOutcome.UNCHANGED))
+                    continue
+            removed.append(row.version())
+            stamp = self._stamp(session)
+            if row.holder is not None:  # a new version makes the body resident again
+                releases.append((row.id, row.content_hash, row.holder, self._clock.now_us()))
+                row.holder = None
+            row.title, row.tags = new_title, tags_text
+            row.body, row.content_hash = new_body, content_hash(new_body)
+            row.contact_id, row.source_ref, row.about_date = contact_id, source_ref, about_date
+            row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+            added.append(row.version())
+            if row.n is not None:
+                changed[row.n] = row
+            results.append(UpsertResult(row.id, UpsertOutcome.UPDATED))
+        if releases:
+            conn.executemany(_RELEASE_SQL, releases)
+        if created:
+            conn.executemany(_INSERT_SQL, [row.insert_values() for row in created.values()])
+        if changed:
+            conn.executemany(_UPDATE_SQL, [row.update_values() for row in changed.values()])
+        if added or removed:
+            _move_digest(session, conn, added, removed)
+            record_marks(session, [r.updated_at for r in (*created.values(), *changed.values())])
+        return results
 
-    def _add_to_edited(self, session: Session, row: Note, body: str) -> UpsertResult:
+    @staticmethod
+    def _edited_body(row: _Row, body: str) -> str | UpsertOutcome:
         """Distillation meets a note the user edited. Their text wins: for any
         note but a person page, nothing is written. A person page keeps
         growing: the user's text stays as it is and distillation's lines go
         below the marker (see `with_distilled`); its title, tags and links are
-        the user's. A deleted page, or one parked on the Homebase, is kept."""
+        the user's. A deleted page, or one parked on the Homebase, is kept.
+
+        The page's new body, or the outcome when nothing is written."""
         if row.kind != NoteKind.PERSON.value or row.deleted or row.body is None:
-            return UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT)
+            return UpsertOutcome.KEPT_USER_EDIT
         merged = with_distilled(row.body, body)
         if merged == row.body:
             has_section = DISTILLED_MARKER in merged
-            return UpsertResult(
-                row.id, UpsertOutcome.UNCHANGED if has_section else UpsertOutcome.KEPT_USER_EDIT
-            )
-        old = statedigest.note_version(row)
-        stamp = self._stamp(session)
-        row.body, row.content_hash = merged, content_hash(merged)
-        row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-        self._versioned(session, old, row)
-        return UpsertResult(row.id, UpsertOutcome.UPDATED)
+            return UpsertOutcome.UNCHANGED if has_section else UpsertOutcome.KEPT_USER_EDIT
+        return merged
 
     def add_user_note(self, kind: NoteKind, title: str, body: str, tags: Sequence[str] = ()) -> str:
         """The user writes a guidance or about_you note; it is theirs from the start."""
@@ -497,6 +550,171 @@ class ClearNotebookStore:
         if note is None:
             raise NotFound(f"no note with id {note_id}")
         return note
+
+
+# -- the batched upsert's statements, on the driver connection -------------------------
+#
+# Column names come from the ORM tables, which stay the schema's one definition.
+
+_NOTE = cast(Table, Note.__table__)
+_INSERT_COLUMNS = tuple(c.name for c in _NOTE.columns if c.name != "n")
+_INSERT_SQL = (
+    f"INSERT INTO {_NOTE.name} ({', '.join(_INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})"
+)
+# What an upsert can change in a stored row (`_Row.update_values`' order).
+_UPDATE_COLUMNS = (
+    "title",
+    "tags",
+    "body",
+    "content_hash",
+    "holder",
+    "contact_id",
+    "source_ref",
+    "about_date",
+    "updated_at",
+    "updated_wall",
+)
+_UPDATE_SQL = (
+    f"UPDATE {_NOTE.name} SET {', '.join(f'{_NOTE.c[c].name} = ?' for c in _UPDATE_COLUMNS)} "
+    f"WHERE {_NOTE.c.n.name} = ?"
+)
+# What an upsert reads of a stored row (`_Row`'s fields but created_at).
+_READ_COLUMNS = (
+    "n",
+    "id",
+    "kind",
+    "identity_key",
+    "user_edited",
+    "deleted",
+    *_UPDATE_COLUMNS,
+)
+_LOOKUP_CHUNK = 500  # identities per lookup statement
+_RELEASE = cast(Table, PendingRelease.__table__)
+_RELEASE_SQL = (
+    f"INSERT OR IGNORE INTO {_RELEASE.name} (note_id, content_hash, holder, since) "
+    "VALUES (?, ?, ?, ?)"
+)
+_META = cast(Table, Meta.__table__)
+_DIGEST_READ_SQL = f"SELECT value FROM {_META.name} WHERE key = ?"
+_DIGEST_WRITE_SQL = (
+    f"INSERT INTO {_META.name} (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+
+class _Row:
+    """A clear row as the batched upsert reads, decides on and writes it."""
+
+    __slots__ = (*_READ_COLUMNS, "created_at")
+
+    n: int | None  # None until inserted
+    id: str
+    kind: str
+    identity_key: str
+    user_edited: bool | int
+    deleted: bool | int
+    title: str
+    tags: str | None
+    body: str | None
+    content_hash: str
+    holder: str | None
+    contact_id: str | None
+    source_ref: str | None
+    about_date: int | None
+    updated_at: str
+    updated_wall: int
+    created_at: int
+
+    def __init__(
+        self,
+        n: int | None,
+        id: str,
+        kind: str,
+        identity_key: str,
+        user_edited: bool | int,
+        deleted: bool | int,
+        title: str,
+        tags: str | None,
+        body: str | None,
+        content_hash: str,
+        holder: str | None,
+        contact_id: str | None,
+        source_ref: str | None,
+        about_date: int | None,
+        updated_at: str,
+        updated_wall: int,
+        created_at: int = 0,
+    ) -> None:
+        self.n, self.id, self.kind, self.identity_key = n, id, kind, identity_key
+        self.user_edited, self.deleted = user_edited, deleted
+        self.title, self.tags, self.body, self.content_hash = title, tags, body, content_hash
+        self.holder, self.contact_id, self.source_ref = holder, contact_id, source_ref
+        self.about_date, self.updated_at, self.updated_wall = about_date, updated_at, updated_wall
+        self.created_at = created_at
+
+    def version(self) -> bytes:
+        """The row's version key in the state digest (see `statedigest.note_version`)."""
+        return note_item(
+            self.id, self.updated_at, self.content_hash, bool(self.user_edited), bool(self.deleted)
+        )
+
+    def insert_values(self) -> tuple[Any, ...]:
+        return _INSERT_VALUES(self)
+
+    def update_values(self) -> tuple[Any, ...]:
+        return _UPDATE_VALUES(self)
+
+    # Constant columns of every clear row this path inserts.
+    zone = Zone.CLEAR.value
+    nonce = ciphertext = None
+
+
+_INSERT_VALUES = attrgetter(*_INSERT_COLUMNS)
+_UPDATE_VALUES = attrgetter(*_UPDATE_COLUMNS, "n")
+
+
+def _driver(session: Session) -> sqlite3.Connection:
+    """The session's own driver connection (inside its transaction)."""
+    return cast(sqlite3.Connection, session.connection().connection.driver_connection)
+
+
+def _stored_rows(
+    conn: sqlite3.Connection, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], _Row]:
+    """The stored clear rows of these (kind, identity) keys, by key: one
+    statement per kind and few hundred identities, on the identity index."""
+    by_kind: dict[str, list[str]] = {}
+    for kind, identity in dict.fromkeys(keys):
+        by_kind.setdefault(kind, []).append(identity)
+    found: dict[tuple[str, str], _Row] = {}
+    columns = ", ".join(_READ_COLUMNS)
+    for kind, identities in by_kind.items():
+        for i in range(0, len(identities), _LOOKUP_CHUNK):
+            chunk = identities[i : i + _LOOKUP_CHUNK]
+            sql = (
+                f"SELECT {columns} FROM {_NOTE.name} WHERE zone = 'clear' AND kind = ? "
+                f"AND identity_key IN ({', '.join('?' * len(chunk))})"
+            )
+            for values in conn.execute(sql, (kind, *chunk)):
+                row = _Row(*values)
+                found[(row.kind, row.identity_key)] = row
+    return found
+
+
+def _move_digest(
+    session: Session, conn: sqlite3.Connection, added: Sequence[bytes], removed: Sequence[bytes]
+) -> None:
+    """`statedigest.update` through the driver, unless the session holds the
+    digest's row (then through it, so the two never disagree)."""
+    if session.identity_map.get(session.identity_key(Meta, DIGEST_KEY)) is not None:
+        statedigest.update(session, add=added, remove=removed)
+        return
+    found = conn.execute(_DIGEST_READ_SQL, (DIGEST_KEY,)).fetchone()
+    current = Fingerprint.decode(found[0]) if found is not None else Fingerprint()
+    changed = current.update(added, removed)
+    if changed != current:
+        conn.execute(_DIGEST_WRITE_SQL, (DIGEST_KEY, changed.encode()))
 
 
 __all__ = [

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from pixie.device.store import statedigest
 from pixie.device.store.notes import Note, record_marks
 from pixie.protocol.clock import SYSTEM_CLOCK, Clock
 from pixie.protocol.hlc import HybridClock, Stamp
+
+# The newest stamp stored, read on the updated_at index (one row).
+_LATEST_SQL = f"SELECT max({Note.updated_at.key}) FROM {Note.__tablename__}"
 
 
 class NoteStamper:
@@ -40,7 +42,7 @@ class NoteStamper:
         write lock, so nobody else can add a newer stamp meanwhile.
         """
         if not session.info.get("pixie_stamp_witnessed"):
-            latest = session.scalar(select(func.max(Note.updated_at)))
+            latest = session.connection().exec_driver_sql(_LATEST_SQL).scalar()
             if latest is not None:
                 self._clock.witness(Stamp.decode(latest))
             session.info["pixie_stamp_witnessed"] = True

@@ -58,19 +58,20 @@ def last_writer_wins(mp: pytest.MonkeyPatch) -> None:
 
 def noop_bumps_clock(mp: pytest.MonkeyPatch) -> None:
     """An upsert of unchanged content re-stamps the note anyway."""
-    original = NotebookStore._upsert_in
+    original = NotebookStore._upsert_batch
 
-    def upsert_in(self: NotebookStore, session: Session, *args: Any) -> UpsertResult:
-        result = original(self, session, *args)
-        if result.outcome is UpsertOutcome.UNCHANGED:
-            row = session.scalars(select(Note).where(Note.id == result.note_id)).one()
-            old = statedigest.note_version(row)
-            stamp = self._stamp(session)
-            row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-            self._versioned(session, old, row)
-        return result
+    def upsert_batch(self: NotebookStore, session: Session, *args: Any) -> list[UpsertResult]:
+        results = original(self, session, *args)
+        for result in results:
+            if result.outcome is UpsertOutcome.UNCHANGED:
+                row = session.scalars(select(Note).where(Note.id == result.note_id)).one()
+                old = statedigest.note_version(row)
+                stamp = self._stamp(session)
+                row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
+                self._versioned(session, old, row)
+        return results
 
-    mp.setattr(NotebookStore, "_upsert_in", upsert_in)
+    mp.setattr(NotebookStore, "_upsert_batch", upsert_batch)
 
 
 def holder_acks_unstored(mp: pytest.MonkeyPatch) -> None:
