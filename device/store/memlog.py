@@ -13,8 +13,6 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter
 from typing import Any, cast, overload
 
 from sqlalchemy import Index, String, Text, UniqueConstraint, func, select
@@ -193,10 +191,6 @@ COLUMNS = (
 Listener = Callable[[Sequence[Row]], None]
 
 
-# What `append` reads of each event, in `COLUMNS` order (the kind as its text).
-_FIELDS = attrgetter("id", "kind._value_", "at", "contact", "thread", "source", "from_me", "text")
-
-
 def _always() -> bool:
     return True
 
@@ -272,66 +266,58 @@ class MemoryLog:
         its commit."""
         if now is None:
             now = self.clock.now_us()
-        total = len(events)
-        if progress is not None:
-            progress(0, total)
-        if not total:
-            return AppendResult((), 0, 0), []
-        # The batch as columns, read off the events by one C-level getter
-        # rather than field by field in a Python loop.
-        given, kinds, ats, contacts, threads, sources, from_me, texts = map(
-            list, zip(*map(_FIELDS, events), strict=True)
-        )
-        missing = given.count(None)
-        ids: list[str] = given
-        if missing:
-            fresh = iter(self.ids.new_ids(missing))
-            ids = [next(fresh) if i is None else i for i in given]
-            given = [i for i in given if i is not None]
-        seen = _existing_ids(session, given)
+        rows: list[Row] = []
         skipped = 0
-        if seen or len(set(ids)) != total:
-            # Some ids are in the log already, or twice in the batch: keep the
-            # first of each new id, so sequence numbers stay gap-free.
-            keep: list[int] = []
-            for index, event_id in enumerate(ids):
-                if event_id not in seen:
-                    seen.add(event_id)
-                    keep.append(index)
-            skipped = total - len(keep)
-            ids, kinds, ats, contacts, threads, sources, from_me, texts = (
-                [column[k] for k in keep]
-                for column in (ids, kinds, ats, contacts, threads, sources, from_me, texts)
-            )
-        # Each distinct name resolved once, in the order the batch first names it.
-        names: dict[str | None, str] = {}
         new_contacts = 0
-        for name in dict.fromkeys(contacts):
-            if name is not None:
-                names[name], created = ContactBook.ensure_in(session, name, now)
-                new_contacts += created
-        conn = session.connection()
-        n = conn.exec_driver_sql(_TOP_SQL).scalar() or 0
-        seq = conn.exec_driver_sql(_TOP_SEQ_SQL, (self.origin,)).scalar() or 0
-        count = len(ids)
-        rows: list[Row] = list(
-            zip(
-                range(n + 1, n + count + 1),
-                ids,
-                repeat(self.origin, count),
-                range(seq + 1, seq + count + 1),
-                kinds,
-                ats,
-                map(names.get, contacts),
-                threads,
-                sources,
-                from_me,
-                texts,
-                strict=True,
+        fresh = iter(self.ids.new_ids(sum(1 for e in events if e.id is None)))
+        seen = _existing_ids(session, [e.id for e in events if e.id is not None])
+        names: dict[str, str] = {}
+        n = session.scalar(select(func.max(MemoryEvent.n))) or 0
+        seq = (
+            session.scalar(
+                select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == self.origin)
             )
+            or 0
         )
-        _insert(session, rows, ids, progress, total)
-        return AppendResult(tuple(ids), skipped, new_contacts), rows
+        origin = self.origin
+        total = len(events)
+        for done, ev in enumerate(events):
+            if progress is not None and done % PROGRESS_EVENTS == 0:
+                progress(done, total)
+            event_id = ev.id
+            if event_id is None:
+                event_id = next(fresh)
+            elif event_id in seen:
+                skipped += 1
+                continue
+            else:
+                seen.add(event_id)
+            contact_id = None
+            if ev.contact is not None:
+                contact_id = names.get(ev.contact)
+                if contact_id is None:
+                    contact_id, created = ContactBook.ensure_in(session, ev.contact, now)
+                    names[ev.contact] = contact_id
+                    new_contacts += created
+            n += 1
+            seq += 1
+            rows.append(
+                (
+                    n,
+                    event_id,
+                    origin,
+                    seq,
+                    ev.kind.value,
+                    ev.at,
+                    contact_id,
+                    ev.thread,
+                    ev.source,
+                    ev.from_me,
+                    ev.text,
+                )
+            )
+        _insert(session, rows)
+        return AppendResult(tuple(r[1] for r in rows), skipped, new_contacts), rows
 
     def insert_if_absent(self, records: Sequence[EventRecord]) -> int:
         """Merge events from another replica: insert those whose id is new.
@@ -382,16 +368,17 @@ class MemoryLog:
         rows: Sequence[Row]
         if landed == count:
             rows = NumberedRows(top + 1, columns)
-            raw = id_bytes if id_bytes is not None else _id_bytes(columns[0])
-            landed_ids: Sequence[str] = columns[0]
+            if id_bytes is not None:
+                items = [b"E" + id_bytes[i : i + 16] for i in range(0, len(id_bytes), 16)]
+            else:
+                items = _event_items(columns[0])
         else:
             first: dict[str, Event] = {}
             for e in zip(*columns, strict=True):
                 first.setdefault(e[0], e)
             rows = [(n, *first[i]) for n, i in conn.exec_driver_sql(_LANDED_SQL, (top,))]
-            landed_ids = [r[1] for r in rows]
-            raw = _id_bytes(landed_ids)
-        _add_to_digest(session, landed_ids, raw)
+            items = _event_items([r[1] for r in rows])
+        statedigest.update(session, add=items)
         return rows
 
     @staticmethod
@@ -543,52 +530,22 @@ _INSERT_NEW_SQL = "INSERT INTO memory_event ({}) VALUES ({}) ON CONFLICT (id) DO
 )
 _LANDED_SQL = "SELECT n, id FROM memory_event WHERE n > ? ORDER BY n"
 _TOP_SQL = "SELECT max(n) FROM memory_event"
-_TOP_SEQ_SQL = "SELECT max(seq) FROM memory_event WHERE origin = ?"
 _AFTER_SQL = "SELECT {} FROM memory_event WHERE n > ? ORDER BY n LIMIT ?".format(
     ", ".join(MemoryEvent.__table__.c[name].name for name in COLUMNS)
 )
 
 
-def _insert(
-    session: Session,
-    rows: Sequence[Row],
-    ids: Sequence[str],
-    progress: Callable[[int, int], None] | None,
-    total: int,
-) -> None:
-    """Write finished rows with the driver's executemany (in slices, so that
-    ``progress`` hears how far it is) and add their ids to the state digest."""
-    if not rows:
-        return
-    conn = session.connection()
-    cursor = cast(sqlite3.Connection, conn.connection.driver_connection).cursor()
-    step = len(rows) if progress is None else PROGRESS_EVENTS
-    try:
-        for start in range(0, len(rows), step):
-            if progress is not None and start:
-                progress(start * total // len(rows), total)
-            cursor.executemany(_INSERT_SQL, rows[start : start + step])
-    except sqlite3.Error as exc:
-        raise DBAPIError.instance(_INSERT_SQL, None, exc, sqlite3.Error) from None
-    finally:
-        cursor.close()
-    _add_to_digest(session, ids, _id_bytes(ids))
+def _insert(session: Session, rows: Sequence[Row]) -> None:
+    if rows:
+        session.connection().exec_driver_sql(_INSERT_SQL, list(rows))
+        statedigest.update(session, add=_event_items([r[1] for r in rows]))
 
 
-def _add_to_digest(session: Session, ids: Sequence[str], raw: bytes | None) -> None:
-    """Add events to the state digest: by ``raw``, their ids' bytes, if the
-    ids were all canonical; else one by one, which names a bad id."""
-    if raw is None:
-        statedigest.update(session, add=[event_item(i) for i in ids])
-    elif raw:
-        statedigest.add_events(session, raw)
-
-
-def _id_bytes(ids: Sequence[str]) -> bytes | None:
-    """The ids' 16 bytes each, concatenated, if every one is in canonical
-    8-4-4-4-12 text; None otherwise. One pass over all of them, not one
-    parse each."""
-    n, joined = len(ids), "".join(ids)
+def _event_items(ids: Sequence[str]) -> list[bytes]:
+    """The digest items of events by id (`event_item` of each), in one pass over
+    the ids rather than one parse each."""
+    n, joined, raw = len(ids), "".join(ids), b""
+    # Canonical 8-4-4-4-12 text: four dashes in each id, each in its place.
     if (
         len(joined) == 36 * n
         and joined.count("-") == 4 * n
@@ -596,6 +553,6 @@ def _id_bytes(ids: Sequence[str]) -> bytes | None:
     ):
         with suppress(ValueError):
             raw = bytes.fromhex(joined.replace("-", ""))
-            if len(raw) == 16 * n:
-                return raw
-    return None
+    if len(raw) != 16 * n:
+        return [event_item(i) for i in ids]  # the slow way, which names a bad id
+    return [b"E" + raw[i : i + 16] for i in range(0, len(raw), 16)]

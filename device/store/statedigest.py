@@ -9,16 +9,14 @@ it with.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
-from operator import methodcaller
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pixie.device.store.db import Database, Meta
 from pixie.device.store.notes import Note
-from pixie.protocol.digest import _PERSON, MODULUS, Fingerprint, note_item
+from pixie.protocol.digest import Fingerprint, note_item
 
 DIGEST_KEY = "state_fingerprint"
 
@@ -38,31 +36,6 @@ def update(session: Session, *, add: Iterable[bytes] = (), remove: Iterable[byte
         session.add(Meta(key=DIGEST_KEY, value=changed.encode()))
     else:
         row.value = changed.encode()
-
-
-def add_events(session: Session, id_bytes: bytes) -> None:
-    """`update` adding the events whose ids are ``id_bytes`` (16 bytes each):
-    the same digest, each item's hash made and summed by C-level maps rather
-    than a Python call per event (an import of 100k events feels the calls)."""
-    count = len(id_bytes) // 16
-    if not count or len(id_bytes) != 16 * count:
-        raise ValueError("event ids must be 16 bytes each")
-    size = 16 * count
-    ids = map(id_bytes.__getitem__, map(slice, range(0, size, 16), range(16, size + 16, 16)))
-    # `item_hash(event_item(id))`: sha256 of the personalisation, b"E" and the
-    # id, as a big-endian integer (int.from_bytes's default order).
-    hashes = map(hashlib.sha256, map((_PERSON + b"E").__add__, ids))
-    total = sum(map(int.from_bytes, map(_DIGEST, hashes)))
-    row = session.get(Meta, DIGEST_KEY)
-    current = Fingerprint.decode(row.value) if row is not None else Fingerprint()
-    changed = Fingerprint((current.total + total) % MODULUS, current.count + count)
-    if row is None:
-        session.add(Meta(key=DIGEST_KEY, value=changed.encode()))
-    else:
-        row.value = changed.encode()
-
-
-_DIGEST = methodcaller("digest")
 
 
 def current(db: Database) -> Fingerprint:

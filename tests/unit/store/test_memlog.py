@@ -203,22 +203,6 @@ def test_the_text_mirror_built_after_a_write_it_skipped_still_finds_it(node: Nod
     ]
 
 
-def test_the_bulk_event_digest_is_the_digest_of_each_event_added_in_turn(node: Node) -> None:
-    from pixie.device.store import statedigest
-    from pixie.protocol.digest import Fingerprint, event_item
-
-    ids = [new_id() for _ in range(300)]
-    with node.db.writing() as session:
-        statedigest.update(session, add=[event_item(ids[0])])
-        statedigest.add_events(session, b"".join(uuid.UUID(i).bytes for i in ids[1:]))
-    expected = Fingerprint()
-    for i in ids:
-        expected = expected.add(event_item(i))
-    assert statedigest.current(node.db) == expected
-    with node.db.writing() as session, pytest.raises(ValueError):
-        statedigest.add_events(session, b"\x01" * 17)
-
-
 def test_a_batch_with_repeats_and_known_ids_writes_each_new_event_once_in_order(
     node: Node,
 ) -> None:
