@@ -106,7 +106,7 @@ from pixie.device.notebook.clear import (
     UpsertResult,
 )
 from pixie.device.store import config
-from pixie.device.store.contacts import name_key, name_tag
+from pixie.device.store.contacts import name_key, name_tag, name_words
 from pixie.device.store.db import Database
 from pixie.device.store.marks import DistillMark
 from pixie.device.store.notes import (
@@ -556,13 +556,19 @@ def person_items(
             threads=result.open_threads,
         )
         return [_page_item(contact, request.person, page, result.tags)]
+    if loaded.source.kind is SourceKind.CALL and len(loaded.participants) == 1:
+        name = loaded.names.get(loaded.participants[0], "")
+        facts += [
+            Fact(FactKind.NOTE, f"{GOES_BY}{label}{IN_CALLS}", newest)
+            for label in call_names(loaded.rows, name)
+        ]
     if not facts or loaded.source.kind is SourceKind.CONVERSATION or len(loaded.participants) != 1:
         return []
     contact = loaded.participants[0]
     stored = _stored_page(session, contact)
     if stored is None or stored.body is None:
         return []
-    page = merge_page(_page_base(stored), facts)
+    page = _cap_agent_facts(merge_page(_page_base(stored), facts))
     return [
         _page_item(
             contact,
@@ -616,6 +622,8 @@ def _page_item(
 AGENT_SAID = "Pixie told you: "
 AGENT_SAID_KEY = "*agent-said"  # its watermark's row: the newest agent answer looked at
 AGENT_SAID_REF = "agent-chat"
+GOES_BY = "Goes by “"  # a call transcript's name for them: "Goes by “Mum” in your calls"
+IN_CALLS = "” in your calls"
 MAX_AGENT_SAID = 3
 MAX_ALIAS_TAGS = 3
 AGENT_SCAN = 5_000  # agent answers looked at per pass (the rest wait for the next)
@@ -626,26 +634,69 @@ _AGENT_SQL = (
 
 
 def alias_tags(page: PersonPage, name: str) -> list[str]:
-    """The names the agent's notes on a page called the person by, other
-    than the page's own name, as tags (newest note first)."""
+    """The names a page's notes say the person goes by (the agent's answers,
+    the call transcripts), other than the page's own name, as tags (newest
+    note first)."""
     own = name_tag(name)[:MAX_TAG_CHARS]
     out: list[str] = []
     for fact in sorted(_agent_facts(page.facts), key=lambda f: -(f.at or 0)):
-        tag = name_tag(fact.text[len(AGENT_SAID) :].split(" is ", 1)[0])[:MAX_TAG_CHARS]
+        if fact.text.startswith(AGENT_SAID):
+            said_as = fact.text[len(AGENT_SAID) :].split(" is ", 1)[0]
+        else:
+            said_as = fact.text[len(GOES_BY) : -len(IN_CALLS)]
+        tag = name_tag(said_as)[:MAX_TAG_CHARS]
         if tag and tag != own and tag not in out:
             out.append(tag)
     return out[:MAX_ALIAS_TAGS]
 
 
+def call_names(rows: Iterable[Row], name: str) -> list[str]:
+    """The speaker labels of a one-to-one call's transcript ("Mum: ...") for
+    the other person, where they are not already words of the contact's name
+    ("Dr. Nowak" for "Dr. Tomasz Nowak" is not news): the names the user's
+    own transcripts call them by. At most MAX_ALIAS_TAGS."""
+    own = set(name_words(name))
+    out: list[str] = []
+    for row in rows:
+        for turn in row[5].splitlines():
+            match = _SPEAKER.match(turn.strip())
+            if match is None:
+                continue
+            label = " ".join(match.group(1).split())
+            words = name_words(label)
+            if label.casefold() in _MINE or not words or set(words) <= own:
+                continue
+            if label not in out:
+                out.append(label)
+    return out[:MAX_ALIAS_TAGS]
+
+
+_SPEAKER = re.compile(r"^([^:\n]{1,40}):\s")
+_MINE = frozenset({"me", "you", "i"})
+
+
 def _agent_facts(facts: Iterable[Fact]) -> list[Fact]:
-    return [f for f in facts if f.kind is FactKind.NOTE and f.text.startswith(AGENT_SAID)]
+    return [
+        f
+        for f in facts
+        if f.kind is FactKind.NOTE
+        and (
+            f.text.startswith(AGENT_SAID)
+            or (f.text.startswith(GOES_BY) and f.text.endswith(IN_CALLS))
+        )
+    ]
 
 
 def _cap_agent_facts(page: PersonPage) -> PersonPage:
-    said = _agent_facts(page.facts)
-    if len(said) <= MAX_AGENT_SAID:
+    """At most MAX_AGENT_SAID of the agent's notes and as many "goes by" notes
+    on a page, the newest."""
+    dropped: set[Fact] = set()
+    for prefix in (AGENT_SAID, GOES_BY):
+        said = [f for f in _agent_facts(page.facts) if f.text.startswith(prefix)]
+        ranked = sorted(said, key=lambda f: (f.at or 0, f.text), reverse=True)
+        dropped.update(ranked[MAX_AGENT_SAID:])
+    if not dropped:
         return page
-    dropped = set(sorted(said, key=lambda f: (f.at or 0, f.text), reverse=True)[MAX_AGENT_SAID:])
     return PersonPage(tuple(f for f in page.facts if f not in dropped), page.read, page.threads)
 
 
