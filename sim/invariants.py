@@ -26,12 +26,22 @@ are checked at the end (`check_converged`, `check_digest_only`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.notes import NoteKind, clean_tags, content_hash, tags_json, with_distilled
+from pixie.device.store.notes import (
+    NoteKind,
+    clean_tags,
+    content_hash,
+    is_kept_up_identity,
+    kept_up_identity,
+    kept_up_title,
+    tags_json,
+    unsaid,
+)
 from pixie.protocol.offload import body_hash
 from pixie.protocol.sync import Loopback, SyncSession
 from pixie.sim.network import SEALED_CANARY
@@ -172,11 +182,28 @@ def upsert_is_noop(node: Node, item: Distilled) -> bool:
         return False
     title, body, holder, chash, tags, contact_id, source_ref, about_date, edited, deleted = rows[0]
     if edited:
-        # The user's text wins; only a live, resident person page takes
-        # distillation's section below it, and is untouched when that adds nothing.
-        if item.kind is not NoteKind.PERSON or deleted or body is None:
+        # The user's text wins. A live, resident person page (not distillation's
+        # own page beside one) sends what it does not say to the page beside.
+        if (
+            item.kind is not NoteKind.PERSON
+            or deleted
+            or body is None
+            or holder is not None
+            or is_kept_up_identity(item.identity_key)
+        ):
             return True
-        return bool(with_distilled(body, item.body) == body)
+        section = unsaid(body, item.body)
+        if not section:
+            return True
+        assert item.identity_key is not None
+        beside = replace(
+            item,
+            identity_key=kept_up_identity(item.identity_key),
+            title=kept_up_title(item.title),
+            body=section,
+            contact_id=item.contact_id or contact_id,
+        )
+        return upsert_is_noop(node, beside)
     same_body = body == item.body if holder is None else chash == content_hash(item.body)
     return bool(
         same_body

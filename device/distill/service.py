@@ -115,7 +115,7 @@ from pixie.device.store.notes import (
     MAX_TAG_CHARS,
     MAX_TITLE_CHARS,
     NoteKind,
-    distilled_part,
+    kept_up_identity,
 )
 
 if TYPE_CHECKING:
@@ -549,7 +549,7 @@ def person_items(
         contact = loaded.one_to_one
         stored = _stored_page(session, contact)
         page = merge_page(
-            _page_base(stored),
+            _page_base(session, contact, stored),
             facts,
             # An answer without a read keeps the stored one.
             read=[result.person] if result.person else None,
@@ -568,7 +568,7 @@ def person_items(
     stored = _stored_page(session, contact)
     if stored is None or stored.body is None:
         return []
-    page = _cap_agent_facts(merge_page(_page_base(stored), facts))
+    page = _cap_agent_facts(merge_page(_page_base(session, contact, stored), facts))
     return [
         _page_item(
             contact,
@@ -783,14 +783,16 @@ def _stored_page(session: Session, contact: str) -> _Stored | None:
     return _stored(session, NoteKind.PERSON, contact)
 
 
-def _page_base(stored: _Stored | None) -> PersonPage:
-    """What a pass merges its findings into: the stored page, or, on a page
-    the user edited, only distillation's own section of it (their text is
-    theirs, and the upsert leaves it as it is)."""
+def _page_base(session: Session, contact: str, stored: _Stored | None) -> PersonPage:
+    """What a pass merges its findings into: the stored page, or, when the
+    user has edited it, distillation's own page beside it (the user's page is
+    theirs; the upsert writes what it does not say to the page beside)."""
+    if stored is not None and stored.user_edited:
+        stored = _stored(session, NoteKind.PERSON, kept_up_identity(contact))
+        if stored is not None and stored.user_edited:
+            return PersonPage()  # nothing distillation writes would land there
     if stored is None or stored.body is None:
         return PersonPage()
-    if stored.user_edited:
-        return parse_person_page(distilled_part(stored.body))
     return parse_person_page(stored.body)
 
 
@@ -1154,7 +1156,9 @@ class NotetakingService:
                 stored = _stored_page(session, one.contact_id)
                 if stored is not None and stored.body is None:
                     continue  # parked on the Homebase
-                page = _cap_agent_facts(merge_page(_page_base(stored), one.facts))
+                page = _cap_agent_facts(
+                    merge_page(_page_base(session, one.contact_id, stored), one.facts)
+                )
                 stored_tags = tuple(json.loads(stored.tags)) if stored and stored.tags else ()
                 items.append(
                     _page_item(
@@ -1245,7 +1249,7 @@ def _group_pages(session: Session, loaded: Loaded, request: DistillRequest) -> l
         # The same validation a model's answer gets.
         fields = parse_result({"summary": "-", "facts": [], "tags": [], **answer})
         page = merge_page(
-            _page_base(stored),
+            _page_base(session, contact_id, stored),
             fields.person_facts,
             read=[fields.person] if fields.person else [],
             threads=[],

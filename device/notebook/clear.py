@@ -30,7 +30,6 @@ from pixie.device.store.holdings import PendingRelease, make_resident
 from pixie.device.store.memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from pixie.device.store.notes import (
     ABOUT_YOU_KEY,
-    DISTILLED_MARKER,
     MAX_BODY_CHARS,
     MAX_IDENTITY_CHARS,
     ClearNote,
@@ -42,10 +41,13 @@ from pixie.device.store.notes import (
     clean_title,
     content_hash,
     identity_note_id,
+    is_kept_up_identity,
+    kept_up_identity,
+    kept_up_title,
     record_marks,
     tags_json,
     to_clear_note,
-    with_distilled,
+    unsaid,
 )
 from pixie.device.store.statedigest import DIGEST_KEY
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
@@ -230,9 +232,25 @@ class ClearNotebookStore:
         added: list[bytes] = []
         removed: list[bytes] = []
         results: list[UpsertResult] = []
-        for item, title, body, tags, identity in cleaned:
+        for item, item_title, item_body, tags, item_identity in cleaned:
+            title, body, identity = item_title, item_body, item_identity
+            contact = item.contact_id
             key = (item.kind.value, identity)
             row = stored.get(key)
+            if row is not None and _grows_beside(row):
+                # The user's page stays exactly theirs; what it does not say
+                # goes to distillation's own page beside it.
+                assert row.body is not None
+                body = unsaid(row.body, body)
+                if not body:
+                    results.append(UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT))
+                    continue
+                identity, title = kept_up_identity(identity), kept_up_title(title)
+                contact = contact or row.contact_id  # the same person's page
+                key = (item.kind.value, identity)
+                if key not in stored:
+                    stored.update(_stored_rows(conn, [key]))
+                row = stored.get(key)
             if row is None:
                 stamp = self._stamp(session)
                 wall = stamp.wall_ms * 1000
@@ -245,7 +263,7 @@ class ClearNotebookStore:
                     body=body,
                     content_hash=content_hash(body),
                     tags=tags_json(tags),
-                    contact_id=item.contact_id,
+                    contact_id=contact,
                     source_ref=item.source_ref,
                     about_date=item.about_date,
                     user_edited=False,
@@ -259,32 +277,27 @@ class ClearNotebookStore:
                 added.append(row.version())
                 results.append(UpsertResult(row.id, UpsertOutcome.CREATED))
                 continue
-            if row.user_edited:
-                merged = self._edited_body(row, body)
-                if isinstance(merged, UpsertOutcome):
-                    results.append(UpsertResult(row.id, merged))
-                    continue
-                new_title, tags_text, new_body = row.title, row.tags, merged
-                contact_id, source_ref, about_date = row.contact_id, row.source_ref, row.about_date
-            else:
-                new_title, new_body, tags_text = title, body, tags_json(tags)
-                contact_id, source_ref = item.contact_id, item.source_ref
-                about_date = item.about_date
-                same = (
-                    row.title == title
-                    and (
-                        row.body == body
-                        if row.holder is None
-                        else row.content_hash == content_hash(body)
-                    )
-                    and row.tags == tags_text
-                    and row.contact_id == contact_id
-                    and row.source_ref == source_ref
-                    and row.about_date == about_date
+            if row.user_edited:  # theirs: never written by distillation
+                results.append(UpsertResult(row.id, UpsertOutcome.KEPT_USER_EDIT))
+                continue
+            new_title, new_body, tags_text = title, body, tags_json(tags)
+            contact_id, source_ref = contact, item.source_ref
+            about_date = item.about_date
+            same = (
+                row.title == title
+                and (
+                    row.body == body
+                    if row.holder is None
+                    else row.content_hash == content_hash(body)
                 )
-                if same:
-                    results.append(UpsertResult(row.id, UpsertOutcome.UNCHANGED))
-                    continue
+                and row.tags == tags_text
+                and row.contact_id == contact_id
+                and row.source_ref == source_ref
+                and row.about_date == about_date
+            )
+            if same:
+                results.append(UpsertResult(row.id, UpsertOutcome.UNCHANGED))
+                continue
             removed.append(row.version())
             stamp = self._stamp(session)
             if row.holder is not None:  # a new version makes the body resident again
@@ -308,23 +321,6 @@ class ClearNotebookStore:
             _move_digest(session, conn, added, removed)
             record_marks(session, [r.updated_at for r in (*created.values(), *changed.values())])
         return results
-
-    @staticmethod
-    def _edited_body(row: _Row, body: str) -> str | UpsertOutcome:
-        """Distillation meets a note the user edited. Their text wins: for any
-        note but a person page, nothing is written. A person page keeps
-        growing: the user's text stays as it is and distillation's lines go
-        below the marker (see `with_distilled`); its title, tags and links are
-        the user's. A deleted page, or one parked on the Homebase, is kept.
-
-        The page's new body, or the outcome when nothing is written."""
-        if row.kind != NoteKind.PERSON.value or row.deleted or row.body is None:
-            return UpsertOutcome.KEPT_USER_EDIT
-        merged = with_distilled(row.body, body)
-        if merged == row.body:
-            has_section = DISTILLED_MARKER in merged
-            return UpsertOutcome.UNCHANGED if has_section else UpsertOutcome.KEPT_USER_EDIT
-        return merged
 
     def add_user_note(self, kind: NoteKind, title: str, body: str, tags: Sequence[str] = ()) -> str:
         """The user writes a guidance or about_you note; it is theirs from the start."""
@@ -677,6 +673,22 @@ _UPDATE_VALUES = attrgetter(*_UPDATE_COLUMNS, "n")
 def _driver(session: Session) -> sqlite3.Connection:
     """The session's own driver connection (inside its transaction)."""
     return cast(sqlite3.Connection, session.connection().connection.driver_connection)
+
+
+def _grows_beside(row: _Row) -> bool:
+    """A person page the user edited, live and resident: distillation writes
+    what it learns about that person to a page beside it (see
+    `pixie.device.store.notes.kept_up_identity`). Any other note the user
+    edited or deleted, a page parked on the Homebase, and an edited page
+    beside are simply kept."""
+    return bool(
+        row.user_edited
+        and row.kind == NoteKind.PERSON.value
+        and not row.deleted
+        and row.body is not None
+        and row.holder is None
+        and not is_kept_up_identity(row.identity_key)
+    )
 
 
 def _stored_rows(

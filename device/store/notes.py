@@ -361,25 +361,28 @@ def tags_json(tags: tuple[str, ...]) -> str | None:
 
 # -- a person page the user edited ---------------------------------------------------
 #
-# A person page the user has edited stays theirs: nothing they wrote is ever
-# changed. Distillation keeps adding to it all the same, in a section of its own
-# below this line, which it rewrites on every pass. A user who wants a line kept
-# moves it above the line; one who wants the page left alone deletes it.
-DISTILLED_MARKER = (
-    "--- Kept up to date by Pixie below this line; your text above it stays yours ---"
-)
+# A person page the user has edited is theirs: distillation never writes to it
+# again (so a user's edit always beats a distillation that had not seen it, on
+# any sibling, by the merge order alone). What distillation learns about that
+# person afterwards goes to a page of its own beside it, "<name> · kept up to
+# date by Pixie": same person, same contact link, the lines the user's page
+# does not already say, rewritten on every pass like any distilled note.
+KEPT_UP_SUFFIX = "#pixie"
+KEPT_UP_TITLE = " · kept up to date by Pixie"
 
 
-def user_part(body: str) -> str:
-    """What the user wrote on an edited person page: everything above the marker."""
-    head, marker, _ = body.partition(DISTILLED_MARKER)
-    return head.rstrip() if marker else body.rstrip()
+def kept_up_identity(identity: str) -> str:
+    """The identity of distillation's own page beside an edited person page."""
+    return identity + KEPT_UP_SUFFIX
 
 
-def distilled_part(body: str) -> str:
-    """Distillation's own section of an edited person page ("" if none yet)."""
-    _, marker, tail = body.partition(DISTILLED_MARKER)
-    return tail.strip("\n") if marker else ""
+def is_kept_up_identity(identity: str | None) -> bool:
+    return identity is not None and identity.endswith(KEPT_UP_SUFFIX)
+
+
+def kept_up_title(title: str) -> str:
+    room = MAX_TITLE_CHARS - len(KEPT_UP_TITLE)
+    return (title if len(title) <= room else title[: room - 1].rstrip() + "…") + KEPT_UP_TITLE
 
 
 def _said(line: str) -> str:
@@ -389,18 +392,15 @@ def _said(line: str) -> str:
     return " ".join(line.split()).casefold()
 
 
-def with_distilled(stored: str, distilled: str, limit: int = MAX_BODY_CHARS) -> str:
-    """An edited person page: the user's text exactly as they left it, then,
-    below the marker, the lines of ``distilled`` their text does not already
-    say. A line over a list is its heading, kept only over a list line that
-    is kept; any other line is kept unless already said. Lines are dropped
-    from the end until the page fits ``limit``; with nothing left to add the
-    page is the user's text alone."""
-    mine = user_part(stored)
+def unsaid(mine: str, distilled: str) -> str:
+    """The lines of ``distilled`` that ``mine`` (the user's page) does not
+    already say, case and spacing aside. A line over a list is its heading,
+    kept only over a list line that is kept; any other line is kept unless
+    already said. "" when nothing is left."""
     said = {_said(line) for line in mine.splitlines()}
     lines = [raw.rstrip() for raw in distilled.splitlines() if raw.strip()]
     listed = [line.lstrip().startswith(("- ", "* ")) for line in lines]
-    kept: list[tuple[str, bool]] = []  # (line, is a heading)
+    kept: list[str] = []
     heading: str | None = None
     for i, line in enumerate(lines):
         if not listed[i]:
@@ -408,20 +408,15 @@ def with_distilled(stored: str, distilled: str, limit: int = MAX_BODY_CHARS) -> 
             if i + 1 < len(lines) and listed[i + 1]:
                 heading = line  # shown only over a line of its list that is
             elif _said(line) not in said:
-                kept.append((line, False))
+                kept.append(line)
             continue
         if _said(line) in said:
             continue
         if heading is not None:
-            kept.append((heading, True))
+            kept.append(heading)
             heading = None
-        kept.append((line, False))
-    room = limit - len(mine) - len(DISTILLED_MARKER) - 3
-    while kept and (sum(len(k) + 1 for k, _ in kept) > room or kept[-1][1]):
-        kept.pop()
-    if not kept:
-        return mine
-    return "\n".join([mine, "", DISTILLED_MARKER, *(k for k, _ in kept)])
+        kept.append(line)
+    return "\n".join(kept)
 
 
 LABELS = {

@@ -29,11 +29,10 @@ from pixie.device.notebook.seal import NotebookSeal
 from pixie.device.notebook.store import Distilled, UpsertOutcome
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import (
-    DISTILLED_MARKER,
     ClearNote,
     NoteKind,
     SealedKind,
-    distilled_part,
+    kept_up_title,
 )
 from pixie.device.store.provision import create_data_dir
 from tests.support.llmserver import Recorded, Reply, ScriptedLLMServer, good_answer
@@ -325,24 +324,20 @@ async def test_the_users_edits_are_never_overwritten(node: Node) -> None:
     chat(node, "t-ada", "Ada", ["new job!", "I work at Northwind Labs"], first=10)
     report = await distil(node)
     assert report.notes[UpsertOutcome.KEPT_USER_EDIT] == 1  # about_you: the user's
-    # The digest, which nobody edited, and the person page, which keeps growing
-    # below the user's text without a word of it changed.
-    assert report.notes[UpsertOutcome.UPDATED] == 2
+    # The digest, which nobody edited, is updated; the person page is left as
+    # the user wrote it and what is new goes to a page beside it.
+    assert report.notes[UpsertOutcome.UPDATED] == 1
+    assert report.notes[UpsertOutcome.CREATED] == 1
     assert node.notebook.get_clear(about.id) == mine[about.id]
-    grown = node.notebook.get_clear(page.id)
-    assert grown.body is not None
-    assert grown.body.startswith(f"My own words about Ada.\n\n{DISTILLED_MARKER}\n")
-    assert "4 messages" in distilled_part(grown.body)  # the read, from the newer lines
-    assert "My own words" not in distilled_part(grown.body)
-    assert (grown.title, grown.tags, grown.contact_id) == (
-        mine[page.id].title,
-        mine[page.id].tags,
-        ada,
-    )
-    assert grown.user_edited
-    # Nothing new: nothing written, the page as it was.
+    assert node.notebook.get_clear(page.id) == mine[page.id]
+    (beside,) = [n for n in node.notebook.clear_notes(NoteKind.PERSON) if n.id != page.id]
+    assert beside.body is not None and not beside.user_edited
+    assert "4 messages" in beside.body  # the read, from the newer lines
+    assert "My own words" not in beside.body
+    assert (beside.title, beside.contact_id) == (kept_up_title(mine[page.id].title), ada)
+    # Nothing new: nothing written, both pages as they were.
     again = await distil(node)
-    assert again.written == 0 and node.notebook.get_clear(page.id) == grown
+    assert again.written == 0 and node.notebook.get_clear(beside.id) == beside
 
 
 async def test_a_deleted_person_page_stays_deleted(node: Node) -> None:

@@ -45,7 +45,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.notebook.clear import UpsertOutcome
 from pixie.device.store.contacts import ContactBook, ContactCard
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.notes import DISTILLED_MARKER, ClearNote, NoteKind, distilled_part
+from pixie.device.store.notes import ClearNote, NoteKind, kept_up_title
 
 DAY = 86_400_000_000
 MINUTE = 60_000_000
@@ -381,7 +381,7 @@ async def test_a_person_page_holds_dated_facts_from_the_whole_thread(node: Node)
     assert f"{READ}\n- You write often: 40 messages" in body  # the call kept the read
 
     # Idempotent; after the user's edit their words stay exactly as written
-    # and later sources add below them.
+    # and later sources go to the page kept up to date beside it.
     assert (await distil(node)).written == 0
     page = page_of(node, "Priya Raman")
     node.notebook.edit(page.id, body="Priya: my own notes.")
@@ -389,9 +389,12 @@ async def test_a_person_page_holds_dated_facts_from_the_whole_thread(node: Node)
         [message("t-priya", "Priya Raman", T0 + 50 * DAY, "I live in Paris now")], now=0
     )
     report = await distil(node)
-    body = page_of(node, "Priya Raman").body or ""
-    assert body.startswith(f"Priya: my own notes.\n\n{DISTILLED_MARKER}\n")
-    assert "lives in Paris" in distilled_part(body)
+    pages = {n.title: n for n in node.notebook.clear_notes(NoteKind.PERSON)}
+    assert pages[page.title].body == "Priya: my own notes." and pages[page.title].user_edited
+    beside = pages[kept_up_title(page.title)]
+    assert beside.contact_id == page.contact_id and not beside.user_edited
+    beside_body = beside.body or ""
+    assert "lives in Paris" in beside_body
     assert report.notes[UpsertOutcome.KEPT_USER_EDIT] == 0
     assert (await distil(node)).written == 0
 

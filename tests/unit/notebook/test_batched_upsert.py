@@ -11,7 +11,7 @@ import pytest
 
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, UpsertOutcome, UpsertResult
-from pixie.device.store.notes import DISTILLED_MARKER, NoteKind, content_hash
+from pixie.device.store.notes import NoteKind, content_hash, identity_note_id, kept_up_title
 from pixie.device.store.provision import create_data_dir
 
 # Columns that do not depend on when a version was written (stamps differ
@@ -48,7 +48,7 @@ def _one_by_one(node: Node, items: Sequence[Distilled]) -> list[UpsertResult]:
 
 def _mixed(page_id: str) -> list[Distilled]:
     """New notes, an identity twice (created then changed, then unchanged),
-    an edited person page growing below the user's text."""
+    an edited person page whose news goes to the page beside it."""
     return [
         _digest(1, "Talked about the Lyon marathon."),
         _digest(2, "Booked the flight."),
@@ -94,7 +94,7 @@ def test_a_batch_ends_where_the_same_upserts_one_by_one_end(tmp_path: Path) -> N
                 UpsertOutcome.UPDATED,
                 UpsertOutcome.UPDATED,
                 UpsertOutcome.UNCHANGED,
-                UpsertOutcome.UPDATED,
+                UpsertOutcome.CREATED,
                 UpsertOutcome.CREATED,
                 UpsertOutcome.UNCHANGED,
             ]
@@ -109,10 +109,11 @@ def test_a_batch_ends_where_the_same_upserts_one_by_one_end(tmp_path: Path) -> N
         assert [r for r in rows_single if r[0] not in page_ids] == [
             r for r in rows_batched if r[0] not in page_ids
         ]
-        assert batched_page.body is not None and batched_page.user_edited
-        assert batched_page.body == (
-            f"My friend Ada.\n- Runs marathons\n\n{DISTILLED_MARKER}\n- Likes Lyon"
-        )
+        # The user's page stays theirs; what it does not say went beside it.
+        assert not batched_page.user_edited and batched_page.body == "- Likes Lyon"
+        assert batched_page.title == kept_up_title("Ada")
+        mine = batched.notebook.get_clear(identity_note_id(NoteKind.PERSON.value, batched_cid))
+        assert mine.user_edited and mine.body == "My friend Ada.\n- Runs marathons"
         for node in (single, batched):
             assert node.digest() == node.recompute_digest()
 

@@ -1,4 +1,5 @@
-"""A person page the user edited keeps their text and keeps growing below it."""
+"""A person page the user edited stays theirs; what distillation learns later
+goes to a page of its own beside it."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import sqlite3
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, UpsertOutcome
 from pixie.device.store.notes import (
-    DISTILLED_MARKER,
-    MAX_BODY_CHARS,
+    KEPT_UP_TITLE,
+    MAX_TITLE_CHARS,
     NoteKind,
-    distilled_part,
-    user_part,
-    with_distilled,
+    is_kept_up_identity,
+    kept_up_identity,
+    kept_up_title,
+    unsaid,
 )
 
 PAGE = "Who they are\n- Works at Helix Bio\n- Lives in Leeds\nOpen threads\n- Nothing open."
@@ -31,95 +33,72 @@ def rows(node: Node) -> list[tuple[object, ...]]:
         con.close()
 
 
-def test_the_users_text_stays_and_only_what_it_does_not_say_is_added() -> None:
+def test_only_what_the_users_page_does_not_say_is_kept() -> None:
     mine = "My notes on Priya.\n- Works at Helix Bio"
-    body = with_distilled(mine, PAGE)
-    assert body == "\n".join(
-        [
-            mine,
-            "",
-            DISTILLED_MARKER,
-            "Who they are",
-            "- Lives in Leeds",
-            "Open threads",
-            "- Nothing open.",
-        ]
-    )
-    assert user_part(body) == mine
-    assert distilled_part(body).startswith("Who they are\n- Lives in Leeds")
-
-
-def test_a_heading_whose_lines_are_all_said_goes_and_a_paragraph_stays() -> None:
-    mine = "- works at  HELIX bio\n- Lives in Leeds"
+    assert unsaid(mine, PAGE) == "Who they are\n- Lives in Leeds\nOpen threads\n- Nothing open."
+    # Case and spacing aside; a heading whose lines are all said goes.
     assert (
-        with_distilled(mine, PAGE) == f"{mine}\n\n{DISTILLED_MARKER}\nOpen threads\n- Nothing open."
+        unsaid("- works at  HELIX bio\n- Lives in Leeds", PAGE) == "Open threads\n- Nothing open."
     )
-    assert (
-        with_distilled("Mine.", "A model's summary.")
-        == f"Mine.\n\n{DISTILLED_MARKER}\nA model's summary."
-    )
+    assert unsaid("Mine.", "A model's summary.") == "A model's summary."
+    assert unsaid(PAGE, PAGE) == ""
 
 
-def test_nothing_new_leaves_the_users_text_alone() -> None:
-    assert with_distilled(PAGE, PAGE) == PAGE
+def test_the_kept_up_page_is_named_and_keyed_beside_the_users() -> None:
+    assert kept_up_title("Priya Raman") == "Priya Raman" + KEPT_UP_TITLE
+    assert len(kept_up_title("x" * MAX_TITLE_CHARS)) == MAX_TITLE_CHARS
+    key = kept_up_identity("abc")
+    assert is_kept_up_identity(key) and not is_kept_up_identity("abc")
 
 
-def test_a_later_pass_replaces_its_section_and_never_stacks_markers() -> None:
-    first = with_distilled("Mine.", PAGE)
-    second = with_distilled(first, "Who they are\n- Lives in York")
-    assert second == f"Mine.\n\n{DISTILLED_MARKER}\nWho they are\n- Lives in York"
-    assert second.count(DISTILLED_MARKER) == 1
-
-
-def test_the_section_is_cut_from_the_end_to_fit() -> None:
-    mine = "x" * (MAX_BODY_CHARS - 200)
-    many = "Who they are\n" + "\n".join(f"- fact number {i}" for i in range(100))
-    body = with_distilled(mine, many)
-    assert len(body) <= MAX_BODY_CHARS
-    assert user_part(body) == mine
-    assert distilled_part(body).startswith("Who they are\n- fact number 0")
-    assert with_distilled("y" * MAX_BODY_CHARS, many) == "y" * MAX_BODY_CHARS
-
-
-def test_an_edited_page_grows_below_the_users_words(node: Node) -> None:
+def test_an_edited_page_stays_the_users_and_a_page_beside_it_grows(node: Node) -> None:
     item = page(node)
     note_id = node.notebook.upsert_clear(item).note_id
-    assert node.notebook.edit(note_id, body="Priya: met at the climbing gym.", title="Priya")
+    assert node.notebook.edit(note_id, body="Priya: met at the climbing gym.\n- Lives in Leeds")
     edited = node.notebook.get_clear(note_id)
+    snapshot_mine = rows(node)
     later = Distilled(item.kind, item.identity_key, "Priya Raman", PAGE + "\n- Visiting in May")
     result = node.notebook.upsert_clear(later)
-    assert result.outcome is UpsertOutcome.UPDATED
-    grown = node.notebook.get_clear(note_id)
-    assert grown.body is not None and user_part(grown.body) == "Priya: met at the climbing gym."
-    assert "- Visiting in May" in distilled_part(grown.body)
-    # Title, tags and link stay the user's; the page stays theirs.
-    assert (grown.title, grown.tags, grown.contact_id) == ("Priya", edited.tags, edited.contact_id)
-    assert grown.user_edited and grown.updated_at > edited.updated_at
-    # The same findings again: a true no-op.
+    assert result.outcome is UpsertOutcome.CREATED and result.note_id != note_id
+    assert node.notebook.get_clear(note_id) == edited  # not a byte of the user's page moved
+    beside = node.notebook.get_clear(result.note_id)
+    assert beside.kind is NoteKind.PERSON and not beside.user_edited
+    assert beside.title == kept_up_title("Priya Raman")
+    assert beside.contact_id == edited.contact_id
+    assert beside.body == (
+        "Who they are\n- Works at Helix Bio\nOpen threads\n- Nothing open.\n- Visiting in May"
+    )
+    assert len(rows(node)) == len(snapshot_mine) + 1
+    # The same findings again: a true no-op; new ones rewrite the page beside.
     snapshot = rows(node)
     assert node.notebook.upsert_clear(later).outcome is UpsertOutcome.UNCHANGED
     assert rows(node) == snapshot
+    newer = Distilled(item.kind, item.identity_key, "Priya Raman", "Who they are\n- Lives in York")
+    assert node.notebook.upsert_clear(newer) == type(result)(result.note_id, UpsertOutcome.UPDATED)
+    assert node.notebook.get_clear(result.note_id).body == "Who they are\n- Lives in York"
+    assert node.notebook.get_clear(note_id) == edited
 
 
-def test_the_users_next_edit_above_the_line_is_kept_through_later_passes(node: Node) -> None:
+def test_nothing_new_writes_nothing(node: Node) -> None:
     item = page(node)
     note_id = node.notebook.upsert_clear(item).note_id
-    node.notebook.edit(note_id, body="Old words.")
-    node.notebook.upsert_clear(item)
-    body = node.notebook.get_clear(note_id).body or ""
-    node.notebook.edit(note_id, body=body.replace("Old words.", "New words."))
-    node.notebook.upsert_clear(
-        Distilled(item.kind, item.identity_key, item.title, "Who they are\n- Lives in York")
-    )
-    body = node.notebook.get_clear(note_id).body or ""
-    assert user_part(body) == "New words."
-    assert distilled_part(body) == "Who they are\n- Lives in York"
-
-
-def test_a_deleted_page_and_other_edited_kinds_are_kept_as_they_are(node: Node) -> None:
-    item = page(node)
-    note_id = node.notebook.upsert_clear(item).note_id
-    node.notebook.delete(note_id)
+    node.notebook.edit(note_id, body=PAGE + "\n- and my own line")
     snapshot = rows(node)
     assert node.notebook.upsert_clear(item).outcome is UpsertOutcome.KEPT_USER_EDIT
+    assert rows(node) == snapshot
+
+
+def test_an_edited_kept_up_page_and_a_deleted_page_are_left_alone(node: Node) -> None:
+    item = page(node)
+    note_id = node.notebook.upsert_clear(item).note_id
+    node.notebook.edit(note_id, body="Mine.")
+    beside = node.notebook.upsert_clear(item).note_id
+    node.notebook.edit(beside, body="Mine too.")
+    snapshot = rows(node)
+    other = Distilled(item.kind, item.identity_key, item.title, "Who they are\n- Lives in York")
+    assert node.notebook.upsert_clear(other).outcome is UpsertOutcome.KEPT_USER_EDIT
+    assert rows(node) == snapshot
+    node.notebook.delete(note_id)
+    snapshot = rows(node)
+    assert node.notebook.upsert_clear(other).outcome is UpsertOutcome.KEPT_USER_EDIT
     assert rows(node) == snapshot

@@ -48,7 +48,14 @@ from pixie.device.notebook.store import Distilled, NotebookStore, UpsertOutcome
 from pixie.device.notebook.terms import MAX_QUERY_TERMS as CODE_MAX_QUERY_TERMS
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.notes import NoteKind, SealedKind, with_distilled
+from pixie.device.store.notes import (
+    NoteKind,
+    SealedKind,
+    is_kept_up_identity,
+    kept_up_identity,
+    kept_up_title,
+    unsaid,
+)
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.clock import ManualClock
 
@@ -492,14 +499,31 @@ def apply(w: World, op: Op) -> None:
             Distilled(op.kind, op.key, op.title, op.body, cid, tuple(op.tags), op.source, about)
         )
         event(f"upsert: {result.outcome.value}")
-        existing = w.by_identity(op.kind, identity_of(op.kind, op.key, op.title))
+        identity = identity_of(op.kind, op.key, op.title)
+        existing = w.by_identity(op.kind, identity)
+        if (
+            existing is not None
+            and existing.user_edited
+            and op.kind is NoteKind.PERSON
+            and not existing.deleted
+            and not is_kept_up_identity(identity)
+        ):
+            # The user's page stays theirs; what it does not say goes to the
+            # page beside it (unsaid has its own example tests).
+            body = unsaid(existing.body, body)
+            if not body:
+                assert result.outcome is UpsertOutcome.KEPT_USER_EDIT
+                return
+            identity, title = kept_up_identity(identity), kept_up_title(title)
+            cid = cid or existing.contact_id
+            existing = w.by_identity(op.kind, identity)
         if existing is None:
             assert result.outcome is UpsertOutcome.CREATED
             w.notes.append(
                 Model(
                     result.note_id,
                     op.kind,
-                    identity_of(op.kind, op.key, op.title),
+                    identity,
                     title,
                     body,
                     tags,
@@ -514,17 +538,7 @@ def apply(w: World, op: Op) -> None:
             return
         assert result.note_id == existing.id
         if existing.user_edited:
-            # The user's words stay; a live person page takes distillation's
-            # section below them (with_distilled has its own example tests).
-            if op.kind is not NoteKind.PERSON or existing.deleted:
-                assert result.outcome is UpsertOutcome.KEPT_USER_EDIT
-                return
-            merged = with_distilled(existing.body, body)
-            if merged == existing.body:
-                assert result.outcome in (UpsertOutcome.UNCHANGED, UpsertOutcome.KEPT_USER_EDIT)
-                return
-            assert result.outcome is UpsertOutcome.UPDATED
-            existing.body, existing.order, existing.wall_us = merged, order, wall
+            assert result.outcome is UpsertOutcome.KEPT_USER_EDIT
             return
         new = (title, body, tags, cid, op.source, about)
         old = (
