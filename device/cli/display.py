@@ -20,7 +20,7 @@ from typing import Any
 from pixie.device.agent.tools import CheckNotebookTool, label
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook
-from pixie.device.store.notes import ClearNote, NoteKind
+from pixie.device.store.notes import ClearNote, NoteKind, is_kept_up_identity, kept_up_title
 from pixie.protocol.timestamps import format_date, format_time
 
 
@@ -69,6 +69,8 @@ def show_note(view: ClearNotebook, note_id: str, contact_names: dict[str, str]) 
         lines.append(f"source: {note.source_ref}")
     if note.user_edited:
         lines.append("edited by you: distillation will not overwrite it")
+        if note.kind is NoteKind.PERSON and not is_kept_up_identity(note.identity_key):
+            lines.append(f"what Pixie learns later goes to: {kept_up_title(note.title)}")
     lines.append("")
     lines.append(note.body if note.body is not None else "Offloaded — opens from your Homebase.")
     return "\n".join(lines)

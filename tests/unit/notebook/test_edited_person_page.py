@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from pixie.device.cli.display import show_note
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, UpsertOutcome
 from pixie.device.store.notes import (
@@ -102,3 +103,16 @@ def test_an_edited_kept_up_page_and_a_deleted_page_are_left_alone(node: Node) ->
     snapshot = rows(node)
     assert node.notebook.upsert_clear(other).outcome is UpsertOutcome.KEPT_USER_EDIT
     assert rows(node) == snapshot
+
+
+def test_showing_an_edited_page_names_the_page_beside_it(node: Node) -> None:
+    item = page(node)
+    note_id = node.notebook.upsert_clear(item).note_id
+    node.notebook.edit(note_id, body="Mine.")
+    shown = show_note(node.notebook, note_id, {}).splitlines()
+    assert "what Pixie learns later goes to: Priya Raman · kept up to date by Pixie" in shown
+    beside = node.notebook.upsert_clear(item).note_id
+    node.notebook.edit(beside, body="Mine too.")
+    assert not any(
+        "learns later" in line for line in show_note(node.notebook, beside, {}).splitlines()
+    )
