@@ -13,18 +13,27 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from pixie.device.errors import BadInput
 from pixie.device.ingest.base import ImportOptions, Item, Progress, stable_id, where
 from pixie.device.store.contacts import clean_name
-from pixie.device.store.memlog import NewEvent, check_ref, check_text, parse_kind
-from pixie.device.store.strictjson import loads_strict
+from pixie.device.store.memlog import (
+    MAX_REF_CHARS,
+    MAX_TEXT_CHARS,
+    EventKind,
+    NewEvent,
+    check_ref,
+    check_text,
+    parse_kind,
+)
+from pixie.device.store.strictjson import loads_strict, scan_once
 from pixie.protocol.errors import ProtocolError
-from pixie.protocol.ids import parse_id
-from pixie.protocol.timestamps import parse_time
+from pixie.protocol.ids import _CANONICAL, parse_id
+from pixie.protocol.timestamps import MAX_US, MIN_US, parse_time
 
 MAX_LINE_BYTES = 256 * 1024
 REQUIRED = ("kind", "at", "text")
@@ -73,10 +82,16 @@ def read_events(stream: IO[bytes], progress: Callable[[int], None] | None = None
 def iter_events(
     stream: IO[bytes], progress: Callable[[int], None] | None = None
 ) -> Iterator[NewEvent]:
+    """The events of a JSON Lines stream in order, each line as `slow_event`
+    reads it: a blank line is skipped, a bad one stops the reading with its
+    number. An ordinary line goes the fast way (`fast_event`), which gives
+    the same event; anything else, bad lines included, the slow way."""
     number = 0
     read = 0
+    readline = stream.readline
+    limit = MAX_LINE_BYTES + 1
     while True:
-        raw = stream.readline(MAX_LINE_BYTES + 1)
+        raw = readline(limit)
         if not raw:
             if progress is not None:
                 progress(read)
@@ -85,20 +100,158 @@ def iter_events(
         read += len(raw)
         if progress is not None and number % PROGRESS_LINES == 0:
             progress(read)
-        if len(raw) > MAX_LINE_BYTES:
-            raise BadInput(f"line {number}: longer than {MAX_LINE_BYTES // 1024} KiB")
-        if not raw.strip():
-            continue
-        try:
-            obj = loads_strict(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise BadInput(f"line {number}: not valid UTF-8") from None
-        except BadInput as exc:
-            raise BadInput(f"line {number}: {exc}") from None
-        try:
-            yield event_from_object(obj)
-        except BadInput as exc:
-            raise BadInput(f"line {number}: {exc}") from None
+        event = None
+        if len(raw) <= MAX_LINE_BYTES:
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                event = fast_event(line)
+        if event is None:
+            event = slow_event(raw, number)
+            if event is None:
+                continue
+        yield event
+
+
+def slow_event(raw: bytes, number: int) -> NewEvent | None:
+    """The event on line ``number``, None for a blank line, or a `BadInput`
+    naming the line and what is wrong with it: the reference for every line."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise BadInput(f"line {number}: longer than {MAX_LINE_BYTES // 1024} KiB")
+    if not raw.strip():
+        return None
+    try:
+        obj = loads_strict(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"line {number}: not valid UTF-8") from None
+    except BadInput as exc:
+        raise BadInput(f"line {number}: {exc}") from None
+    try:
+        return event_from_object(obj)
+    except BadInput as exc:
+        raise BadInput(f"line {number}: {exc}") from None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_fromisoformat = datetime.fromisoformat
+_KIND_OF = {kind.value: kind for kind in EventKind}
+_is_uuid = _CANONICAL.fullmatch
+_NAMES: dict[str, str] = {}
+
+
+def fast_event(line: str) -> NewEvent | None:
+    """The event on one decoded line (with or without its newline) if it is
+    an ordinary one, else None: then `slow_event` reads the line, to the same
+    event or to the error.
+
+    Most lines of an import are plain: one object alone on its line, the
+    usual fields, a UTC time ending in Z. This checks exactly what
+    `event_from_object` checks, more cheaply, and leaves everything else to
+    it. In a line with no backslash no string can hold a NUL, a line break or
+    a lone surrogate: the decoder refuses raw control characters in strings,
+    UTF-8 cannot spell a surrogate, and only an escape could write either. So
+    only a line with an escape is searched for them.
+    """
+    try:
+        obj, end = scan_once(line, 0)
+        if (
+            (end != len(line) and line[end:] != "\n")
+            or type(obj) is not dict
+            or not _ALLOWED.issuperset(obj)
+        ):
+            return None
+        plain = "\\" not in line
+        kind = _KIND_OF[obj["kind"]]
+        at = obj["at"]
+        if type(at) is str and 10 <= len(at) <= 40 and "T" in at:
+            # parse_time's arithmetic, in one step; a time with no offset
+            # cannot be taken from the epoch (a TypeError, so the slow way).
+            at = (_fromisoformat(at) - _EPOCH) // _MICROSECOND
+            if not MIN_US <= at < MAX_US:
+                return None
+        else:
+            at = parse_time(at)
+        text = obj["text"]
+        if not (plain and type(text) is str and len(text) <= MAX_TEXT_CHARS and text.strip()):
+            text = check_text(text)
+        get = obj.get
+        thread = get("thread")
+        if thread is not None and not (
+            plain and type(thread) is str and len(thread) <= MAX_REF_CHARS and thread.strip()
+        ):
+            thread = check_ref(thread, "thread")
+        source = get("source")
+        if source is not None and not (
+            plain and type(source) is str and len(source) <= MAX_REF_CHARS and source.strip()
+        ):
+            source = check_ref(source, "source")
+        contact = get("contact")
+        if contact is not None:
+            name = _NAMES.get(contact)
+            if name is None:
+                name = clean_name(contact)
+                if len(_NAMES) >= 4096:
+                    _NAMES.clear()
+                _NAMES[contact] = name
+            contact = name
+        event_id = get("id")
+        if event_id is not None:
+            if _is_uuid(event_id) is None:
+                return None
+            event_id = event_id.lower()
+        from_me = get("from_me")
+        if from_me is not None and type(from_me) is not bool:
+            return None
+    except Exception:  # bad JSON, a missing field, a bad value: the slow way says it
+        return None
+    return _new_event(kind, at, text, contact, thread, source, from_me, event_id)
+
+
+def _event_maker() -> Callable[..., NewEvent]:
+    """A function that makes a `NewEvent` from its fields in order, as the
+    constructor does, in about half its time: a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__`` by name,
+    which is most of what an import spends on an event after decoding it.
+    This sets the slots directly. Should `NewEvent` ever have another shape
+    (other fields, a ``__post_init__``, no slots), it is the constructor."""
+    names = ("kind", "at", "text", "contact", "thread", "source", "from_me", "id")
+    if (
+        tuple(f.name for f in fields(NewEvent)) != names
+        or hasattr(NewEvent, "__post_init__")
+        or getattr(NewEvent, "__slots__", None) != names
+    ):
+        return NewEvent
+    new = object.__new__
+    k, a, t, c, th, so, fm, i = (getattr(NewEvent, name).__set__ for name in names)
+
+    def make(
+        kind: EventKind,
+        at: int,
+        text: str,
+        contact: str | None,
+        thread: str | None,
+        source: str | None,
+        from_me: bool | None,
+        event_id: str | None,
+    ) -> NewEvent:
+        event = new(NewEvent)
+        k(event, kind)
+        a(event, at)
+        t(event, text)
+        c(event, contact)
+        th(event, thread)
+        so(event, source)
+        fm(event, from_me)
+        i(event, event_id)
+        return event
+
+    return make
+
+
+_new_event = _event_maker()
 
 
 # What `sniff` reads of a file at most: its first line, if that is shorter.
@@ -194,8 +347,10 @@ __all__ = [
     "SUFFIXES",
     "JsonlImporter",
     "event_from_object",
+    "fast_event",
     "iter_events",
     "loads_strict",  # it lives in pixie.device.store.strictjson now
     "read_events",
+    "slow_event",
     "with_stable_id",
 ]
