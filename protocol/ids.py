@@ -16,7 +16,7 @@ from .clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from .errors import ProtocolError
 
 _HEX = "[0-9a-fA-F]"
-_CANONICAL = re.compile(f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}")
+CANONICAL_ID = re.compile(f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}")
 
 
 class IdMinter:
@@ -127,7 +127,7 @@ def parse_id(text: str) -> str:
     Any RFC 9562 UUID in canonical 8-4-4-4-12 text is accepted (ids that came
     from elsewhere need not be version 7); case is normalised to lowercase.
     """
-    if not isinstance(text, str) or _CANONICAL.fullmatch(text) is None:
+    if not isinstance(text, str) or CANONICAL_ID.fullmatch(text) is None:
         raise ProtocolError(f"not a UUID in 8-4-4-4-12 form: {text!r:.60}")
     return text.lower()
 

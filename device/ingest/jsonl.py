@@ -32,7 +32,7 @@ from pixie.device.store.memlog import (
 )
 from pixie.device.store.strictjson import loads_strict, scan_once
 from pixie.protocol.errors import ProtocolError
-from pixie.protocol.ids import _CANONICAL, parse_id
+from pixie.protocol.ids import CANONICAL_ID, parse_id
 from pixie.protocol.timestamps import MAX_US, MIN_US, parse_time
 
 MAX_LINE_BYTES = 256 * 1024
@@ -138,7 +138,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _fromisoformat = datetime.fromisoformat
 _KIND_OF = {kind.value: kind for kind in EventKind}
-_is_uuid = _CANONICAL.fullmatch
+_is_uuid = CANONICAL_ID.fullmatch
 _NAMES: dict[str, str] = {}
 
 

@@ -58,6 +58,11 @@ class EventKind(enum.StrEnum):
     AGENT_CHAT_AGENT = "agent_chat_agent"
 
 
+# Each kind's stored text, by kind: a dict lookup per appended event instead
+# of the enum's slower `.value`.
+_KIND_TEXT: dict[EventKind, str] = {kind: kind.value for kind in EventKind}
+
+
 # The agent-chat transcript is never searchable: the user's own chat turns are
 # questions, and returning one echoes the query back as if it were an answer;
 # the agent's own replies are left out so a wrong answer cannot feed itself.
@@ -307,7 +312,7 @@ class MemoryLog:
                     event_id,
                     origin,
                     seq,
-                    ev.kind.value,
+                    _KIND_TEXT[ev.kind],
                     ev.at,
                     contact_id,
                     ev.thread,

@@ -23,9 +23,9 @@ def _no_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 # The decoder's own step, for a reader that checks for itself what follows a
-# value (a JSON Lines line's newline): ``scan_once(text, index)`` is the JSON value starting exactly at
-# ``index`` and the index just past it, decoded as `loads_strict` decodes it.
-# It raises StopIteration where no value can start, `BadInput` for NaN or
+# value (a JSON Lines line's newline): ``scan_once(text, index)`` is the JSON
+# value starting exactly at ``index`` and the index just past it, decoded as
+# `loads_strict` decodes it. It raises StopIteration where no value can start, `BadInput` for NaN or
 # Infinity, and whatever else `loads_strict` turns into a BadInput; a caller
 # that takes its result must still check what follows the value (and passes
 # anything it cannot take to `loads_strict`, which says what is wrong).
