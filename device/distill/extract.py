@@ -235,6 +235,27 @@ def facts_in(
 ) -> list[Fact]:
     """The facts ``text`` states by ``rules`` (``loose``: the loose rules too),
     in order of appearance, one per kind and phrase."""
+    if (rules is not FIRST_PERSON and rules is not SECOND_PERSON) or len(text) > _SAID_CHARS:
+        return [Fact(f.kind, f.text, at) for f in _facts_in(text, rules, loose)]
+    # A pass asks about the same line several times (the distiller, the
+    # person page, the older lines of a thread), with the same rules: what
+    # a line says is kept for the next time (at most _SAID_MAX short lines).
+    key = (text, rules is SECOND_PERSON, loose)
+    found = _SAID.get(key)
+    if found is None:
+        if len(_SAID) >= _SAID_MAX:
+            _SAID.clear()
+        found = _SAID[key] = _facts_in(text, rules, loose)
+    return [Fact(f.kind, f.text, at) for f in found]
+
+
+_SAID: dict[tuple[str, bool, bool], tuple[Fact, ...]] = {}
+_SAID_MAX = 8192
+_SAID_CHARS = 2000
+
+
+def _facts_in(text: str, rules: Sequence[Rule], loose: bool) -> tuple[Fact, ...]:
+    at = None
     out: list[Fact] = []
     seen: set[tuple[FactKind, str]] = set()
     for part in _SENTENCE.split(text):
@@ -258,7 +279,7 @@ def facts_in(
                 if key not in seen:
                     seen.add(key)
                     out.append(fact)
-    return out
+    return tuple(out)
 
 
 def _tidy(value: str | None) -> str | None:

@@ -28,6 +28,7 @@ It writes what the source means rather than copies of it:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -73,6 +74,12 @@ class OfflineDistiller:
     name = "offline"
 
     async def answer(self, request: DistillRequest) -> object:
+        return distill(request)
+
+    def answer_now(self, request: DistillRequest) -> object:
+        """The same answer, without a checkpoint: it waits on nothing, so a
+        pass may ask for it on the worker thread that reads and writes the
+        source (`LLMRouter.distill_now`)."""
         return distill(request)
 
     async def aclose(self) -> None:
@@ -630,6 +637,7 @@ def _turn(text: str, line: Line) -> tuple[str, bool, str]:
     return (ME if mine else speaker), mine, " ".join(match.group(2).split())
 
 
+@functools.lru_cache(maxsize=8192)
 def _score(text: str) -> float:
     """How much a line says. Zero for small talk, however long."""
     words = _WORD.findall(text)

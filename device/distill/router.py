@@ -69,6 +69,18 @@ class LLMRouter:
     def names(self) -> tuple[str, ...]:
         return tuple(b.name for b in self.backends)
 
+    @property
+    def answers_now(self) -> bool:
+        """Whether every backend still in this pass answers without waiting
+        (`distill_now` may be used): the built-in distiller alone, or behind a
+        benched endpoint. A backend that waits on anything (a network, a
+        model) has no ``answer_now`` and goes through `distill`."""
+        return all(
+            callable(getattr(b, "answer_now", None))
+            for b in self.backends
+            if b.name not in self._benched
+        )
+
     async def distill(self, request: DistillRequest) -> Routed:
         failures: list[tuple[str, Failure]] = []
         for backend in self.backends:
@@ -76,37 +88,75 @@ class LLMRouter:
                 continue
             self.calls[backend.name] += 1
             try:
-                answer = await backend.answer(request)
-                try:
-                    result = parse_result(answer)
-                except SchemaViolation as exc:
-                    raise BackendFailure(Failure.SCHEMA, str(exc)) from None
+                result = _checked(await backend.answer(request))
             except BackendFailure as failure:
-                failures.append((backend.name, failure.reason))
-                self._strikes[backend.name] += 1
-                benched = failure.permanent or self._strikes[backend.name] >= self.trip_after
-                log.warning(
-                    "backend %s gave no usable answer for a %s of %d lines (%s)%s",
-                    backend.name,
-                    request.kind.value,
-                    len(request.lines),
-                    failure,
-                    "; it sits out the rest of this pass" if benched else "",
-                )
-                if benched:
-                    self._benched.add(backend.name)
+                self._failed(backend.name, request, failure, failures)
                 continue
-            self._strikes[backend.name] = 0
-            return Routed(result, backend.name, tuple(failures))
-        raise NoBackendAnswered(
-            "no backend gave a usable answer ("
-            + ", ".join(f"{name}: {reason.value}" for name, reason in failures)
-            + ")"
+            return self._answered(result, backend.name, failures)
+        raise _none_answered(failures)
+
+    def distill_now(self, request: DistillRequest) -> Routed:
+        """`distill`, on this thread, for a router whose backends all answer
+        at once (see `answers_now`): the same order, checks, counts and
+        benching."""
+        failures: list[tuple[str, Failure]] = []
+        for backend in self.backends:
+            if backend.name in self._benched:
+                continue
+            self.calls[backend.name] += 1
+            try:
+                result = _checked(backend.answer_now(request))  # type: ignore[attr-defined]
+            except BackendFailure as failure:
+                self._failed(backend.name, request, failure, failures)
+                continue
+            return self._answered(result, backend.name, failures)
+        raise _none_answered(failures)
+
+    def _answered(
+        self, result: DistillResult, name: str, failures: list[tuple[str, Failure]]
+    ) -> Routed:
+        self._strikes[name] = 0
+        return Routed(result, name, tuple(failures))
+
+    def _failed(
+        self,
+        name: str,
+        request: DistillRequest,
+        failure: BackendFailure,
+        failures: list[tuple[str, Failure]],
+    ) -> None:
+        failures.append((name, failure.reason))
+        self._strikes[name] += 1
+        benched = failure.permanent or self._strikes[name] >= self.trip_after
+        log.warning(
+            "backend %s gave no usable answer for a %s of %d lines (%s)%s",
+            name,
+            request.kind.value,
+            len(request.lines),
+            failure,
+            "; it sits out the rest of this pass" if benched else "",
         )
+        if benched:
+            self._benched.add(name)
 
     async def aclose(self) -> None:
         for backend in self.backends:
             await backend.aclose()
+
+
+def _checked(answer: object) -> DistillResult:
+    try:
+        return parse_result(answer)
+    except SchemaViolation as exc:
+        raise BackendFailure(Failure.SCHEMA, str(exc)) from None
+
+
+def _none_answered(failures: list[tuple[str, Failure]]) -> NoBackendAnswered:
+    return NoBackendAnswered(
+        "no backend gave a usable answer ("
+        + ", ".join(f"{name}: {reason.value}" for name, reason in failures)
+        + ")"
+    )
 
 
 __all__ = ["TRIP_AFTER", "LLMRouter", "Routed"]

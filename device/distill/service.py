@@ -47,12 +47,13 @@ import hashlib
 import json
 import logging
 import re
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import trio
 from sqlalchemy import select
@@ -96,7 +97,7 @@ from pixie.device.distill.pages import (
     short_day,
 )
 from pixie.device.distill.prompt import parse_result
-from pixie.device.distill.router import LLMRouter
+from pixie.device.distill.router import LLMRouter, Routed
 from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
 from pixie.device.notebook.clear import (
@@ -772,7 +773,7 @@ _STORED_SQL = (
 
 
 def _stored(session: Session, kind: NoteKind, identity: str) -> _Stored | None:
-    row = session.connection().exec_driver_sql(_STORED_SQL, (kind.value, identity)).first()
+    row = _driver(session).execute(_STORED_SQL, (kind.value, identity)).fetchone()
     if row is None:
         return None
     title, body, tags, contact_id, source_ref, about_date, edited = row
@@ -883,6 +884,19 @@ _BY_SOURCE_SQL = {
 }
 _BY_ID_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE id = ?"
 _BY_N_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE n IN ({{}})"
+# Rows (0), watermark (1), names (2: id, name) and the other people's cards
+# (3: field, contact id, value) of a source whose rows are all new, as one
+# statement: see `_peek_filed`.
+_FILED_SQL = (
+    f"WITH r AS (SELECT {_ROW_COLUMNS} FROM memory_event WHERE n IN ({{}})) "
+    f"SELECT 0, {_ROW_COLUMNS} FROM r "
+    "UNION ALL SELECT 1, seen_n, NULL, NULL, NULL, NULL, NULL FROM distill_mark WHERE source = ? "
+    "UNION ALL SELECT 2, NULL, id, NULL, NULL, NULL, name FROM contact "
+    "WHERE id IN (SELECT contact_id FROM r) "
+    "UNION ALL SELECT 3, NULL, field, NULL, contact_id, NULL, value FROM contact_detail "
+    "WHERE contact_id IN (SELECT contact_id FROM r WHERE NOT from_me)"
+)
+_MARK_READ_SQL = "SELECT seen_n FROM distill_mark WHERE source = ?"
 _MARK_SQL = (
     "INSERT INTO distill_mark (source, seen_n) VALUES (?, ?) "
     "ON CONFLICT (source) DO UPDATE SET seen_n = excluded.seen_n"
@@ -890,6 +904,184 @@ _MARK_SQL = (
 _CHUNK = 500
 
 Row = tuple[int, str, int, str | None, bool, str]
+
+
+@dataclass
+class _Done:
+    """What `NotetakingService.distill_now` did with one source."""
+
+    loaded: Loaded | None = None  # None: its watermark covered it
+    routed: Routed | None = None
+    results: list[UpsertResult] = field(default_factory=list)
+    failed: str | None = None  # why nothing was written, for the log
+
+
+def _driver(session: Session) -> sqlite3.Connection:
+    """The session's driver connection, inside its transaction (kept in the
+    session's info: a pass asks for it a few times a source, and a session's
+    own lookup costs more than the small statements it runs)."""
+    conn = session.info.get(_DRIVER)
+    if conn is None:
+        conn = session.connection().connection.driver_connection
+        session.info[_DRIVER] = conn
+    return cast(sqlite3.Connection, conn)
+
+
+_DRIVER = "pixie_distill_driver"
+
+
+def _load(
+    conn: sqlite3.Connection,
+    source: Source,
+    new_rows: tuple[int, ...],
+    since: int,
+    everything: bool,
+) -> Loaded | None:
+    """`NotetakingService.load`, inside a transaction of the caller's."""
+    found = conn.execute(_MARK_READ_SQL, (source.mark_key,)).fetchone()
+    mark: int | None = found[0] if found is not None else None
+    people: list[str] = []
+    fresh: list[Row] = []
+    if source.thread is not None:
+        top = conn.execute(_THREAD_TOP_SQL, (source.thread,)).fetchone()[0]
+        if top is None or (mark is not None and mark >= top and not everything):
+            return None
+        rows = _rows(conn.execute(_THREAD_SQL, (source.thread,)))
+        rows.sort(key=lambda r: (r[2], r[0]))
+        people = [r[0] for r in conn.execute(_THREAD_PEOPLE_SQL, (source.thread,))]
+        since_n = 0 if everything or mark is None else mark
+        fresh = _rows(conn.execute(_THREAD_NEW_SQL, (source.thread, since_n)))
+    elif source.contact_id is not None:
+        top = conn.execute(_DIRECT_TOP_SQL, (source.contact_id,)).fetchone()[0]
+        if top is None or (mark is not None and mark >= top and not everything):
+            return None
+        rows = _rows(conn.execute(_DIRECT_SQL, (source.contact_id,)))
+        rows.sort(key=lambda r: (r[2], r[0]))
+        people = [source.contact_id]
+        since_n = 0 if everything or mark is None else mark
+        fresh = _rows(conn.execute(_DIRECT_NEW_SQL, (source.contact_id, since_n)))
+    else:
+        if mark is not None and since > 0:
+            # Filed under a source distilled before: its older rows are not
+            # among the new ones, so read them all.
+            if source.event_id is not None:
+                rows = _rows(conn.execute(_BY_ID_SQL, (source.event_id,)))
+            else:
+                rows = _rows(conn.execute(_BY_SOURCE_SQL[source.kind], (source.source,)))
+        else:
+            rows = []
+            for i in range(0, len(new_rows), _CHUNK):
+                chunk = new_rows[i : i + _CHUNK]
+                sql = _BY_N_SQL.format(",".join("?" * len(chunk)))
+                rows += _rows(conn.execute(sql, chunk))
+        shaped = _filed(source, rows, mark, everything)
+        if shaped is None:
+            return None
+        rows, top, people = shaped
+    names = _contact_names(conn, set(people) | {r[3] for r in rows if r[3] is not None})
+    card: dict[str, str] = {}
+    if len(people) == 1:
+        card = dict(conn.execute(_DETAILS_SQL, (people[0],)).fetchall())
+    return _loaded(source, rows, top, people, fresh, names, card)
+
+
+def _filed(
+    source: Source, rows: list[Row], mark: int | None, everything: bool
+) -> tuple[list[Row], int, list[str]] | None:
+    """A post's, call's, journal's or calendar entry's rows as shown (in
+    order, the newest MAX_LINES), its newest row, and the other people in
+    it; None if there are none, or its watermark covers them."""
+    if not rows:
+        return None
+    top = max(r[0] for r in rows)
+    if mark is not None and mark >= top and not everything:
+        return None
+    rows.sort(key=lambda r: (r[2], r[0]))
+    if source.kind is SourceKind.POST:  # the post itself, then its newest replies
+        rows = rows[:1] + rows[1:][-(MAX_LINES - 1) :]
+    rows = rows[-MAX_LINES:]
+    people = list(dict.fromkeys(r[3] for r in rows if r[3] is not None and not r[4]))
+    return rows, top, people
+
+
+def _loaded(
+    source: Source,
+    rows: list[Row],
+    top: int,
+    people: list[str],
+    fresh: list[Row],
+    names: dict[str, str],
+    card: dict[str, str],
+) -> Loaded:
+    details = tuple((f, card[f]) for f in _CARD_ORDER if card.get(f)) if len(people) == 1 else ()
+    people.sort(key=lambda cid: (names.get(cid, "").casefold(), cid))
+    one = people[0] if source.kind is SourceKind.CONVERSATION and len(people) == 1 else None
+    shown = {r[0] for r in rows}
+    earlier = _stating(r for r in fresh if r[0] not in shown)
+    return Loaded(source, tuple(rows), top, names, tuple(people), one, earlier, details)
+
+
+def _peek_filed(
+    db: Database, source: Source, new_rows: tuple[int, ...], since: int, everything: bool
+) -> Loaded | _Unread | None:
+    """`_load` for a post, call, journal or calendar entry whose rows are all
+    among the new ones, in one statement on one snapshot (`Database.peek`):
+    its rows, its watermark, the names of the people in them and the cards
+    of the others; `_UNREAD` when it takes more than that statement."""
+    found = db.peek(_FILED_SQL.format(",".join("?" * len(new_rows))), (*new_rows, source.mark_key))
+    rows: list[Row] = []
+    mark: int | None = None
+    names: dict[str, str] = {}
+    cards: dict[str, dict[str, str]] = {}
+    for part, n, kind, at, cid, me, text in found:
+        if part == 0:
+            rows.append((n, kind, at, cid, bool(me), text))
+        elif part == 1:
+            mark = n
+        elif part == 2:
+            names[kind] = text
+        else:
+            cards.setdefault(cid, {})[kind] = text
+    if mark is not None and since > 0:
+        return _UNREAD  # filed under a source distilled before: read it all
+    shaped = _filed(source, rows, mark, everything)
+    if shaped is None:
+        return None
+    rows, top, people = shaped
+    ids = set(people) | {r[3] for r in rows if r[3] is not None}
+    names = {cid: name for cid, name in names.items() if cid in ids}
+    card = cards.get(people[0], {}) if len(people) == 1 else {}
+    return _loaded(source, rows, top, people, [], names, card)
+
+
+class _Unread:
+    """`_peek_filed`'s word for a source that one statement does not cover."""
+
+
+_UNREAD = _Unread()
+
+
+def _notes_for(
+    session: Session, loaded: Loaded, request: DistillRequest, result: DistillResult
+) -> list[Distilled]:
+    """What ``result`` gives for ``loaded``'s source, merged with what is
+    stored, read in ``session``'s write transaction."""
+    items = digest_items(loaded, request, result)
+    newest = max(at for _, _, at, _, _, _ in loaded.rows)
+    if loaded.source.kind is SourceKind.POST:
+        items = [merge_post(session, items[0], loaded.rows[0][2])]
+    facts = _dated(result.facts, newest)
+    about = _about_you(session, facts) if facts else None
+    pages = person_items(session, loaded, request, result)
+    pages += _group_pages(session, loaded, request)
+    if loaded.source.kind is SourceKind.JOURNAL:
+        pages.append(merge_week(session, loaded, result))
+    return items + pages + ([about] if about is not None else [])
+
+
+def _mark(session: Session, loaded: Loaded) -> None:
+    """Move ``loaded``'s source watermark, in the caller's transaction."""
+    _driver(session).execute(_MARK_SQL, (loaded.source.mark_key, loaded.newest_n))
 
 
 class NotetakingService:
@@ -966,6 +1158,16 @@ class NotetakingService:
         everything: bool,
         report: PassReport,
     ) -> None:
+        if self.router.answers_now:
+            done = await self._db(self.distill_now, source, new_rows, scan.since, everything)
+            if done.loaded is None:
+                report.skipped += 1
+            elif done.failed is not None or done.routed is None:
+                report.failed += 1
+                log.warning("%s", done.failed)
+            else:
+                self._count(source, done.routed, done.results, report)
+            return
         loaded = await self._db(self.load, source, new_rows, scan.since, everything)
         if loaded is None:
             report.skipped += 1
@@ -984,6 +1186,12 @@ class NotetakingService:
             report.failed += 1
             log.warning("the Notebook refused the notes of a %s", source.kind.value)
             return
+        self._count(source, routed, results, report)
+
+    @staticmethod
+    def _count(
+        source: Source, routed: Routed, results: Sequence[UpsertResult], report: PassReport
+    ) -> None:
         report.distilled[source.kind] += 1
         report.fallbacks += bool(routed.failures)
         for result in results:
@@ -1031,98 +1239,49 @@ class NotetakingService:
         self, source: Source, new_rows: tuple[int, ...], since: int, everything: bool = False
     ) -> Loaded | None:
         """The source's newest events, or None if its watermark covers them."""
+        if source.thread is None and source.contact_id is None and 0 < len(new_rows) <= _CHUNK:
+            loaded = _peek_filed(self.db, source, new_rows, since, everything)
+            if not isinstance(loaded, _Unread):
+                return loaded
         with self.db.reading() as session:
-            conn = session.connection()
-            mark = session.scalar(
-                select(DistillMark.seen_n).where(DistillMark.source == source.mark_key)
-            )
-            people: list[str] = []
-            fresh: list[Row] = []
-            if source.thread is not None:
-                top = conn.exec_driver_sql(_THREAD_TOP_SQL, (source.thread,)).scalar()
-                if top is None or (mark is not None and mark >= top and not everything):
-                    return None
-                rows = _rows(conn.exec_driver_sql(_THREAD_SQL, (source.thread,)))
-                people = [r[0] for r in conn.exec_driver_sql(_THREAD_PEOPLE_SQL, (source.thread,))]
-                since_n = 0 if everything or mark is None else mark
-                fresh = _rows(conn.exec_driver_sql(_THREAD_NEW_SQL, (source.thread, since_n)))
-            elif source.contact_id is not None:
-                top = conn.exec_driver_sql(_DIRECT_TOP_SQL, (source.contact_id,)).scalar()
-                if top is None or (mark is not None and mark >= top and not everything):
-                    return None
-                rows = _rows(conn.exec_driver_sql(_DIRECT_SQL, (source.contact_id,)))
-                people = [source.contact_id]
-                since_n = 0 if everything or mark is None else mark
-                fresh = _rows(conn.exec_driver_sql(_DIRECT_NEW_SQL, (source.contact_id, since_n)))
-            else:
-                if mark is not None and since > 0:
-                    # Filed under a source distilled before: its older rows
-                    # are not among the new ones, so read them all.
-                    if source.event_id is not None:
-                        found = conn.exec_driver_sql(_BY_ID_SQL, (source.event_id,))
-                    else:
-                        found = conn.exec_driver_sql(_BY_SOURCE_SQL[source.kind], (source.source,))
-                    rows = _rows(found)
-                else:
-                    rows = []
-                    for i in range(0, len(new_rows), _CHUNK):
-                        chunk = new_rows[i : i + _CHUNK]
-                        sql = _BY_N_SQL.format(",".join("?" * len(chunk)))
-                        rows += _rows(conn.exec_driver_sql(sql, tuple(chunk)))
-                if not rows:
-                    return None
-                top = max(r[0] for r in rows)
-                if mark is not None and mark >= top and not everything:
-                    return None
-                rows.sort(key=lambda r: (r[2], r[0]))
-                if source.kind is SourceKind.POST:  # the post itself, then its newest replies
-                    rows = rows[:1] + rows[1:][-(MAX_LINES - 1) :]
-                rows = rows[-MAX_LINES:]
-                people = list(dict.fromkeys(r[3] for r in rows if r[3] is not None and not r[4]))
-            if source.thread is not None or source.contact_id is not None:
-                rows.sort(key=lambda r: (r[2], r[0]))
-            ids = set(people) | {r[3] for r in rows if r[3] is not None}
-            names = _contact_names(conn, ids)
-            details: tuple[tuple[str, str], ...] = ()
-            if len(people) == 1:
-                card: dict[str, str] = dict(conn.exec_driver_sql(_DETAILS_SQL, (people[0],)).all())
-                details = tuple((f, card[f]) for f in _CARD_ORDER if card.get(f))
-        people.sort(key=lambda cid: (names.get(cid, "").casefold(), cid))
-        one = people[0] if source.kind is SourceKind.CONVERSATION and len(people) == 1 else None
-        shown = {r[0] for r in rows}
-        earlier = _stating(r for r in fresh if r[0] not in shown)
-        return Loaded(source, tuple(rows), top, names, tuple(people), one, earlier, details)
+            return _load(_driver(session), source, new_rows, since, everything)
 
     def commit(
         self, loaded: Loaded, request: DistillRequest, result: DistillResult
     ) -> list[UpsertResult]:
         """Upsert what ``result`` gives and move the source's watermark, in one
         durable transaction."""
-        items = digest_items(loaded, request, result)
-        newest = max(at for _, _, at, _, _, _ in loaded.rows)
+        return self.notebook.upsert_with(
+            lambda session: _notes_for(session, loaded, request, result),
+            lambda session, _results: _mark(session, loaded),
+        )
 
-        if loaded.source.kind is SourceKind.POST:
-            posted = loaded.rows[0][2]
-            digest = items[0]
-            items = []
-
-        def build(session: Session) -> list[Distilled]:
-            if loaded.source.kind is SourceKind.POST:
-                items[:] = [merge_post(session, digest, posted)]
-            facts = _dated(result.facts, newest)
-            about = _about_you(session, facts) if facts else None
-            pages = person_items(session, loaded, request, result)
-            pages += _group_pages(session, loaded, request)
-            if loaded.source.kind is SourceKind.JOURNAL:
-                pages.append(merge_week(session, loaded, result))
-            return items + pages + ([about] if about is not None else [])
-
-        def then(session: Session, _results: Sequence[UpsertResult]) -> None:
-            session.connection().exec_driver_sql(
-                _MARK_SQL, (loaded.source.mark_key, loaded.newest_n)
-            )
-
-        return self.notebook.upsert_with(build, then)
+    def distill_now(
+        self, source: Source, new_rows: tuple[int, ...], since: int, everything: bool = False
+    ) -> _Done:
+        """`load`, the router's answer and `commit`, one after the other on
+        this thread, for a router whose backends all answer at once
+        (`LLMRouter.answers_now`): one worker-thread hop a source instead of
+        two and a trip through the event loop. The transactions are the same
+        as on the way through the loop: the source's notes and its watermark
+        commit together, or (the backends could not distil it, or the
+        Notebook refused its notes) nothing is written."""
+        done = _Done()
+        done.loaded = self.load(source, new_rows, since, everything)
+        if done.loaded is None:
+            return done
+        request = build_request(done.loaded)
+        try:
+            done.routed = self.router.distill_now(request)
+        except NoBackendAnswered as exc:
+            done.failed = f"could not distil a {source.kind.value} ({exc})"
+            return done
+        try:
+            done.results = self.commit(done.loaded, request, done.routed.result)
+        except BadInput:
+            # Not the message: it may quote what was refused.
+            done.failed = f"the Notebook refused the notes of a {source.kind.value}"
+        return done
 
     def read_agent_said(self, everything: bool = False) -> tuple[list[AgentSaid], int]:
         """What agent answers past their watermark say about contacts (see
@@ -1218,13 +1377,13 @@ def _stating(rows: Iterable[Row]) -> tuple[Row, ...]:
     return tuple(kept)
 
 
-def _contact_names(conn: Any, ids: set[str]) -> dict[str, str]:
+def _contact_names(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
     wanted = sorted(ids)
     names: dict[str, str] = {}
     for i in range(0, len(wanted), _CHUNK):
         chunk = wanted[i : i + _CHUNK]
         sql = f"SELECT id, name FROM contact WHERE id IN ({','.join('?' * len(chunk))})"
-        names.update(conn.exec_driver_sql(sql, tuple(chunk)).all())
+        names.update(conn.execute(sql, chunk).fetchall())
     return names
 
 
