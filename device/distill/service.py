@@ -35,9 +35,14 @@ Watermarks are local row numbers of the memory log (rows are never removed,
 and a row merged from a sibling gets a new, higher number, so "new since" is a
 plain comparison). Each source's mark commits in the same transaction as the
 notes derived from it: a crash mid-pass redoes at most the source it was in,
-and never skips one. A second mark, the scan watermark, lets a pass look only
-at rows it has not yet looked at; it moves only after a pass in which every
-source succeeded.
+and never skips one. A pass with a backlog (more than GROUP_BACKLOG sources,
+as after an import) and only the built-in distiller commits its sources in
+groups of up to MAX_GROUP instead: each source is still read, distilled and
+merged against the notes as the sources before it left them, and its mark
+commits with exactly its notes, but a crash redoes at most the group it was
+in (`NotetakingService.distill_group`). A second mark, the scan watermark,
+lets a pass look only at rows it has not yet looked at; it moves only after a
+pass in which every source succeeded.
 """
 
 from __future__ import annotations
@@ -105,6 +110,7 @@ from pixie.device.notebook.clear import (
     Distilled,
     UpsertOutcome,
     UpsertResult,
+    identity_for,
 )
 from pixie.device.store import config
 from pixie.device.store.contacts import name_key, name_tag, name_words
@@ -112,11 +118,16 @@ from pixie.device.store.db import Database
 from pixie.device.store.marks import DistillMark
 from pixie.device.store.notes import (
     ABOUT_YOU_KEY,
+    MAX_BODY_CHARS,
     MAX_IDENTITY_CHARS,
     MAX_TAG_CHARS,
     MAX_TITLE_CHARS,
     NoteKind,
+    clean_tags,
+    clean_text,
+    clean_title,
     kept_up_identity,
+    tags_json,
 )
 
 if TYPE_CHECKING:
@@ -773,6 +784,18 @@ _STORED_SQL = (
 
 
 def _stored(session: Session, kind: NoteKind, identity: str) -> _Stored | None:
+    group: _Group | None = session.info.get(_GROUP)
+    if group is not None:
+        key = (kind.value, identity)
+        if key in group.rows:
+            written = group.rows[key]
+            if written is None:
+                raise _Conflict
+            return written
+    return _stored_row(session, kind, identity)
+
+
+def _stored_row(session: Session, kind: NoteKind, identity: str) -> _Stored | None:
     row = _driver(session).execute(_STORED_SQL, (kind.value, identity)).fetchone()
     if row is None:
         return None
@@ -902,8 +925,78 @@ _MARK_SQL = (
     "ON CONFLICT (source) DO UPDATE SET seen_n = excluded.seen_n"
 )
 _CHUNK = 500
+# A pass with more sources than GROUP_BACKLOG to look at (an import, a first
+# pass) commits them in groups of up to MAX_GROUP sources, each group holding
+# the write lock for about MAX_GROUP_SECONDS at most (see `distill_group`).
+GROUP_BACKLOG = 32
+MAX_GROUP = 64
+MAX_GROUP_SECONDS = 0.05
 
 Row = tuple[int, str, int, str | None, bool, str]
+
+
+class _Conflict(Exception):
+    """A source in a group transaction reads a note that a source before it
+    in the group wrote in a way `_Group` does not follow: it waits for the
+    next group, which starts with it."""
+
+
+class _Group:
+    """What the sources before this one in a group transaction wrote, as the
+    rows they left (see `NotetakingService.distill_group`): the merges of a
+    source read the notes as the sources before it left them, exactly as if
+    each had committed on its own.
+
+    A note written over is followed where the upsert's outcome is plain: the
+    note was new, or distillation's own and resident, so it now holds the
+    item as the Notebook cleans it. Anything else (the user's note, a page
+    beside an edited one, a body parked on the Homebase, an item the Notebook
+    would refuse) is marked unknown, and a later source that reads it ends
+    the group (`_Conflict`)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], _Stored | None] = {}  # None: unknown
+
+    def wrote(self, session: Session, items: Sequence[Distilled]) -> None:
+        """Follow what upserting ``items`` (a source's notes) leaves."""
+        for item in items:
+            key = (item.kind.value, item.identity_key)
+            try:
+                title = clean_title(item.title)
+                body = clean_text(item.body, "body", MAX_BODY_CHARS)
+                tags = tags_json(clean_tags(item.tags))
+                identity = identity_for(item.kind, item.identity_key, title)
+            except BadInput:
+                identity = None
+            if identity == item.identity_key:
+                before = (
+                    self.rows[key]
+                    if key in self.rows
+                    else _stored_row(session, item.kind, item.identity_key)
+                )
+                unknown = key in self.rows and before is None
+                if not unknown and (
+                    before is None or (not before.user_edited and before.body is not None)
+                ):
+                    self.rows[key] = _Stored(
+                        title,
+                        body,
+                        tags,
+                        item.contact_id,
+                        item.source_ref,
+                        item.about_date,
+                        False,
+                    )
+                    continue
+            self.rows[key] = None
+            if identity is not None:
+                self.rows[(item.kind.value, identity)] = None
+            if item.kind is NoteKind.PERSON:
+                self.rows[(item.kind.value, kept_up_identity(item.identity_key))] = None
+
+
+_GROUP = "pixie_distill_group"
+_Answered = dict[str, tuple[Loaded, Routed]]
 
 
 @dataclass
@@ -1090,6 +1183,8 @@ class NotetakingService:
     The core of a pass is synchronous and small; this driver runs its
     database steps on one worker-thread lane (SQLite calls block) and awaits
     the router, so `pixie run` keeps syncing while a pass waits on a model.
+    When every backend answers at once (the built-in distiller), a source
+    (or a group of them) is read, distilled and committed in one hop.
     """
 
     def __init__(
@@ -1104,6 +1199,9 @@ class NotetakingService:
         self.notebook = notebook
         self.router = router
         self.lane = lane or trio.CapacityLimiter(1)
+        # Answers a group transaction had in hand for a source it left to the
+        # next one (see `distill_group`), by the source's mark key.
+        self._answered: _Answered = {}
 
     @classmethod
     def for_node(
@@ -1131,13 +1229,26 @@ class NotetakingService:
         started = time.perf_counter()
         report = PassReport()
         self.router.new_pass()
+        self._answered.clear()
         try:
             scan = await self._db(self.scan, everything)
             total = len(scan.candidates)
-            for done, (source, new_rows) in enumerate(scan.candidates, 1):
-                await self._one(source, new_rows, scan, everything, report)
-                if progress is not None:
-                    progress(done, total)
+            done = 0
+            while done < total:
+                if total > GROUP_BACKLOG and self.router.answers_now:
+                    group = scan.candidates[done : done + MAX_GROUP]
+                    dones = await self._db(self.distill_group, group, scan.since, everything)
+                    for (source, _), one in zip(group, dones, strict=False):
+                        self._tally(source, one, report)
+                    finished = len(dones)
+                else:
+                    source, new_rows = scan.candidates[done]
+                    await self._one(source, new_rows, scan, everything, report)
+                    finished = 1
+                for n in range(done + 1, done + finished + 1):
+                    if progress is not None:
+                        progress(n, total)
+                done += finished
             said, top = await self._db(self.read_agent_said, everything)
             if top:
                 for result in await self._db(self.commit_agent_said, said, top):
@@ -1160,13 +1271,7 @@ class NotetakingService:
     ) -> None:
         if self.router.answers_now:
             done = await self._db(self.distill_now, source, new_rows, scan.since, everything)
-            if done.loaded is None:
-                report.skipped += 1
-            elif done.failed is not None or done.routed is None:
-                report.failed += 1
-                log.warning("%s", done.failed)
-            else:
-                self._count(source, done.routed, done.results, report)
+            self._tally(source, done, report)
             return
         loaded = await self._db(self.load, source, new_rows, scan.since, everything)
         if loaded is None:
@@ -1187,6 +1292,15 @@ class NotetakingService:
             log.warning("the Notebook refused the notes of a %s", source.kind.value)
             return
         self._count(source, routed, results, report)
+
+    def _tally(self, source: Source, done: _Done, report: PassReport) -> None:
+        if done.loaded is None:
+            report.skipped += 1
+        elif done.failed is not None or done.routed is None:
+            report.failed += 1
+            log.warning("%s", done.failed)
+        else:
+            self._count(source, done.routed, done.results, report)
 
     @staticmethod
     def _count(
@@ -1257,7 +1371,12 @@ class NotetakingService:
         )
 
     def distill_now(
-        self, source: Source, new_rows: tuple[int, ...], since: int, everything: bool = False
+        self,
+        source: Source,
+        new_rows: tuple[int, ...],
+        since: int,
+        everything: bool = False,
+        answered: _Answered | None = None,
     ) -> _Done:
         """`load`, the router's answer and `commit`, one after the other on
         this thread, for a router whose backends all answer at once
@@ -1272,7 +1391,7 @@ class NotetakingService:
             return done
         request = build_request(done.loaded)
         try:
-            done.routed = self.router.distill_now(request)
+            done.routed = self._answer(done.loaded, request, answered)
         except NoBackendAnswered as exc:
             done.failed = f"could not distil a {source.kind.value} ({exc})"
             return done
@@ -1282,6 +1401,85 @@ class NotetakingService:
             # Not the message: it may quote what was refused.
             done.failed = f"the Notebook refused the notes of a {source.kind.value}"
         return done
+
+    def distill_group(
+        self, group: Sequence[tuple[Source, tuple[int, ...]]], since: int, everything: bool
+    ) -> list[_Done]:
+        """`distill_now` for the first sources of ``group`` (at least one), in
+        one durable transaction: each source is read, distilled and merged
+        in turn, against the notes as the sources before it in the group
+        left them (`_Group`), and every watermark commits with exactly its
+        source's notes. A group ends at MAX_GROUP sources, after
+        MAX_GROUP_SECONDS, or before a source that reads a note an earlier
+        one left in a state the group does not follow; that source starts
+        the next group. If the Notebook refuses the notes of any source, the
+        group is done again one source a transaction (the answers already
+        given are used again, never asked for twice)."""
+        taken: list[tuple[_Done, int]] = []  # each source's outcome and its number of items
+        answered: _Answered = {}
+
+        def build(session: Session) -> list[Distilled]:
+            conn = _driver(session)
+            written = session.info[_GROUP] = _Group()
+            items: list[Distilled] = []
+            started = time.perf_counter()
+            for source, new_rows in group:
+                if taken and time.perf_counter() - started > MAX_GROUP_SECONDS:
+                    break
+                done = _Done(loaded=_load(conn, source, new_rows, since, everything))
+                if done.loaded is None:
+                    taken.append((done, 0))
+                    continue
+                request = build_request(done.loaded)
+                try:
+                    done.routed = self._answer(done.loaded, request, answered)
+                except NoBackendAnswered as exc:
+                    done.failed = f"could not distil a {source.kind.value} ({exc})"
+                    taken.append((done, 0))
+                    continue
+                try:
+                    found = _notes_for(session, done.loaded, request, done.routed.result)
+                except _Conflict:
+                    self._answered[source.mark_key] = (done.loaded, done.routed)
+                    break
+                written.wrote(session, found)
+                items += found
+                taken.append((done, len(found)))
+            return items
+
+        def then(session: Session, results: Sequence[UpsertResult]) -> None:
+            at = 0
+            for done, count in taken:
+                done.results = list(results[at : at + count])
+                at += count
+                if done.loaded is not None and done.routed is not None and done.failed is None:
+                    _mark(session, done.loaded)
+
+        try:
+            self.notebook.upsert_with(build, then)
+        except BadInput:
+            return [
+                done
+                if done.failed is not None
+                else self.distill_now(source, rows, since, everything, answered)
+                for (done, _), (source, rows) in zip(taken, group, strict=False)
+            ]
+        return [done for done, _ in taken]
+
+    def _answer(
+        self, loaded: Loaded, request: DistillRequest, answered: _Answered | None
+    ) -> Routed:
+        """The router's answer for ``loaded``: the one it gave for the very
+        same source earlier in this pass, if there is one."""
+        key = loaded.source.mark_key
+        for cache in (answered, self._answered):
+            earlier = cache.pop(key, None) if cache is not None else None
+            if earlier is not None and earlier[0] == loaded:
+                return earlier[1]
+        routed = self.router.distill_now(request)
+        if answered is not None:
+            answered[key] = (loaded, routed)
+        return routed
 
     def read_agent_said(self, everything: bool = False) -> tuple[list[AgentSaid], int]:
         """What agent answers past their watermark say about contacts (see
