@@ -72,10 +72,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def configure(*, baseline: bool) -> None:
-    """This process's speed-ups: each off with ``baseline``. Neither changes
+    """This process's speed-ups: each off with ``baseline``. None of them changes
     a seed's run (its trace, digests and stats are the same either way)."""
     reuse_across_databases(not baseline)
     invariants.SKIP_FOREGONE = not baseline
+    invariants.ONE_READ = not baseline
 
 
 def _run_one(seed: int, steps: int, base: Path | None, lies: bool) -> RunResult:
@@ -148,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:  # leave a calling process (a test) as it was
         reuse_across_databases(False)
         invariants.SKIP_FOREGONE = True
+        invariants.ONE_READ = True
 
 
 def _sweep(args: argparse.Namespace, seeds: Sequence[int]) -> int:

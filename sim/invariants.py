@@ -27,7 +27,7 @@ are checked at the end (`check_converged`, `check_digest_only`).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
@@ -75,7 +75,7 @@ _UPSERT_ROW = (
 )
 
 
-def _fail(number: int, detail: str) -> None:
+def _fail(number: int, detail: str) -> NoReturn:
     from pixie.sim.world import InvariantViolated
 
     raise InvariantViolated(number, detail)
@@ -98,49 +98,152 @@ _SEALED_IN_CLEAR = (
 SKIP_FOREGONE = True
 
 
+# Read each peer's rows for the per-step checks in one statement instead of
+# one per check (the checks then run on what was read, in the same order and
+# with the same outcome: nothing writes between them). Off with `--baseline`.
+ONE_READ = True
+
+# The per-step reads of one peer, each row tagged: bodiless live clear notes
+# (1), user-edited notes (4), on the device the live clear notes that point at
+# a holder (1, 2), and once a sealed canary exists the clear rows and log texts
+# that hold one (7). Ordered by tag, then id.
+_BODILESS_ROWS, _EDITED_ROWS, _POINTER_ROWS, _SEALED_ROWS = range(4)
+_STEP_BASE = (
+    f"SELECT {_BODILESS_ROWS}, id, NULL, NULL FROM note WHERE zone = 'clear' AND deleted = 0 "
+    "AND body IS NULL AND holder IS NULL "
+    f"UNION ALL SELECT {_EDITED_ROWS}, id, NULL, NULL FROM note WHERE user_edited = 1"
+)
+_STEP_POINTERS = (
+    f" UNION ALL SELECT {_POINTER_ROWS}, id, content_hash, holder FROM note "
+    "WHERE zone = 'clear' AND deleted = 0 AND holder IS NOT NULL"
+)
+_STEP_SEALED = (
+    f" UNION ALL SELECT {_SEALED_ROWS}, "
+    "(SELECT count(*) FROM note WHERE zone = 'clear' AND "
+    "(instr(title, ?) OR instr(body, ?) OR instr(tags, ?))), "
+    "(SELECT count(*) FROM memory_event WHERE instr(text, ?)), NULL"
+)
+_STEP_SQL = {
+    (device, sealed): _STEP_BASE
+    + (_STEP_POINTERS if device else "")
+    + (_STEP_SEALED if sealed else "")
+    + " ORDER BY 1, 2"
+    for device in (False, True)
+    for sealed in (False, True)
+}
+_HOLDINGS = (
+    "SELECT note_id, content_hash, body, owner FROM holding "
+    "WHERE (note_id, content_hash) IN (VALUES {})"
+)
+
+
 def check_all(world: World, *, full: bool = False) -> None:
     """The per-step checks; ``full`` adds the costlier ones (done every
     `FULL_EVERY` steps and at the end)."""
-    check_bodies(world)
-    check_edits(world)
     sealed = world.sealed_minted or not SKIP_FOREGONE
-    if sealed:
-        check_sealed_rows(world)
+    if ONE_READ:
+        _check_step(world, sealed=sealed)
+    else:
+        check_bodies(world)
+        check_edits(world)
+        if sealed:
+            check_sealed_rows(world)
     if full or world.tick % FULL_EVERY == 0:
         if sealed:
             check_sealed(world)
         check_digests(world)
 
 
-def check_bodies(world: World) -> None:
-    """Invariants 1 and 2."""
-    device_key = world.device.key.hex()
+def _check_step(world: World, *, sealed: bool) -> None:
+    """`check_bodies`, `check_edits` and (with ``sealed``) `check_sealed_rows`,
+    from one read of each peer's rows and one of the holdings the device's
+    pointers name: the same checks in the same order, failing alike."""
+    canary = SEALED_CANARY.decode()
+    params = (canary,) * 4 if sealed else ()
+    rows: dict[str, dict[int, list[tuple[Any, ...]]]] = {}
     for peer in world.peers.values():
-        for (note_id,) in peer.node.db.peek(_BODILESS):
+        tagged: dict[int, list[tuple[Any, ...]]] = {tag: [] for tag in range(4)}
+        sql = _STEP_SQL[(peer is world.device, sealed)]
+        for tag, *values in peer.node.db.peek(sql, params):
+            tagged[tag].append(tuple(values))
+        rows[peer.name] = tagged
+    pointers = rows[world.device.name][_POINTER_ROWS]
+    held: dict[tuple[str, str], tuple[Any, Any]] = {}
+    if pointers:
+        pairs = [v for note_id, chash, _ in pointers for v in (note_id, chash)]
+        sql = _HOLDINGS.format(", ".join(["(?, ?)"] * len(pointers)))
+        for note_id, chash, body, owner in world.homebase.node.db.peek(sql, pairs):
+            held[(note_id, chash)] = (body, owner)
+    # Invariants 1 and 2, as `check_bodies`.
+    for peer in world.peers.values():
+        for note_id, *_ in rows[peer.name][_BODILESS_ROWS]:
             _fail(1, f"{peer.name}: note {note_id} has no body and no holder")
-    for note_id, chash, holder in world.device.node.db.peek(_POINTERS):
+    _check_pointers(world, pointers, held)
+    # Invariant 4, as `check_edits`.
+    for peer in world.peers.values():
+        now = {r[0] for r in rows[peer.name][_EDITED_ROWS]}
+        _check_edited(world, peer.name, now)
+    # Invariant 7 at the source, as `check_sealed_rows`.
+    if sealed:
+        for peer in world.peers.values():
+            notes, events, _ = rows[peer.name][_SEALED_ROWS][0]
+            _check_sealed_counts(peer.name, notes, events)
+
+
+def _check_pointers(
+    world: World,
+    pointers: list[tuple[Any, ...]],
+    held: dict[tuple[str, str], tuple[Any, Any]],
+) -> None:
+    """Invariants 1 and 2 for each of the device's pointers (note id, hash,
+    holder, in id order), given the holdings found at the Homebase."""
+    device_key = world.device.key.hex()
+    for note_id, chash, holder in pointers:
         if (note_id, chash) not in world.acked:
             _fail(2, f"note {note_id}'s body was cleared without a valid ack")
         if holder != world.homebase.key.hex():
             _fail(1, f"note {note_id} points at a holder that is not the Homebase")
-        rows = world.homebase.node.db.peek(_HOLDING, (note_id, chash))
-        if not rows:
+        found = held.get((note_id, chash))
+        if found is None:
             _fail(1, f"note {note_id}'s body is cleared here and not held by its holder")
-        body, owner = rows[0]
+        body, owner = found
         if body_hash(bytes(body)).hex() != chash:
             _fail(1, f"the holding of note {note_id} does not re-hash to its pointer")
         if owner != device_key:
             _fail(1, f"the holding of note {note_id} belongs to another device")
 
 
+def _check_edited(world: World, name: str, now: set[str]) -> None:
+    lost = world.edited[name] - now
+    if lost:
+        _fail(4, f"{name}: the user's version of {sorted(lost)[0]} was overwritten")
+    world.edited[name] = now
+
+
+def _check_sealed_counts(name: str, notes: int, events: int) -> None:
+    if notes or events:
+        _fail(7, f"{name}: sealed plaintext in {notes} clear notes, {events} events")
+
+
+def check_bodies(world: World) -> None:
+    """Invariants 1 and 2."""
+    for peer in world.peers.values():
+        for (note_id,) in peer.node.db.peek(_BODILESS):
+            _fail(1, f"{peer.name}: note {note_id} has no body and no holder")
+    pointers = world.device.node.db.peek(_POINTERS)
+    held: dict[tuple[str, str], tuple[Any, Any]] = {}
+    for note_id, chash, _ in pointers:
+        found = world.homebase.node.db.peek(_HOLDING, (note_id, chash))
+        if found:
+            held[(note_id, chash)] = found[0]
+    _check_pointers(world, pointers, held)
+
+
 def check_edits(world: World) -> None:
     """Invariant 4: user-edited versions only ever give way to user-edited ones."""
     for peer in world.peers.values():
         now = {r[0] for r in peer.node.db.peek("SELECT id FROM note WHERE user_edited = 1")}
-        lost = world.edited[peer.name] - now
-        if lost:
-            _fail(4, f"{peer.name}: the user's version of {sorted(lost)[0]} was overwritten")
-        world.edited[peer.name] = now
+        _check_edited(world, peer.name, now)
 
 
 def check_sealed_rows(world: World) -> None:
@@ -149,8 +252,7 @@ def check_sealed_rows(world: World) -> None:
     canary = SEALED_CANARY.decode()
     for peer in world.peers.values():
         notes, events = peer.node.db.peek(_SEALED_IN_CLEAR, (canary,) * 4)[0]
-        if notes or events:
-            _fail(7, f"{peer.name}: sealed plaintext in {notes} clear notes, {events} events")
+        _check_sealed_counts(peer.name, notes, events)
 
 
 def check_sealed(world: World) -> None:

@@ -32,9 +32,9 @@ import enum
 import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias, cast
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Table, bindparam, func, select
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -43,12 +43,16 @@ from pixie.device.errors import BadInput
 from pixie.device.notebook.store import sealed_hash
 from pixie.device.store import statedigest
 from pixie.device.store.contacts import (
+    ALIASES_SQL,
+    CONTACTS_SQL,
+    DETAILS_SQL,
     Contact,
     ContactAlias,
     ContactDetail,
     clean_detail,
     clean_name,
     contact_id_for,
+    contact_items_of,
     name_key,
     put_detail_in,
 )
@@ -151,25 +155,20 @@ _SQLITE = sqlite_dialect()
 # state digest are made of (see `statedigest.note_version`, `contact_items`).
 _DIGEST_SQL = _sql(select(Meta.value).where(Meta.key == bindparam("key")))
 _NOTE_MARKS_SQL = _sql(select(NoteMark.origin, NoteMark.stamp))
-_CONTACTS_SQL = _sql(select(Contact.id, Contact.name))
-_ALIASES_SQL = _sql(select(ContactAlias.alias_key, ContactAlias.contact_id, ContactAlias.alias))
-_DETAILS_SQL = _sql(
-    select(ContactDetail.contact_id, ContactDetail.field, ContactDetail.value, ContactDetail.at)
-)
 _EVENT_IDS = _sql(select(MemoryEvent.id))
+# What `_all_contacts` sends: every contact, its aliases and details, in order.
+_ALL_CONTACTS_SQL = _sql(select(Contact.id, Contact.name).order_by(Contact.id))
+_ALL_ALIASES_SQL = _sql(
+    select(ContactAlias.contact_id, ContactAlias.alias).order_by(ContactAlias.alias_key)
+)
+_ALL_DETAILS_SQL = _sql(
+    select(
+        ContactDetail.contact_id, ContactDetail.field, ContactDetail.value, ContactDetail.at
+    ).order_by(ContactDetail.contact_id, ContactDetail.field)
+)
 _NOTE_VERSIONS = _sql(
     select(Note.id, Note.updated_at, Note.content_hash, Note.user_edited, Note.deleted)
 )
-
-
-def _contact_items(cursor: Any) -> Iterator[bytes]:
-    """Every state-digest item of the contact book, as `contact_items` makes them."""
-    for cid, name in cursor.execute(_CONTACTS_SQL).fetchall():
-        yield contact_item(cid, name)
-    for key, cid, alias in cursor.execute(_ALIASES_SQL).fetchall():
-        yield alias_item(key, cid, alias)
-    for cid, field, value, at in cursor.execute(_DETAILS_SQL).fetchall():
-        yield detail_item(cid, field, value, at)
 
 
 _FROM_ME = {None: None, 0: False, 1: True}  # SQLite hands booleans back as 0/1
@@ -329,24 +328,62 @@ def _chunked(parts: Iterable[_Part]) -> Iterator[Records]:
         yield last
 
 
-def _event_rows(session: Session, sql: str, params: Sequence[Any]) -> _EventRows:
-    """Rows straight from the DB-API cursor, each only wrapped as an `_EventRow`."""
-    cursor = session.connection().connection.cursor()
-    try:
-        cursor.execute(sql, params)
-        return list(map(_EventRow._make, cursor.fetchall()))
-    finally:
-        cursor.close()
+def _event_rows(db: Database, sql: str, params: Sequence[Any]) -> _EventRows:
+    """Rows straight from the driver (one statement, one read transaction:
+    `Database.peek`), each only wrapped as an `_EventRow`."""
+    return list(map(_EventRow._make, db.peek(sql, params)))
 
 
-def _wire_note(row: Note) -> NoteVersion:
+class _NoteRow(NamedTuple):
+    """A note as a batch reads it: the columns `_wire_note` uses, read
+    straight from the driver like events (see `_EventRow`); booleans come
+    back as 0/1, and `_wire_note` makes them booleans again."""
+
+    id: str
+    zone: str
+    updated_at: str
+    content_hash: str
+    user_edited: int
+    deleted: int
+    nonce: bytes | None
+    ciphertext: bytes | None
+    kind: str | None
+    identity_key: str | None
+    title: str | None
+    body: str | None
+    contact_id: str | None
+    tags: str | None
+    source_ref: str | None
+    about_date: int | None
+    created_at: int | None
+
+
+_NOTE_TABLE = cast(Table, Note.__table__)
+_NOTE_COLUMNS = ", ".join(_NOTE_TABLE.c[name].name for name in _NoteRow._fields)
+_UPDATED_AT = _NOTE_TABLE.c.updated_at.name
+# A page of one origin's note versions newer than a stamp (the stamp's origin
+# is its tail, see `STAMP_ORIGIN_AT`), in stamp order.
+_NOTES_AFTER = (
+    f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_TABLE.name} WHERE {_UPDATED_AT} > ? "
+    f"AND substr({_UPDATED_AT}, {STAMP_ORIGIN_AT + 1}) = ? ORDER BY {_UPDATED_AT} LIMIT ?"
+)
+_NOTES_BY_ID = (
+    f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_TABLE.name} WHERE {_NOTE_TABLE.c.id.name} IN ({{}})"
+)
+
+
+def _note_rows(db: Database, sql: str, params: Sequence[Any]) -> list[_NoteRow]:
+    return list(map(_NoteRow._make, db.peek(sql, params)))
+
+
+def _wire_note(row: Note | _NoteRow) -> NoteVersion:
     if row.zone == Zone.SEALED.value:
         return NoteVersion(
             row.id,
             row.updated_at,
             row.content_hash,
-            row.user_edited,
-            row.deleted,
+            bool(row.user_edited),
+            bool(row.deleted),
             nonce=row.nonce,
             ciphertext=row.ciphertext,
         )
@@ -364,7 +401,12 @@ def _wire_note(row: Note) -> NoteVersion:
         created_at=row.created_at or 0,
     )
     return NoteVersion(
-        row.id, row.updated_at, row.content_hash, row.user_edited, row.deleted, clear=clear
+        row.id,
+        row.updated_at,
+        row.content_hash,
+        bool(row.user_edited),
+        bool(row.deleted),
+        clear=clear,
     )
 
 
@@ -378,15 +420,24 @@ def _version_order(user_edited: bool, stamp: str) -> tuple[bool, str]:
 # unique index: one index seek per origin for the next origin and one for its
 # maximum, so the cost follows the number of origins (a handful), where
 # GROUP BY would read every row of the log (~0.1 s at a million events).
-_MARKS_SQL = """
+# `NodeReplica.marks` reads them in one statement with the note marks and the
+# contact book's rows (what its digest items are made of, `contact_items_of`),
+# each row tagged with what it is.
+_LOG_MARK, _NOTE_MARK, _CONTACT, _ALIAS, _DETAIL = range(5)
+_ALL_MARKS_SQL = f"""
 WITH RECURSIVE origins(origin) AS (
     SELECT (SELECT min(origin) FROM memory_event)
     UNION ALL
     SELECT (SELECT min(origin) FROM memory_event WHERE origin > origins.origin)
     FROM origins WHERE origins.origin IS NOT NULL
 )
-SELECT origin, (SELECT max(seq) FROM memory_event WHERE memory_event.origin = origins.origin)
+SELECT {_LOG_MARK}, origin,
+    (SELECT max(seq) FROM memory_event WHERE memory_event.origin = origins.origin), NULL, NULL
 FROM origins WHERE origin IS NOT NULL
+UNION ALL SELECT {_NOTE_MARK}, *, NULL, NULL FROM ({_NOTE_MARKS_SQL})
+UNION ALL SELECT {_CONTACT}, *, NULL, NULL FROM ({CONTACTS_SQL})
+UNION ALL SELECT {_ALIAS}, *, NULL FROM ({ALIASES_SQL})
+UNION ALL SELECT {_DETAIL}, * FROM ({DETAILS_SQL})
 """
 
 
@@ -411,28 +462,31 @@ class NodeReplica:
     # each in one read transaction (see `_sql`).
 
     def state(self) -> tuple[bytes, int]:
-        with self.db.reading() as session:
-            cursor = session.connection().connection.cursor()
-            try:
-                row = cursor.execute(_DIGEST_SQL, (statedigest.DIGEST_KEY,)).fetchone()
-            finally:
-                cursor.close()
-        fp = Fingerprint.decode(row[0]) if row and row[0] else Fingerprint()
+        rows = self.db.peek(_DIGEST_SQL, (statedigest.DIGEST_KEY,))
+        fp = Fingerprint.decode(rows[0][0]) if rows and rows[0][0] else Fingerprint()
         return fp.digest(), fp.count
 
     def marks(self) -> Marks:
-        with self.db.reading() as session:
-            cursor = session.connection().connection.cursor()
-            try:
-                log = cursor.execute(_MARKS_SQL).fetchall()
-                notes = cursor.execute(_NOTE_MARKS_SQL).fetchall()
-                fp = Fingerprint.of(_contact_items(cursor))
-            finally:
-                cursor.close()
+        # One statement (so one snapshot) on the plain driver connection: the
+        # log's marks, the note marks and the contact book's digest items,
+        # each row tagged with what it is.
+        log: list[tuple[str, int]] = []
+        notes: list[tuple[str, str]] = []
+        contacts: list[bytes] = []
+        for tag, a, b, c, d in self.db.peek(_ALL_MARKS_SQL):
+            if tag == _LOG_MARK:
+                log.append((str(a), int(b)))
+            elif tag == _NOTE_MARK:
+                notes.append((str(a), str(b)))
+            elif tag == _CONTACT:
+                contacts.append(contact_item(a, b))
+            elif tag == _ALIAS:
+                contacts.append(alias_item(a, b, c))
+            else:
+                contacts.append(detail_item(a, b, c, d))
+        fp = Fingerprint.of(contacts)
         return Marks(
-            tuple((str(o), int(s)) for o, s in sorted(log)),
-            tuple((str(o), str(s)) for o, s in sorted(notes)),
-            range_fingerprint(fp.total, fp.count),
+            tuple(sorted(log)), tuple(sorted(notes)), range_fingerprint(fp.total, fp.count)
         )
 
     # -- what a sibling lacks -----------------------------------------------------------
@@ -447,8 +501,7 @@ class NodeReplica:
         for origin, high in mine.log:
             after = peer.log_mark(origin)
             while after < high:
-                with self.db.reading() as session:
-                    rows = _event_rows(session, _EVENTS_AFTER, (origin, after, _PAGE))
+                rows = _event_rows(self.db, _EVENTS_AFTER, (origin, after, _PAGE))
                 if not rows:
                     break
                 # Stop at a gap in this replica's copy of the log (events that
@@ -468,40 +521,27 @@ class NodeReplica:
         for origin, newest in mine.notes:
             after_stamp = peer.note_mark(origin) or ""
             while after_stamp < newest:
-                with self.db.reading() as session:
-                    note_rows = session.scalars(
-                        select(Note)
-                        .where(
-                            Note.updated_at > after_stamp,
-                            func.substr(Note.updated_at, STAMP_ORIGIN_AT + 1) == origin,
-                        )
-                        .order_by(Note.updated_at)
-                        .limit(_PAGE)
-                    ).all()
-                    notes = [_wire_note(r) for r in note_rows]
+                note_rows = _note_rows(self.db, _NOTES_AFTER, (after_stamp, origin, _PAGE))
+                notes = [_wire_note(r) for r in note_rows]
                 if not notes:
                     break
                 yield from notes
                 after_stamp = notes[-1].stamp
 
     def _all_contacts(self) -> list[ContactEntry]:
+        # Three reads in one read transaction, on the driver (see `_sql`).
         with self.db.reading() as session:
-            contacts = session.execute(select(Contact.id, Contact.name).order_by(Contact.id)).all()
-            aliases: dict[str, list[str]] = {}
-            for cid, alias in session.execute(
-                select(ContactAlias.contact_id, ContactAlias.alias).order_by(ContactAlias.alias_key)
-            ):
-                aliases.setdefault(cid, []).append(alias)
-            details: dict[str, list[DetailEntry]] = {}
-            for cid, field, value, at in session.execute(
-                select(
-                    ContactDetail.contact_id,
-                    ContactDetail.field,
-                    ContactDetail.value,
-                    ContactDetail.at,
-                ).order_by(ContactDetail.contact_id, ContactDetail.field)
-            ):
-                details.setdefault(cid, []).append(DetailEntry(field, value, at))
+            cursor = session.connection().connection.cursor()
+            try:
+                contacts = cursor.execute(_ALL_CONTACTS_SQL).fetchall()
+                aliases: dict[str, list[str]] = {}
+                for cid, alias in cursor.execute(_ALL_ALIASES_SQL).fetchall():
+                    aliases.setdefault(cid, []).append(alias)
+                details: dict[str, list[DetailEntry]] = {}
+                for cid, field, value, at in cursor.execute(_ALL_DETAILS_SQL).fetchall():
+                    details.setdefault(cid, []).append(DetailEntry(field, value, at))
+            finally:
+                cursor.close()
         # The codec takes at most MAX_ALIASES aliases per entry and the book has
         # no such bound: a contact with more goes out as several entries (the
         # merge takes each in turn), never as one the sibling must refuse.
@@ -532,7 +572,7 @@ class NodeReplica:
                 for note_id, stamp, digest, user_edited, deleted in cursor.fetchall():
                     item = note_item(note_id, stamp, digest, bool(user_edited), bool(deleted))
                     yield item[:17], item_hash(item)
-                for item in list(_contact_items(cursor)):
+                for item in list(contact_items_of(cursor)):
                     yield item[:17], item_hash(item)
             finally:
                 cursor.close()
@@ -550,16 +590,14 @@ class NodeReplica:
         for i in range(0, len(event_ids), _ID_CHUNK):
             chunk = event_ids[i : i + _ID_CHUNK]
             sql = _EVENTS_BY_ID.format(",".join("?" * len(chunk)))
-            with self.db.reading() as session:
-                rows = _event_rows(session, sql, chunk)
+            rows = _event_rows(self.db, sql, chunk)
             if rows:
                 yield rows
         note_ids = [id_text(raw) for raw in by_kind.get(b"N", [])]
         for i in range(0, len(note_ids), _ID_CHUNK):
-            with self.db.reading() as session:
-                chunk = note_ids[i : i + _ID_CHUNK]
-                notes = session.scalars(select(Note).where(Note.id.in_(chunk)))
-                versions = [_wire_note(r) for r in notes]
+            chunk = note_ids[i : i + _ID_CHUNK]
+            sql = _NOTES_BY_ID.format(",".join("?" * len(chunk)))
+            versions = [_wire_note(r) for r in _note_rows(self.db, sql, chunk)]
             yield from versions
 
     # -- merging --------------------------------------------------------------------------
@@ -660,12 +698,7 @@ class NodeReplica:
             for origin, seqs in by_origin.items():
                 if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
                     raise ProtocolError(f"events of {origin} are not in sequence order")
-                held = (
-                    session.scalar(
-                        select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == origin)
-                    )
-                    or 0
-                )
+                held = _held_seq(session, origin)
                 if seqs[0] > held + 1:
                     raise ProtocolError(
                         f"events of {origin} start at {seqs[0]} but this replica holds {held}"
@@ -718,6 +751,25 @@ class NodeReplica:
         statedigest.update(session, add=added, remove=removed)
         record_marks(session, seen)
         return len(added)
+
+
+_HELD_SEQ_SQL = _sql(
+    select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == bindparam("origin"))
+)
+
+
+def _held_seq(session: Session, origin: str) -> int:
+    """The highest sequence number of ``origin`` this replica holds (0 for
+    none), read on the session's driver connection inside its transaction;
+    what the session has pending is flushed first, as an ORM read would."""
+    if session.autoflush:
+        session.flush()
+    cursor = session.connection().connection.cursor()
+    try:
+        row = cursor.execute(_HELD_SEQ_SQL, (origin,)).fetchone()
+    finally:
+        cursor.close()
+    return int(row[0] or 0) if row else 0
 
 
 def _check_events(events: EventColumns) -> None:
