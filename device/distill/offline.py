@@ -657,7 +657,7 @@ def _score(text: str) -> float:
 
 def _is_small_talk(text: str) -> bool:
     lowered = " ".join(text.casefold().split())
-    return any(p.search(lowered) for p in _SMALL_TALK)
+    return _ANY_SMALL_TALK.search(lowered) is not None
 
 
 # Greetings, sign-offs and stock replies: they fill conversations and calls
@@ -686,6 +686,11 @@ _SMALL_TALK = tuple(
         r"\bif you have any questions\b",
     )
 )
+
+
+# All of them as one pattern: a line matches it if and only if it matches one
+# of them, in one scan instead of one per pattern.
+_ANY_SMALL_TALK = re.compile("|".join(f"(?:{p.pattern})" for p in _SMALL_TALK))
 
 
 def _best(said: Sequence[_Said], k: int) -> list[_Said]:
@@ -768,11 +773,16 @@ def _topics(texts: Iterable[str], min_hits: int = 2) -> list[str]:
     """Topics of the lexicon that come up at least ``min_hits`` times, most first."""
     counts: Counter[str] = Counter()
     for text in texts:
-        for word in _WORD.findall(text.casefold()):
-            for topic in _LEXICON.get(word, ()):
-                counts[topic] += 1
+        counts.update(_topic_hits(text))
     ranked = sorted((t for t, c in counts.items() if c >= min_hits), key=lambda t: (-counts[t], t))
     return ranked[:MAX_TAGS]
+
+
+@functools.lru_cache(maxsize=8192)
+def _topic_hits(text: str) -> tuple[str, ...]:
+    """Each lexicon topic a word of ``text`` belongs to, once per word."""
+    words = _WORD.findall(text.casefold())
+    return tuple(topic for word in words for topic in _LEXICON.get(word, ()))
 
 
 _HASHTAG = re.compile(r"(?<![\w#])#([^\W_][\w-]{0,38})")

@@ -786,12 +786,7 @@ _STORED_SQL = (
 def _stored(session: Session, kind: NoteKind, identity: str) -> _Stored | None:
     group: _Group | None = session.info.get(_GROUP)
     if group is not None:
-        key = (kind.value, identity)
-        if key in group.rows:
-            written = group.rows[key]
-            if written is None:
-                raise _Conflict
-            return written
+        return group.stored(session, kind, identity)
     return _stored_row(session, kind, identity)
 
 
@@ -942,57 +937,64 @@ class _Conflict(Exception):
 
 
 class _Group:
-    """What the sources before this one in a group transaction wrote, as the
-    rows they left (see `NotetakingService.distill_group`): the merges of a
-    source read the notes as the sources before it left them, exactly as if
-    each had committed on its own.
+    """What the sources before this one in a group transaction wrote (see
+    `NotetakingService.distill_group`), so that the merges of a source read
+    the notes as those sources left them, exactly as if each had committed
+    on its own.
 
-    A note written over is followed where the upsert's outcome is plain: the
-    note was new, or distillation's own and resident, so it now holds the
-    item as the Notebook cleans it. Anything else (the user's note, a page
-    beside an edited one, a body parked on the Homebase, an item the Notebook
-    would refuse) is marked unknown, and a later source that reads it ends
-    the group (`_Conflict`)."""
+    A note is worked out when a source reads it, from the stored row and the
+    items written over it in turn, where the upsert's outcome is plain: the
+    note was new, or distillation's own and resident, so it then holds the
+    item as the Notebook cleans it. Anything else (the user's note, and so a
+    page beside an edited one, a body parked on the Homebase, an item the
+    Notebook would refuse) ends the group before the source that reads it
+    (`_Conflict`)."""
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], _Stored | None] = {}  # None: unknown
+        self.items: dict[tuple[str, str], list[Distilled]] = {}  # by (kind, identity)
+        self.beside: dict[tuple[str, str], tuple[str, str]] = {}  # kept-up page -> page
+        self.after: dict[tuple[str, str], tuple[int, _Stored | None]] = {}  # items worked out
 
-    def wrote(self, session: Session, items: Sequence[Distilled]) -> None:
-        """Follow what upserting ``items`` (a source's notes) leaves."""
+    def wrote(self, items: Sequence[Distilled]) -> None:
         for item in items:
             key = (item.kind.value, item.identity_key)
+            self.items.setdefault(key, []).append(item)
+            if item.kind is NoteKind.PERSON:
+                self.beside[(key[0], kept_up_identity(item.identity_key))] = key
+
+    def stored(self, session: Session, kind: NoteKind, identity: str) -> _Stored | None:
+        key = (kind.value, identity)
+        page = self.beside.get(key)
+        if page is not None:
+            self._after(session, page)  # the page's own items all landed on it
+        if key not in self.items:
+            return _stored_row(session, kind, identity)
+        return self._after(session, key)
+
+    def _after(self, session: Session, key: tuple[str, str]) -> _Stored | None:
+        items = self.items[key]
+        done, row = self.after.get(key, (0, None))
+        if done == len(items):
+            return row
+        if not done:
+            row = _stored_row(session, items[0].kind, items[0].identity_key)
+        for item in items[done:]:
+            if row is not None and (row.user_edited or row.body is None):
+                raise _Conflict
             try:
                 title = clean_title(item.title)
                 body = clean_text(item.body, "body", MAX_BODY_CHARS)
                 tags = tags_json(clean_tags(item.tags))
                 identity = identity_for(item.kind, item.identity_key, title)
             except BadInput:
-                identity = None
-            if identity == item.identity_key:
-                before = (
-                    self.rows[key]
-                    if key in self.rows
-                    else _stored_row(session, item.kind, item.identity_key)
-                )
-                unknown = key in self.rows and before is None
-                if not unknown and (
-                    before is None or (not before.user_edited and before.body is not None)
-                ):
-                    self.rows[key] = _Stored(
-                        title,
-                        body,
-                        tags,
-                        item.contact_id,
-                        item.source_ref,
-                        item.about_date,
-                        False,
-                    )
-                    continue
-            self.rows[key] = None
-            if identity is not None:
-                self.rows[(item.kind.value, identity)] = None
-            if item.kind is NoteKind.PERSON:
-                self.rows[(item.kind.value, kept_up_identity(item.identity_key))] = None
+                raise _Conflict from None
+            if identity != item.identity_key:
+                raise _Conflict
+            row = _Stored(
+                title, body, tags, item.contact_id, item.source_ref, item.about_date, False
+            )
+        self.after[key] = (len(items), row)
+        return row
 
 
 _GROUP = "pixie_distill_group"
@@ -1442,7 +1444,7 @@ class NotetakingService:
                 except _Conflict:
                     self._answered[source.mark_key] = (done.loaded, done.routed)
                     break
-                written.wrote(session, found)
+                written.wrote(found)
                 items += found
                 taken.append((done, len(found)))
             return items
