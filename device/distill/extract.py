@@ -258,9 +258,10 @@ def _facts_in(text: str, rules: Sequence[Rule], loose: bool) -> tuple[Fact, ...]
     at = None
     out: list[Fact] = []
     seen: set[tuple[FactKind, str]] = set()
+    anything = _any_rule(rules, loose)
     for part in _SENTENCE.split(text):
         sentence = part.strip()
-        if not sentence or sentence.endswith("?"):
+        if not sentence or sentence.endswith("?") or anything.search(sentence) is None:
             continue
         for rule in rules:
             if rule.loose and not loose:
@@ -280,6 +281,26 @@ def _facts_in(text: str, rules: Sequence[Rule], loose: bool) -> tuple[Fact, ...]
                     seen.add(key)
                     out.append(fact)
     return tuple(out)
+
+
+def _any_rule(rules: Sequence[Rule], loose: bool) -> re.Pattern[str]:
+    """One pattern made of the patterns of ``rules`` that apply (``loose``:
+    the loose ones too): a sentence matches it if and only if one of them
+    matches, so a sentence that states nothing is passed over in one scan."""
+    key = (id(rules), loose)
+    found = _ANY_RULE.get(key)
+    if found is None or found[0] is not rules:
+        used = [r.pattern for r in rules if loose or not r.loose]
+        if any(p.flags != _PLAIN for p in used):
+            anything = re.compile("")  # flags of their own: each pattern is tried
+        else:
+            anything = re.compile("|".join(f"(?:{p.pattern})" for p in used))
+        found = _ANY_RULE[key] = (rules, anything)
+    return found[1]
+
+
+_ANY_RULE: dict[tuple[int, bool], tuple[Sequence[Rule], re.Pattern[str]]] = {}
+_PLAIN = re.compile("").flags
 
 
 def _tidy(value: str | None) -> str | None:
