@@ -1464,12 +1464,15 @@ class NotetakingService:
         try:
             self.notebook.upsert_with(build, then)
         except BadInput:
-            return [
-                done
-                if done.failed is not None
-                else self.distill_now(source, rows, since, everything, answered)
-                for (done, _), (source, rows) in zip(taken, group, strict=False)
-            ]
+            # Every source taken, or (refused while it was being merged) the
+            # first: a pass always moves on.
+            redone: list[_Done] = []
+            for i, (source, rows) in enumerate(group[: max(len(taken), 1)]):
+                if i < len(taken) and taken[i][0].failed is not None:
+                    redone.append(taken[i][0])  # not distilled: nothing to do again
+                else:
+                    redone.append(self.distill_now(source, rows, since, everything, answered))
+            return redone
         return [done for done, _ in taken]
 
     def _answer(

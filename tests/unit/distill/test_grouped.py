@@ -4,10 +4,12 @@ as untouched, and a pass stopped mid-way redoes at most the group it was in."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from pixie.device.distill.service import SCAN_KEY, NotetakingService, PassReport
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.notebook import store as notebook_module
+from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import NewEvent
 from pixie.device.store.notes import NoteKind, is_kept_up_identity
 from pixie.device.store.provision import create_data_dir
@@ -201,3 +204,32 @@ async def test_a_grouped_pass_stopped_mid_way_redoes_at_most_its_group(
     assert content(node) == content(calm)
     assert marks(node) == marks(calm)
     assert (await distil(node)).calls == 0
+
+
+async def test_a_source_whose_notes_are_refused_fails_alone_in_its_group(
+    open_node: Callable[[str], Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = life_events()
+    alone, grouped = open_node("alone"), open_node("grouped")
+    for node in (alone, grouped):
+        node.log.append(events, now=0)
+    original = service_module.digest_items
+    refused: list[str] = []
+
+    def digest_items(loaded: Any, request: Any, result: Any) -> list[Distilled]:
+        items = original(loaded, request, result)
+        if not refused or refused[0] == loaded.source.key:
+            refused[:1] = [loaded.source.key]  # the first source, in every pass
+            return [dataclasses.replace(items[0], contact_id="not a contact id!")]
+        return items
+
+    monkeypatch.setattr(service_module, "digest_items", digest_items)
+    with monkeypatch.context() as m:
+        one_by_one(m)
+        single = await distil(alone)
+    report = await distil(grouped)
+    assert report.failed == single.failed == 1
+    assert report.as_json() | {"seconds": 0} == single.as_json() | {"seconds": 0}
+    assert content(grouped) == content(alone)
+    assert marks(grouped) == marks(alone)
+    assert len([m for m in marks(grouped) if not str(m[0]).startswith("*")]) == report.sources
