@@ -3,8 +3,10 @@
 Runs the same seeds three ways, one after another, each a fresh
 ``python -m pixie.sim --json`` process:
 
-- ``baseline``: one job, ``--baseline`` (as before the speed-ups: each database
-  compiles its own statements, every check at every chance);
+- ``baseline``: one job, ``--baseline`` (as before the simulator's speed-ups:
+  each database compiles its own statements, every check at every chance and
+  with a read of its own, the digest rebuilt through ORM objects; the
+  product's code is today's, see ``--before``);
 - ``one job``: one job, as `scripts/simulate` now runs;
 - ``jobs``: ``--jobs N`` worker processes.
 

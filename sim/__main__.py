@@ -11,9 +11,11 @@ seed, step, invariant and the trace that led there are printed, and
 one seed after another). A seed's run depends on its seed alone, so what is
 printed is what one job prints, in seed order: the same JSON lines, the same
 first violation, and the seeds after it are not reported. Only the timing
-differs. ``--baseline`` runs as before the speed-ups (each database compiles
-its own statements, every check at every chance), for `scripts/bench_sim.py`
-to measure against in the same run.
+differs. ``--baseline`` runs as before the simulator's own speed-ups (each
+database compiles its own statements, every check at every chance, each check
+its own read, the digest rebuilt by `Node.recompute_digest`), for
+`scripts/bench_sim.py` to measure against in the same run; the product's code
+is today's either way (``bench_sim.py --before REV`` runs an older tree).
 """
 
 from __future__ import annotations
