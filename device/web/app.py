@@ -50,7 +50,14 @@ from pixie.device.node.clear import ClearNode
 from pixie.device.notebook.clearview import ScoredNote
 from pixie.device.store.contacts import DETAIL_NAMES, ContactInfo, clean_name, name_key
 from pixie.device.store.memlog import EventRecord
-from pixie.device.store.notes import LABELS, MAX_TAG_CHARS, ClearNote, NoteKind
+from pixie.device.store.notes import (
+    LABELS,
+    MAX_TAG_CHARS,
+    ClearNote,
+    NoteKind,
+    is_kept_up_identity,
+    kept_up_title,
+)
 from pixie.device.web import reads
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable, OffloadGateway
 from pixie.device.web.security import CSRF_FIELD, Guard, Secrets, csrf_ok
@@ -103,6 +110,8 @@ def _environment() -> jinja2.Environment:
     env.filters["excerpt"] = _excerpt
     env.globals["LABELS"] = LABELS
     env.globals["label"] = label
+    env.globals["is_kept_up_identity"] = is_kept_up_identity
+    env.globals["kept_up_title"] = kept_up_title
     return env
 
 

@@ -536,3 +536,15 @@ async def test_allowed_beyond_loopback_the_token_still_guards(
         assert (await c.get("/")).status_code == 403
         c.cookies.set("pixie_web_8765", SECRETS.access)
         assert (await c.get("/")).status_code == 200
+
+
+async def test_an_edited_person_page_names_the_page_beside_it(site: Site) -> None:
+    page = site.ids["priya_page"]
+    assert "kept up to date by Pixie" not in (await site.get(f"/note/{page}")).text
+    site.keyed.notebook.edit(page, body="My own notes on Priya.")
+    html = (await site.get(f"/note/{page}")).text
+    assert "edited by you" in html
+    assert "later news goes to “Priya Raman · kept up to date by Pixie”" in html
+    # An edited note of another kind says only that it is the user's.
+    guidance = (await site.get(f"/note/{site.ids['guidance']}")).text
+    assert "edited by you" in guidance and "later news" not in guidance
