@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,7 @@ from pixie.device.store.notes import (
     kept_up_title,
 )
 from pixie.device.store.provision import create_data_dir
+from tests.support.distillfaults import POWER_CUT, cut_power_in_write
 from tests.support.llmserver import Recorded, Reply, ScriptedLLMServer, good_answer
 
 MINUTE = 60_000_000
@@ -401,28 +402,10 @@ async def test_a_pass_interrupted_between_sources_resumes_without_skipping_or_re
 
     # The fourth source's upsert fails inside its transaction: it rolls back,
     # and the pass stops there.
-    original = notebook_module.NotebookStore.upsert_with
-    calls = 0
-
-    def failing(
-        self: notebook_module.NotebookStore,
-        build: Callable[..., object],
-        then: Callable[..., object],
-    ) -> object:
-        nonlocal calls
-        calls += 1
-        if calls == 4:
-
-            def crash(*_: object) -> None:
-                raise RuntimeError("power cut")
-
-            return original(self, build, crash)  # type: ignore[arg-type]
-        return original(self, build, then)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(notebook_module.NotebookStore, "upsert_with", failing)
-    with pytest.raises(RuntimeError, match="power cut"):
-        await distil(node)
-    monkeypatch.setattr(notebook_module.NotebookStore, "upsert_with", original)
+    with monkeypatch.context() as m:
+        cut_power_in_write(m, 4)
+        with pytest.raises(RuntimeError, match=POWER_CUT):
+            await distil(node)
     with node.db.reading() as session:
         marks = {m.source: m.seen_n for m in session.query(DistillMark)}
     assert len(marks) == 3 and SCAN_KEY not in marks  # three sources done, no scan mark yet

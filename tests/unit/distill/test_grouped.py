@@ -25,6 +25,7 @@ from pixie.device.store.memlog import NewEvent
 from pixie.device.store.notes import NoteKind, is_kept_up_identity
 from pixie.device.store.provision import create_data_dir
 from pixie.sim.samplelife import write_jsonl
+from tests.support.distillfaults import POWER_CUT, cut_power_in_write
 
 EVENTS = 1200
 
@@ -173,28 +174,10 @@ async def test_a_grouped_pass_stopped_mid_way_redoes_at_most_its_group(
         one.log.append(events, now=0)
     whole = await distil(calm)
 
-    original = notebook_module.NotebookStore.upsert_with
-    calls = 0
-
-    def failing(
-        self: notebook_module.NotebookStore,
-        build: Callable[..., object],
-        then: Callable[..., object],
-    ) -> object:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-
-            def crash(*_: object) -> None:
-                raise RuntimeError("power cut")
-
-            return original(self, build, crash)  # type: ignore[arg-type]
-        return original(self, build, then)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(notebook_module.NotebookStore, "upsert_with", failing)
-    with pytest.raises(RuntimeError, match="power cut"):
-        await distil(node)
-    monkeypatch.setattr(notebook_module.NotebookStore, "upsert_with", original)
+    with monkeypatch.context() as m:
+        cut_power_in_write(m, 2)
+        with pytest.raises(RuntimeError, match=POWER_CUT):
+            await distil(node)
     done = len(marks(node))  # the first group, and nothing of the second
     assert 0 < done <= service_module.MAX_GROUP
 
