@@ -425,6 +425,7 @@ class SyncEndpoint:
             # next one resumes from the marks.
             log.warning("sync session with %s overrun; ending it", who)
             await self._call(running.session.fail, "the sibling sent faster than we could apply")
+            running.wake()  # the sender says so and ends the session now
 
     async def _settle(self, peer: bytes, hello: syncwire.Hello, size: int) -> bool:
         """A Hello of a session not open here: True if it is to be answered now
@@ -568,6 +569,10 @@ class SyncEndpoint:
                     except trio.EndOfChannel:  # the sibling has moved on (see _settle)
                         running.cause = SyncOutcome.SUPERSEDED
                         await self._call(partial(session.fail, MOVED_ON, tell_peer=False))
+                        # The sender may be waiting for news: it is that the session
+                        # is over (without this, it waited for ever, and so did every
+                        # later session with this sibling).
+                        running.wake()
                         break
                 if scope.cancelled_caught:
                     # Nothing heard but the Hello we answered: the sibling is not

@@ -269,11 +269,18 @@ async def test_a_fleet_pairs_offloads_syncs_and_outlives_a_killed_relay(tmp_path
                 # A session the device opened after that ends in sync (cheap to see,
                 # where each `pixie status` costs a process) and then the proof.
                 mark = len(device_log.read_text())
-                await wait_for(
-                    "a sync session ending in_sync",
-                    lambda: ": in_sync (" in device_log.read_text()[mark:],
-                    seconds=45,
-                )
+                try:
+                    await wait_for(
+                        "a sync session ending in_sync",
+                        lambda: ": in_sync (" in device_log.read_text()[mark:],
+                        seconds=45,
+                    )
+                except AssertionError as exc:
+                    raise AssertionError(
+                        f"{exc}\n--- device\n{device_log.read_text()[-4000:]}"
+                        f"\n--- homebase\n{run_log.read_text()[-4000:]}"
+                        f"\n--- r3\n{fleet.log('r3')[-2000:]}"
+                    ) from None
                 await wait_for("both peers converged", lambda: _converged(phone, mac, 2025))
             finally:
                 await stop(device)
