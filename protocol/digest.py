@@ -98,6 +98,20 @@ def item_hash(item: bytes) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
+def _sum_hashes(items: Iterable[bytes]) -> tuple[int, int]:
+    """The sum of `item_hash` over ``items``, and how many there were: the
+    same hash written out in the loop (a sync or an import sums a hash for
+    each of up to a million items, and the call costs a third of each)."""
+    copy, to_int = _BASE.copy, int.from_bytes
+    total = count = 0
+    for item in items:
+        h = copy()
+        h.update(item)
+        total += to_int(h.digest(), "big")
+        count += 1
+    return total, count
+
+
 @dataclass(frozen=True, slots=True)
 class Fingerprint:
     total: int = 0
@@ -111,14 +125,8 @@ class Fingerprint:
 
     def update(self, add: Iterable[bytes] = (), remove: Iterable[bytes] = ()) -> Fingerprint:
         """Add and take away many items at once (one big-integer sum each way)."""
-        plus = minus = 0
-        added = removed = 0
-        for item in add:
-            plus += item_hash(item)
-            added += 1
-        for item in remove:
-            minus += item_hash(item)
-            removed += 1
+        plus, added = _sum_hashes(add)
+        minus, removed = _sum_hashes(remove)
         return Fingerprint((self.total + plus - minus) % MODULUS, self.count + added - removed)
 
     def replace(self, old: bytes, new: bytes) -> Fingerprint:
@@ -134,10 +142,7 @@ class Fingerprint:
 
     @classmethod
     def of(cls, items: Iterable[bytes]) -> Fingerprint:
-        total = count = 0
-        for item in items:
-            total += item_hash(item)
-            count += 1
+        total, count = _sum_hashes(items)
         return cls(total % MODULUS, count)
 
     def encode(self) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, cast, overload
 
 from sqlalchemy import Index, String, Text, UniqueConstraint, func, select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.errors import BadInput, DataDirError
@@ -30,6 +30,9 @@ from pixie.protocol.ids import IdMinter, minter_for
 MAX_TEXT_CHARS = 65_536
 MAX_REF_CHARS = 200
 PROGRESS_EVENTS = 4096  # events between two calls of an append's progress hook
+# From this many events, an append takes the ids it is given to be new (see
+# `MemoryLog.append_in`): an import of a new export skips a lookup per event.
+OPTIMISTIC_EVENTS = 1024
 
 
 # The memory log is append-only by construction (the store has no edit or delete
@@ -251,8 +254,16 @@ class MemoryLog:
         clock if not given). ``progress`` hears (events done, events in all)
         now and then; it reaches the total only once the batch is committed.
         """
-        with self.db.writing() as session:
-            result, rows = self.append_in(session, events, now=now, progress=progress)
+        optimistic = len(events) >= OPTIMISTIC_EVENTS
+        try:
+            with self.db.writing() as session:
+                result, rows = self.append_in(
+                    session, events, now=now, progress=progress, assume_new=optimistic
+                )
+        except _AlreadyThere:
+            # Rolled back whole: again, looking each id up first.
+            with self.db.writing() as session:
+                result, rows = self.append_in(session, events, now=now, progress=progress)
         self.committed(rows)
         if progress is not None:
             progress(len(events), len(events))
@@ -265,17 +276,29 @@ class MemoryLog:
         *,
         now: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        assume_new: bool = False,
     ) -> tuple[AppendResult, list[Row]]:
         """`append` inside a caller's write transaction (a pin writes a note and
         its event together). The caller passes the rows to `committed` after
-        its commit."""
+        its commit.
+
+        ``assume_new``: the ids the events carry are taken to be new to the log
+        unless the first or the last of them is there (a re-import, a grown
+        export), saving a lookup of each; if one is there all the same, the
+        insert raises `_AlreadyThere` and the caller rolls back and appends
+        again without it (as `append` does)."""
         if now is None:
             now = self.clock.now_us()
         rows: list[Row] = []
         skipped = 0
         new_contacts = 0
         fresh = iter(self.ids.new_ids(sum(1 for e in events if e.id is None)))
-        seen = _existing_ids(session, [e.id for e in events if e.id is not None])
+        given = [e.id for e in events if e.id is not None]
+        if assume_new and not _existing_ids(session, given[:1] + given[-1:]):
+            seen: set[str] = set()  # only the batch's own repeats are skipped
+        else:
+            assume_new = False
+            seen = _existing_ids(session, given)
         names: dict[str, str] = {}
         n = session.scalar(select(func.max(MemoryEvent.n))) or 0
         seq = (
@@ -286,42 +309,54 @@ class MemoryLog:
         )
         origin = self.origin
         total = len(events)
-        for done, ev in enumerate(events):
-            if progress is not None and done % PROGRESS_EVENTS == 0:
-                progress(done, total)
-            event_id = ev.id
-            if event_id is None:
-                event_id = next(fresh)
-            elif event_id in seen:
-                skipped += 1
-                continue
-            else:
-                seen.add(event_id)
-            contact_id = None
-            if ev.contact is not None:
-                contact_id = names.get(ev.contact)
-                if contact_id is None:
-                    contact_id, created = ContactBook.ensure_in(session, ev.contact, now)
-                    names[ev.contact] = contact_id
-                    new_contacts += created
-            n += 1
-            seq += 1
-            rows.append(
-                (
-                    n,
-                    event_id,
-                    origin,
-                    seq,
-                    _KIND_TEXT[ev.kind],
-                    ev.at,
-                    contact_id,
-                    ev.thread,
-                    ev.source,
-                    ev.from_me,
-                    ev.text,
+        kind_text = _KIND_TEXT
+        add_row = rows.append
+        # In slices between progress calls: the loop is most of what an
+        # import adds to the bare insert.
+        for start in range(0, total, PROGRESS_EVENTS):
+            if progress is not None:
+                progress(start, total)
+            for ev in events[start : start + PROGRESS_EVENTS]:
+                event_id = ev.id
+                contact = ev.contact
+                if event_id is None:
+                    event_id = next(fresh)
+                elif event_id in seen:
+                    skipped += 1
+                    continue
+                else:
+                    seen.add(event_id)
+                contact_id = None
+                if contact is not None:
+                    contact_id = names.get(contact)
+                    if contact_id is None:
+                        contact_id, created = ContactBook.ensure_in(session, contact, now)
+                        names[contact] = contact_id
+                        new_contacts += created
+                n += 1
+                seq += 1
+                add_row(
+                    (
+                        n,
+                        event_id,
+                        origin,
+                        seq,
+                        kind_text[ev.kind],
+                        ev.at,
+                        contact_id,
+                        ev.thread,
+                        ev.source,
+                        ev.from_me,
+                        ev.text,
+                    )
                 )
-            )
-        _insert(session, rows)
+        if assume_new:
+            try:
+                _insert(session, rows)
+            except IntegrityError:
+                raise _AlreadyThere from None
+        else:
+            _insert(session, rows)
         return AppendResult(tuple(r[1] for r in rows), skipped, new_contacts), rows
 
     def insert_if_absent(self, records: Sequence[EventRecord]) -> int:
@@ -506,6 +541,10 @@ def to_record(row: MemoryEvent) -> EventRecord:
 
 _ID_CHUNK = 500  # SQLite bounds the parameters of one statement
 _EXISTING_SQL = "SELECT id FROM memory_event WHERE id IN ({})"
+
+
+class _AlreadyThere(Exception):
+    """An append that took its ids to be new met one the log holds."""
 
 
 def _existing_ids(session: Session, ids: Iterable[str]) -> set[str]:

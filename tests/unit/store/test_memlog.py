@@ -10,7 +10,7 @@ import pytest
 from pixie.device.errors import BadInput, DataDirError
 from pixie.device.node.keyed import Node
 from pixie.device.store.db import SCHEMA_VERSION
-from pixie.device.store.memlog import EventKind, EventRecord, NewEvent
+from pixie.device.store.memlog import OPTIMISTIC_EVENTS, EventKind, EventRecord, NewEvent
 from pixie.protocol.ids import id_time_ms, new_id, parse_id
 from pixie.protocol.timestamps import parse_time
 
@@ -229,6 +229,35 @@ def test_a_batch_with_repeats_and_known_ids_writes_each_new_event_once_in_order(
     assert (records[3].from_me, records[3].thread, records[3].source) == (True, "t", "s")
     assert [r[0] for r in heard] == [2, 3, 4]
     assert [r[4] for r in heard] == ["message"] * 3 and type(heard[0][4]) is str
+    assert node.recompute_digest() == node.digest()
+
+
+@pytest.mark.parametrize("known_at", [None, "first", "middle", "last"])
+def test_a_long_batch_skips_ids_the_log_holds_wherever_they_are(
+    node: Node, known_at: str | None
+) -> None:
+    # A long batch takes its ids to be new unless its first or last is known;
+    # one known in the middle makes it start again, looking each id up.
+    total = OPTIMISTIC_EVENTS + 10
+    ids = [new_id() for _ in range(total)]
+    at = {None: None, "first": 0, "middle": total // 2, "last": total - 1}[known_at]
+    if at is not None:
+        node.log.append([ev("known", id=ids[at], contact="Grace")], now=0)
+    before = node.log.count()
+    heard: list[tuple[object, ...]] = []
+    node.log.subscribe(heard.extend)
+    batch = [ev(f"e{i}", id=ids[i], contact="Ada" if i % 2 else "Lin") for i in range(total)]
+    batch.insert(7, ev("a repeat within the batch", id=ids[3]))
+
+    result = node.log.append(batch, now=0)
+
+    assert result.skipped == 1 + (at is not None)
+    assert result.new_contacts == 2
+    records = node.log.all_records()
+    assert len(records) == total  # each id once, the known one where it was
+    assert [r.seq for r in records] == list(range(1, total + 1))
+    assert sorted(r.id for r in records) == sorted(ids)
+    assert [r[0] for r in heard] == list(range(before + 1, total + 1))
     assert node.recompute_digest() == node.digest()
 
 
