@@ -32,6 +32,7 @@ MAX_REF_CHARS = 200
 PROGRESS_EVENTS = 4096  # events between two calls of an append's progress hook
 # From this many events, an append takes the ids it is given to be new (see
 # `MemoryLog.append_in`): an import of a new export skips a lookup per event.
+# (`pixie import` writes batches of 2,048.)
 OPTIMISTIC_EVENTS = 1024
 
 
@@ -254,16 +255,8 @@ class MemoryLog:
         clock if not given). ``progress`` hears (events done, events in all)
         now and then; it reaches the total only once the batch is committed.
         """
-        optimistic = len(events) >= OPTIMISTIC_EVENTS
-        try:
-            with self.db.writing() as session:
-                result, rows = self.append_in(
-                    session, events, now=now, progress=progress, assume_new=optimistic
-                )
-        except _AlreadyThere:
-            # Rolled back whole: again, looking each id up first.
-            with self.db.writing() as session:
-                result, rows = self.append_in(session, events, now=now, progress=progress)
+        with self.db.writing() as session:
+            result, rows = self.append_in(session, events, now=now, progress=progress)
         self.committed(rows)
         if progress is not None:
             progress(len(events), len(events))
@@ -276,29 +269,46 @@ class MemoryLog:
         *,
         now: int | None = None,
         progress: Callable[[int, int], None] | None = None,
-        assume_new: bool = False,
     ) -> tuple[AppendResult, list[Row]]:
         """`append` inside a caller's write transaction (a pin writes a note and
         its event together). The caller passes the rows to `committed` after
         its commit.
 
-        ``assume_new``: the ids the events carry are taken to be new to the log
-        unless the first or the last of them is there (a re-import, a grown
-        export), saving a lookup of each; if one is there all the same, the
-        insert raises `_AlreadyThere` and the caller rolls back and appends
-        again without it (as `append` does)."""
+        A batch of `OPTIMISTIC_EVENTS` or more takes the ids its events carry
+        to be new to the log unless its first or last id is there already (a
+        re-import, a grown export), and so looks none of them up: the unique
+        index refuses a repeat in the insert itself, and should one be there
+        all the same, the batch is rolled back to a savepoint and written
+        again, looking each id up."""
         if now is None:
             now = self.clock.now_us()
+        given = [e.id for e in events if e.id is not None]
+        if len(events) >= OPTIMISTIC_EVENTS and not _existing_ids(session, given[:1] + given[-1:]):
+            try:
+                with session.begin_nested():
+                    return self._append_rows(session, events, set(), now, progress, strict=True)
+            except _AlreadyThere:
+                pass  # back at the savepoint: contacts and rows of the try are gone
+        return self._append_rows(
+            session, events, _existing_ids(session, given), now, progress, strict=False
+        )
+
+    def _append_rows(
+        self,
+        session: Session,
+        events: Sequence[NewEvent],
+        seen: set[str],
+        now: int,
+        progress: Callable[[int, int], None] | None,
+        *,
+        strict: bool,
+    ) -> tuple[AppendResult, list[Row]]:
+        """Write ``events`` but those whose id is in ``seen`` or earlier in the
+        batch; ``strict``: one the log holds raises `_AlreadyThere`."""
         rows: list[Row] = []
         skipped = 0
         new_contacts = 0
         fresh = iter(self.ids.new_ids(sum(1 for e in events if e.id is None)))
-        given = [e.id for e in events if e.id is not None]
-        if assume_new and not _existing_ids(session, given[:1] + given[-1:]):
-            seen: set[str] = set()  # only the batch's own repeats are skipped
-        else:
-            assume_new = False
-            seen = _existing_ids(session, given)
         names: dict[str, str] = {}
         n = session.scalar(select(func.max(MemoryEvent.n))) or 0
         seq = (
@@ -350,7 +360,7 @@ class MemoryLog:
                         ev.text,
                     )
                 )
-        if assume_new:
+        if strict:
             try:
                 _insert(session, rows)
             except IntegrityError:
