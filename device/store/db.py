@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import trio
-from sqlalchemy import URL, Engine, String, create_engine, event, select, text
+from sqlalchemy import URL, Engine, String, create_engine, event, text
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -194,6 +195,8 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
 
 
 _VERSION = re.compile(r"[0-9]{1,9}")
+_VERSION_SQL = "SELECT value FROM meta WHERE key = 'schema_version'"
+_SQLITE_DIALECT = sqlite_dialect()
 
 
 class Base(DeclarativeBase):
@@ -289,6 +292,24 @@ class Database:
         """A read-only unit of work on one consistent snapshot."""
         with _translate_errors(self.path), Session(self.engine) as session, session.begin():
             yield session
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """`reading` for hand-written statements: a driver connection of the
+        same pool inside one read transaction, rolled back at the end. A
+        session costs about 0.25 ms before its first statement; this about
+        0.03 ms, which the simulator's and the tools' many small reads feel."""
+        with _translate_errors(self.path):
+            fairy = self.engine.raw_connection()
+            try:
+                conn = cast(sqlite3.Connection, fairy.driver_connection)
+                conn.execute("BEGIN DEFERRED")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("ROLLBACK")
+            finally:
+                fairy.close()
 
     @contextmanager
     def writing(self, *, durable: bool = True) -> Iterator[Session]:
@@ -405,9 +426,10 @@ class Database:
 
     def _version(self, session: Session | None = None) -> int:
         if session is None:
-            with self.reading() as reader:
-                return self._version(reader)
-        row = session.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
+            with self.snapshot() as conn:
+                row = conn.execute(_VERSION_SQL).fetchone()
+        else:
+            row = session.execute(text(_VERSION_SQL)).first()
         # ASCII digits only, and few: str.isdigit also admits '²' and other
         # digits int() refuses, and int() refuses more than 4300 of them.
         if row is None or not _VERSION.fullmatch(str(row[0])):
@@ -415,13 +437,20 @@ class Database:
         return int(row[0])
 
     def meta(self) -> dict[str, str]:
-        with self.reading() as session:
-            return dict(session.execute(select(Meta.key, Meta.value)).all())
+        with self.snapshot() as conn:
+            return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
     def dispose(self) -> None:
         self._waiting.close()
         self._at_once.close()
         self.engine.dispose()
+
+
+def driver_sql(statement: Any) -> str:
+    """A Core or ORM statement as SQL for the driver (``?`` parameters in
+    order): the models stay the schema's one definition, and a read that runs
+    often skips the ORM's cost (see `Database.snapshot`)."""
+    return str(statement.compile(dialect=_SQLITE_DIALECT))
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from pixie.device.store.contacts import Contact
-from pixie.device.store.db import Database
+from pixie.device.store.db import Database, driver_sql
 from pixie.device.store.memlog import SEARCHABLE_KINDS, EventKind, MemoryEvent, Row
 
 BLOCK_LINES = 1024
@@ -40,6 +40,10 @@ _RAW_ROWS_SQL = (
     "SELECT n, id, kind, at, contact_id, text, from_me FROM memory_event "
     f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))})"
 )
+
+
+_TOP_SQL = driver_sql(select(func.max(MemoryEvent.n)))
+_NAMES_SQL = driver_sql(select(Contact.id, Contact.name))
 
 
 class Matcher(Protocol):
@@ -267,10 +271,15 @@ class MemoryTextMirror:
         return out
 
     def _catch_up(self) -> None:
+        # Most looks find nothing new: they cost one statement on the driver.
+        # Rows up to ``top`` never change once there (an append-only log,
+        # numbered in commit order), so reading them in a second snapshot
+        # reads what the first saw.
+        with self.db.snapshot() as conn:
+            top = conn.execute(_TOP_SQL).fetchone()[0] or 0
+        if top <= self._watermark:
+            return
         with self.db.reading() as session:
-            top = session.scalar(select(func.max(MemoryEvent.n))) or 0
-            if top <= self._watermark:
-                return
             rows = self._searchable(session, self._watermark, top)
         if any(row.contact_id and row.contact_id not in self._names for row in rows):
             self._names = self._load_names()
@@ -292,8 +301,8 @@ class MemoryTextMirror:
         return list(map(_Searchable._make, result))
 
     def _load_names(self) -> dict[str, str]:
-        with self.db.reading() as session:
-            return dict(session.execute(select(Contact.id, Contact.name)).all())
+        with self.db.snapshot() as conn:
+            return dict(conn.execute(_NAMES_SQL).fetchall())
 
     def _entry(self, row: _Searchable | _Logged) -> _Entry:
         contact_id = row.contact_id

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import String, select
+from sqlalchemy import String, bindparam, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from pixie.device.errors import DeviceError
-from pixie.device.store.db import Base, Database
+from pixie.device.store.db import Base, Database, driver_sql
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.replay import WINDOW, ReplayWindow, Verdict
 
@@ -98,22 +98,27 @@ class SiblingInfo:
         }
 
 
+_COLUMNS = (Sibling.name, Sibling.role, Sibling.relay, Sibling.paired_at)
+_ALL_SQL = driver_sql(select(Sibling.key, *_COLUMNS).order_by(Sibling.paired_at))
+_GET_SQL = driver_sql(select(*_COLUMNS).where(Sibling.key == bindparam("key")))
+
+
 class SiblingBook:
     def __init__(self, db: Database) -> None:
         self.db = db
 
     def all(self) -> list[SiblingInfo]:
-        with self.db.reading() as session:
-            rows = session.scalars(select(Sibling).order_by(Sibling.paired_at))
-            return [
-                SiblingInfo(bytes.fromhex(r.key), r.name, r.role, r.relay, r.paired_at)
-                for r in rows
-            ]
+        with self.db.snapshot() as conn:
+            rows = conn.execute(_ALL_SQL).fetchall()
+        return [
+            SiblingInfo(bytes.fromhex(key), name, role, relay, paired_at)
+            for key, name, role, relay, paired_at in rows
+        ]
 
     def get(self, key: bytes) -> SiblingInfo | None:
-        with self.db.reading() as session:
-            r = session.get(Sibling, key.hex())
-            return None if r is None else SiblingInfo(key, r.name, r.role, r.relay, r.paired_at)
+        with self.db.snapshot() as conn:
+            r = conn.execute(_GET_SQL, (key.hex(),)).fetchone()
+        return None if r is None else SiblingInfo(key, *r)
 
     def add(self, info: SiblingInfo, seen: ReplayWindow | None = None) -> None:
         """Store (or refresh) a sibling; a re-pairing keeps its counters. ``seen``:

@@ -37,7 +37,7 @@ from sqlalchemy import func, select
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.node.keyed import Node
 from pixie.device.store.db import at_once
-from pixie.device.store.holdings import forget_release, pending_releases, release_later
+from pixie.device.store.holdings import forget_release, release_later
 from pixie.device.store.notes import Note, NoteKind, Zone
 from pixie.device.store.siblings import Still, Withdrawn
 from pixie.device.sync.peers import Incoming, PeerLink
@@ -68,6 +68,10 @@ _CANDIDATE_SQL = (
     "SELECT body, content_hash, holder, deleted, kind, EXISTS (SELECT 1 FROM pending_release "
     "WHERE note_id = note.id AND content_hash = note.content_hash AND holder = ?) "
     "FROM note WHERE zone = 'clear' AND id = ?"
+)
+# Each holding no note here points at, oldest first (`releases_due`).
+_RELEASES_DUE_SQL = (
+    "SELECT note_id, content_hash FROM pending_release WHERE holder = ? ORDER BY since, note_id"
 )
 _RELEASING_SQL = (
     "SELECT 1 FROM pending_release WHERE note_id = ? AND content_hash = ? AND holder = ?"
@@ -281,8 +285,8 @@ class OffloadLedger:
 
     def releases_due(self) -> list[tuple[str, str]]:
         """(note id, content hash) of each holding no note here points at."""
-        with self.node.db.reading() as session:
-            return [(p.note_id, p.content_hash) for p in pending_releases(session, self.holder_hex)]
+        with self.node.db.snapshot() as conn:
+            return conn.execute(_RELEASES_DUE_SQL, (self.holder_hex,)).fetchall()
 
     def released(self, note_id: str, content_hash: str) -> None:
         """The holder confirmed letting go: the release is no longer due."""

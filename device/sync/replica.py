@@ -530,8 +530,8 @@ class NodeReplica:
 
     def _all_contacts(self) -> list[ContactEntry]:
         # Three reads in one read transaction, on the driver (see `_sql`).
-        with self.db.reading() as session:
-            cursor = session.connection().connection.cursor()
+        with self.db.snapshot() as conn:
+            cursor = conn.cursor()
             try:
                 contacts = cursor.execute(_ALL_CONTACTS_SQL).fetchall()
                 aliases: dict[str, list[str]] = {}
@@ -560,8 +560,8 @@ class NodeReplica:
         # Read through the driver, only the columns an item is made of: a
         # repair reads every event, and loading ORM rows (each note with its
         # body) cost several times the hashing.
-        with self.db.reading() as session:
-            cursor = session.connection().connection.cursor()
+        with self.db.snapshot() as conn:
+            cursor = conn.cursor()
             try:
                 cursor.execute(_EVENT_IDS)
                 while rows := cursor.fetchmany(_ITEM_PAGE):
