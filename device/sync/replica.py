@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeAlias, cast
 
@@ -57,7 +58,7 @@ from pixie.device.store.contacts import (
     put_detail_in,
 )
 from pixie.device.store.db import Database, Meta
-from pixie.device.store.holdings import Holding, release_later
+from pixie.device.store.holdings import Holding
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
@@ -141,6 +142,23 @@ _EVENTS_AFTER = (
 )
 _EVENTS_BY_ID = f"SELECT {_EVENT_COLUMNS} FROM memory_event WHERE id IN ({{}})"
 _ID_CHUNK = 500
+# What a merge reads of a stored note (`_Held`), and the statements it uses.
+_HELD_COLUMNS = (
+    "n",
+    "id",
+    "zone",
+    "updated_at",
+    "content_hash",
+    "user_edited",
+    "deleted",
+    "body",
+    "holder",
+)
+_HELD_NOTES_SQL = f"SELECT {', '.join(_HELD_COLUMNS)} FROM note WHERE id IN ({{}})"
+_RELEASE_SQL = (
+    "INSERT OR IGNORE INTO pending_release (note_id, content_hash, holder, since) "
+    "VALUES (?, ?, ?, ?)"
+)
 _ITEM_PAGE = 10_000
 
 
@@ -156,6 +174,11 @@ _SQLITE = sqlite_dialect()
 _DIGEST_SQL = _sql(select(Meta.value).where(Meta.key == bindparam("key")))
 _NOTE_MARKS_SQL = _sql(select(NoteMark.origin, NoteMark.stamp))
 _EVENT_IDS = _sql(select(MemoryEvent.id))
+_HOLDING_BODY_SQL = _sql(
+    select(Holding.body).where(
+        Holding.note_id == bindparam("note_id"), Holding.content_hash == bindparam("hash")
+    )
+)
 # What `_all_contacts` sends: every contact, its aliases and details, in order.
 _ALL_CONTACTS_SQL = _sql(select(Contact.id, Contact.name).order_by(Contact.id))
 _ALL_ALIASES_SQL = _sql(
@@ -624,9 +647,12 @@ class NodeReplica:
                 changed += len(rows)
                 changed += self._merge_notes(session, notes)
                 session.flush()  # anything still pending fails here, not at commit
-            except IntegrityError as exc:
+            except (IntegrityError, sqlite3.IntegrityError) as exc:
+                # The ORM's error wraps the driver's; the merge of notes raises
+                # the driver's own.
+                cause = exc.orig if isinstance(exc, IntegrityError) else exc
                 raise ProtocolError(
-                    f"a batch contradicts what this replica holds ({exc.orig})"
+                    f"a batch contradicts what this replica holds ({cause})"
                 ) from None
         self.log.committed(rows)
         return changed
@@ -708,19 +734,23 @@ class NodeReplica:
     def _merge_notes(self, session: Session, notes: Sequence[NoteVersion]) -> int:
         if not notes:
             return 0
-        # The rows in hand first (one query per chunk, not one per note), then
-        # one digest update for the whole batch.
-        held: dict[str, Note] = {}
+        # On the driver, inside the session's transaction: the rows in hand
+        # first (one query per chunk, not one per note), each version written
+        # with one statement, then one digest update for the whole batch. The
+        # ORM's unit of work cost several times the statements.
+        conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+        held: dict[str, _Held] = {}
         ids = list({n.id for n in notes})
         for i in range(0, len(ids), _ID_CHUNK):
             chunk = ids[i : i + _ID_CHUNK]
-            held.update((r.id, r) for r in session.scalars(select(Note).where(Note.id.in_(chunk))))
+            sql = _HELD_NOTES_SQL.format(", ".join("?" * len(chunk)))
+            held.update((r[1], _Held(*r)) for r in conn.execute(sql, chunk))
         added: list[bytes] = []
         removed: list[bytes] = []
         seen: list[str] = []
         for version in notes:
             row = held.get(version.id)
-            body = _resident_body(session, version, row)
+            body = _resident_body(conn, version, row)
             if body is _NOWHERE:
                 # A body parked with a holder this replica is not (and not held
                 # here): nothing to store it with. The version stays missing and
@@ -731,23 +761,20 @@ class NodeReplica:
             if row is not None:
                 if (row.zone == Zone.SEALED.value) != version.sealed:
                     raise ProtocolError(f"note {version.id} changed zone")
-                mine = _version_order(row.user_edited, row.updated_at)
+                mine = _version_order(bool(row.user_edited), row.updated_at)
                 theirs = _version_order(version.user_edited, version.stamp)
                 if theirs == mine:
-                    if row.content_hash != version.content_hash or row.deleted != version.deleted:
+                    if row.content_hash != version.content_hash or bool(row.deleted) != (
+                        version.deleted
+                    ):
                         raise ProtocolError(f"two different notes {version.id} share one stamp")
                     continue
                 if theirs < mine:
                     continue
-                removed.append(statedigest.note_version(row))
-                _fill(session, row, version, body, self.wall_clock)
-            else:
-                row = Note(id=version.id)
-                _fill(session, row, version, body, self.wall_clock)
-                session.add(row)
-                held[version.id] = row
-            added.append(statedigest.note_version(row))
-        session.flush()
+                removed.append(row.item())
+            row = _write(conn, row, version, body, self.wall_clock)
+            held[version.id] = row
+            added.append(row.item())
         statedigest.update(session, add=added, remove=removed)
         record_marks(session, seen)
         return len(added)
@@ -842,7 +869,38 @@ class _Body(enum.Enum):
 _NOWHERE, _KEEP_PARKED = _Body.NOWHERE, _Body.PARKED
 
 
-def _resident_body(session: Session, v: NoteVersion, row: Note | None) -> str | _Body | None:
+class _Held:
+    """A stored note as the merge reads and writes it (`_HELD_COLUMNS`)."""
+
+    __slots__ = _HELD_COLUMNS
+
+    def __init__(
+        self,
+        n: int,
+        id: str,
+        zone: str,
+        updated_at: str,
+        content_hash: str,
+        user_edited: bool | int,
+        deleted: bool | int,
+        body: str | None,
+        holder: str | None,
+    ) -> None:
+        self.n, self.id, self.zone = n, id, zone
+        self.updated_at, self.content_hash = updated_at, content_hash
+        self.user_edited, self.deleted = user_edited, deleted
+        self.body, self.holder = body, holder
+
+    def item(self) -> bytes:
+        """The state digest's item of this version (`statedigest.note_version`)."""
+        return note_item(
+            self.id, self.updated_at, self.content_hash, bool(self.user_edited), bool(self.deleted)
+        )
+
+
+def _resident_body(
+    conn: sqlite3.Connection, v: NoteVersion, row: _Held | None
+) -> str | _Body | None:
     """The body to store for version ``v`` (None for a sealed note), or one of
     the two markers above. A version that came without its body takes the one
     this replica already has under the same hash."""
@@ -855,42 +913,84 @@ def _resident_body(session: Session, v: NoteVersion, row: Note | None) -> str | 
             return row.body
         if row.holder is not None:
             return _KEEP_PARKED
-    held = session.scalar(
-        select(Holding.body).where(Holding.note_id == v.id, Holding.content_hash == v.content_hash)
-    )
-    if held is not None:
-        body = bytes(held).decode("utf-8", errors="replace")
+    found = conn.execute(_HOLDING_BODY_SQL, (v.id, v.content_hash)).fetchone()
+    if found is not None and found[0] is not None:
+        body = bytes(found[0]).decode("utf-8", errors="replace")
         if content_hash(body) == v.content_hash:
             return body
     return _NOWHERE
 
 
-def _fill(
-    session: Session, row: Note, v: NoteVersion, body: str | _Body | None, clock: Clock
-) -> None:
-    stamp = Stamp.decode(v.stamp)
-    if v.clear is not None and body is not _KEEP_PARKED and row.holder is not None:
+def _write(
+    conn: sqlite3.Connection,
+    row: _Held | None,
+    v: NoteVersion,
+    body: str | _Body | None,
+    clock: Clock,
+) -> _Held:
+    """Store version ``v`` over ``row`` (or as a new row), and return the row
+    as it now stands. What it sets is what a version carries; a body kept
+    parked (`_KEEP_PARKED`) keeps the row's body column and holder."""
+    holder = None if row is None else row.holder
+    if v.clear is not None and body is not _KEEP_PARKED and holder is not None:
         # A newer version with a body of its own makes the note resident here;
         # the holding the row pointed at is released on this device's word,
         # the release dated by ``clock``.
-        release_later(session, row.id, row.content_hash, row.holder, clock=clock)
-        row.holder = None
-    row.updated_at = v.stamp
-    row.content_hash = v.content_hash
-    row.user_edited = v.user_edited
-    row.deleted = v.deleted
+        assert row is not None
+        conn.execute(_RELEASE_SQL, (row.id, row.content_hash, holder, clock.now_us()))
+        holder = None
+    stored_body = None if row is None else row.body
+    columns: dict[str, Any] = {
+        "updated_at": v.stamp,
+        "content_hash": v.content_hash,
+        "user_edited": v.user_edited,
+        "deleted": v.deleted,
+        "holder": holder,
+    }
     if v.clear is None:
-        row.zone = Zone.SEALED.value
-        row.nonce, row.ciphertext = v.nonce, v.ciphertext
-        return
-    c = v.clear
-    row.zone = Zone.CLEAR.value
-    row.kind, row.identity_key, row.title = c.kind, c.identity_key, c.title
-    if not isinstance(body, _Body):
-        row.body = body
-    row.contact_id, row.tags, row.source_ref = c.contact_id, tags_json(c.tags), c.source_ref
-    row.about_date, row.created_at = c.about_date, c.created_at
-    row.updated_wall = stamp.wall_ms * 1000
+        columns.update(zone=Zone.SEALED.value, nonce=v.nonce, ciphertext=v.ciphertext)
+    else:
+        c = v.clear
+        if not isinstance(body, _Body):
+            stored_body = body
+        columns.update(
+            zone=Zone.CLEAR.value,
+            kind=c.kind,
+            identity_key=c.identity_key,
+            title=c.title,
+            body=stored_body,
+            contact_id=c.contact_id,
+            tags=tags_json(c.tags),
+            source_ref=c.source_ref,
+            about_date=c.about_date,
+            created_at=c.created_at,
+            updated_wall=Stamp.decode(v.stamp).wall_ms * 1000,
+        )
+    names = list(columns)
+    if row is None:
+        cursor = conn.execute(
+            f"INSERT INTO note (id, {', '.join(names)}) "
+            f"VALUES ({', '.join('?' * (len(names) + 1))})",
+            (v.id, *columns.values()),
+        )
+        n = cast(int, cursor.lastrowid)
+    else:
+        n = row.n
+        conn.execute(
+            f"UPDATE note SET {', '.join(f'{name} = ?' for name in names)} WHERE n = ?",
+            (*columns.values(), n),
+        )
+    return _Held(
+        n,
+        v.id,
+        columns["zone"],
+        v.stamp,
+        v.content_hash,
+        v.user_edited,
+        v.deleted,
+        stored_body,
+        holder,
+    )
 
 
 __all__ = ["BATCH_BYTES", "NodeReplica"]
