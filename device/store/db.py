@@ -235,9 +235,11 @@ def _on_begin(conn: Any) -> None:
         if info.get("pixie_sync") != level:
             conn.exec_driver_sql(f"PRAGMA synchronous={level}")
             info["pixie_sync"] = level
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Straight to the driver: SQLAlchemy's execution of a statement costs
+        # more than the BEGIN, and it has nothing to track in it.
+        conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
     else:
-        conn.exec_driver_sql("BEGIN DEFERRED")
+        conn.connection.driver_connection.execute("BEGIN DEFERRED")
 
 
 class Database:

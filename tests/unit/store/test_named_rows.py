@@ -9,7 +9,6 @@ from pathlib import Path
 
 from pixie.device.node.keyed import Node
 from pixie.device.store import memlog, mirror, notes
-from pixie.device.store.holdings import PendingRelease
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import (
     CLEAR_COLUMNS,
@@ -23,7 +22,7 @@ from pixie.device.sync import replica
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.clock import SYSTEM_CLOCK, ManualClock
 from pixie.protocol.hlc import Stamp
-from pixie.protocol.syncwire import ClearFields, LogEvent, NoteVersion
+from pixie.protocol.syncwire import ClearFields, LogEvent, NoteVersion, Records
 
 
 def open_pair(tmp: Path) -> tuple[Node, Node]:
@@ -166,24 +165,32 @@ def test_replica_dates_a_release_by_its_clock(tmp_path: Path) -> None:
     a, b = open_pair(tmp_path)
     try:
         manual = ManualClock(1_800_000_000_000_000)
-        stamp = Stamp(1_700_000_000_000, 0, a.origin).encode()
-        version = NoteVersion(
-            "n1",
-            stamp,
-            content_hash("new"),
-            user_edited=True,
-            deleted=False,
-            clear=ClearFields("person", "ada", "Ada", "new", None, (), None, None, 1),
-        )
-        row = Note(id="n1", content_hash=content_hash("old"), holder="ab" * 16)
-        with a.db.reading() as session:
-            replica._fill(session, row, version, "new", manual)
-            queued = [o for o in session.new if isinstance(o, PendingRelease)]
-            assert [(r.note_id, r.holder, r.since) for r in queued] == [
-                ("n1", "ab" * 16, manual.us)
-            ]
-            assert row.holder is None and row.body == "new"
-            session.expunge_all()
+        r = NodeReplica(a.db, a.log, a.origin, clock=manual)
+        note_id = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+
+        def version(body: str, wall_ms: int) -> NoteVersion:
+            return NoteVersion(
+                note_id,
+                Stamp(wall_ms, 0, b.origin).encode(),
+                content_hash(body),
+                user_edited=True,
+                deleted=False,
+                clear=ClearFields("person", "ada", "Ada", body, None, (), None, None, 1),
+            )
+
+        r.apply(Records(notes=(version("old", 1_700_000_000_000),)), in_order=True)
+        with a.db.bookkeeping(durable=True) as conn:  # parked, as after an offload
+            conn.execute(
+                "UPDATE note SET body = NULL, holder = ? WHERE id = ?", ("ab" * 16, note_id)
+            )
+        r.apply(Records(notes=(version("new", 1_700_000_000_001),)), in_order=True)
+
+        assert a.db.peek("SELECT note_id, holder, since FROM pending_release") == [
+            (note_id, "ab" * 16, manual.us)
+        ]
+        assert a.db.peek("SELECT holder, body FROM note WHERE id = ?", (note_id,)) == [
+            (None, "new")
+        ]
     finally:
         a.close()
         b.close()
