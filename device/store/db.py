@@ -309,7 +309,10 @@ class Database:
                 try:
                     yield conn
                 finally:
-                    conn.execute("ROLLBACK")
+                    # SQLite may have ended it already (some errors roll back):
+                    # then a ROLLBACK would only hide that error behind its own.
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
             finally:
                 fairy.close()
 
