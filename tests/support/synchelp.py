@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.provision import create_data_dir
+from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.sync import Loopback, SyncSession
 
@@ -16,6 +19,19 @@ def open_pair(tmp: Path) -> tuple[Node, Node]:
     create_data_dir(tmp / "device", name="phone", role="device")
     create_data_dir(tmp / "homebase", name="mac", role="homebase")
     return Node.open(tmp / "device"), Node.open(tmp / "homebase")
+
+
+@contextmanager
+def paired_siblings(tmp: Path) -> Iterator[tuple[Node, Node]]:
+    """`open_pair`, each node holding the other as a sibling; both closed at the end."""
+    phone, mac = open_pair(tmp)
+    for node, other, role in ((phone, mac, "homebase"), (mac, phone, "device")):
+        node.siblings.add(SiblingInfo(other.public_key(), role, role, "127.0.0.1:1", 0))
+    try:
+        yield phone, mac
+    finally:
+        phone.close()
+        mac.close()
 
 
 def replica(node: Node) -> NodeReplica:

@@ -17,24 +17,18 @@ import pytest
 import trio
 
 from pixie.device.node.keyed import Node
-from pixie.device.store.siblings import SiblingInfo, Still
+from pixie.device.store.siblings import Still
 from pixie.device.sync.driver import SyncEndpoint, SyncOutcome
 from pixie.protocol import syncwire
 from pixie.protocol.peerwire import PeerMessage, SyncData
 from pixie.protocol.sync import SyncSession
-from tests.support.synchelp import open_pair, replica, say
+from tests.support.synchelp import paired_siblings, replica, say
 
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
-    phone, mac = open_pair(tmp_path)
-    for node, other, role in ((phone, mac, "homebase"), (mac, phone, "device")):
-        node.siblings.add(SiblingInfo(other.public_key(), role, role, "127.0.0.1:1", 0))
-    try:
-        yield phone, mac
-    finally:
-        phone.close()
-        mac.close()
+    with paired_siblings(tmp_path) as nodes:
+        yield nodes
 
 
 @dataclass

@@ -15,7 +15,6 @@ from nacl.signing import SigningKey
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import NoteKind, SealedKind
-from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.admission import Admission, Incoming, Rejected, Rejection
 from pixie.device.sync.offload import OffloadLedger
 from pixie.device.sync.sessions import Route, SessionTable
@@ -42,7 +41,7 @@ from pixie.protocol.peerwire import (
     encode_body,
 )
 from pixie.protocol.sync import SyncSession
-from tests.support.synchelp import open_pair, replica
+from tests.support.synchelp import paired_siblings, replica
 
 STRANGER = new_identity()
 
@@ -50,14 +49,8 @@ STRANGER = new_identity()
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
     """A device and a Homebase, paired as siblings."""
-    phone, mac = open_pair(tmp_path)
-    for node, other, role in ((phone, mac, "homebase"), (mac, phone, "device")):
-        node.siblings.add(SiblingInfo(other.public_key(), role, role, "127.0.0.1:1", 0))
-    try:
-        yield phone, mac
-    finally:
-        phone.close()
-        mac.close()
+    with paired_siblings(tmp_path) as nodes:
+        yield nodes
 
 
 def envelope(sender: SigningKey, recipient: Node, message: PeerMessage, counter: int) -> bytes:
