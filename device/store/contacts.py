@@ -21,13 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from sqlalchemy import ForeignKey, String, Table, select
+from sqlalchemy import ForeignKey, String, Table, bindparam, insert, select
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.store import statedigest
-from pixie.device.store.db import Base, Database
+from pixie.device.store.db import Base, Database, driver_sql
 from pixie.protocol.digest import alias_item, contact_item, detail_item
 from pixie.protocol.syncwire import DETAIL_CHARS, DETAIL_FIELDS, MAX_DETAIL_AT
 
@@ -221,7 +221,14 @@ def contact_id_for(name: str) -> str:
     return hashlib.sha256(b"pixie-contact\0" + name_key(name).encode()).hexdigest()[:32]
 
 
-_INSERT_CONTACT_SQL = "INSERT INTO contact (id, name, name_key, created_at) VALUES (?, ?, ?, ?)"
+_INSERT_CONTACT_SQL = driver_sql(
+    insert(Contact).values(
+        id=bindparam("id"),
+        name=bindparam("name"),
+        name_key=bindparam("name_key"),
+        created_at=bindparam("created_at"),
+    )
+)
 _RESOLVE_SQL = (
     "SELECT id, 0 FROM contact WHERE name_key = ?"
     " UNION ALL SELECT contact_id, 0 FROM contact_alias WHERE alias_key = ?"

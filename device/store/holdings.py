@@ -15,7 +15,7 @@ All of this is per-replica state: never synced, never part of the state digest.
 
 from __future__ import annotations
 
-from sqlalchemy import LargeBinary, String, delete, select
+from sqlalchemy import LargeBinary, String, delete
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.store.db import Base
@@ -80,16 +80,6 @@ def make_resident(
     row.content_hash = content_hash
 
 
-def pending_releases(session: Session, holder: str) -> list[PendingRelease]:
-    return list(
-        session.scalars(
-            select(PendingRelease)
-            .where(PendingRelease.holder == holder)
-            .order_by(PendingRelease.since, PendingRelease.note_id)
-        )
-    )
-
-
 def forget_release(session: Session, note_id: str, content_hash: str, holder: str) -> None:
     session.execute(
         delete(PendingRelease).where(
@@ -105,6 +95,5 @@ __all__ = [
     "PendingRelease",
     "forget_release",
     "make_resident",
-    "pending_releases",
     "release_later",
 ]

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import trio
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.node.keyed import Node
-from pixie.device.store.db import at_once
-from pixie.device.store.holdings import forget_release, release_later
+from pixie.device.store.db import at_once, driver_sql
+from pixie.device.store.holdings import PendingRelease, forget_release, release_later
 from pixie.device.store.notes import Note, NoteKind, Zone
 from pixie.device.store.siblings import Still, Withdrawn
 from pixie.device.sync.peers import Incoming, PeerLink
@@ -70,8 +70,10 @@ _CANDIDATE_SQL = (
     "FROM note WHERE zone = 'clear' AND id = ?"
 )
 # Each holding no note here points at, oldest first (`releases_due`).
-_RELEASES_DUE_SQL = (
-    "SELECT note_id, content_hash FROM pending_release WHERE holder = ? ORDER BY since, note_id"
+_RELEASES_DUE_SQL = driver_sql(
+    select(PendingRelease.note_id, PendingRelease.content_hash)
+    .where(PendingRelease.holder == bindparam("holder"))
+    .order_by(PendingRelease.since, PendingRelease.note_id)
 )
 _RELEASING_SQL = (
     "SELECT 1 FROM pending_release WHERE note_id = ? AND content_hash = ? AND holder = ?"

@@ -36,7 +36,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeAlias, cast
 
 from sqlalchemy import Table, bindparam, func, select
-from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -57,7 +56,7 @@ from pixie.device.store.contacts import (
     name_key,
     put_detail_in,
 )
-from pixie.device.store.db import Database, Meta
+from pixie.device.store.db import Database, Meta, driver_sql
 from pixie.device.store.holdings import Holding
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
@@ -162,34 +161,27 @@ _RELEASE_SQL = (
 _ITEM_PAGE = 10_000
 
 
-def _sql(statement: Any) -> str:
-    """An ORM select as SQL for the driver: the models stay the schema's one
-    definition, and a read that runs on every session skips the ORM's cost."""
-    return str(statement.compile(dialect=_SQLITE))
-
-
-_SQLITE = sqlite_dialect()
 # The reads of every session (digest and marks), and what the items of the
 # state digest are made of (see `statedigest.note_version`, `contact_items`).
-_DIGEST_SQL = _sql(select(Meta.value).where(Meta.key == bindparam("key")))
-_NOTE_MARKS_SQL = _sql(select(NoteMark.origin, NoteMark.stamp))
-_EVENT_IDS = _sql(select(MemoryEvent.id))
-_HOLDING_BODY_SQL = _sql(
+_DIGEST_SQL = driver_sql(select(Meta.value).where(Meta.key == bindparam("key")))
+_NOTE_MARKS_SQL = driver_sql(select(NoteMark.origin, NoteMark.stamp))
+_EVENT_IDS = driver_sql(select(MemoryEvent.id))
+_HOLDING_BODY_SQL = driver_sql(
     select(Holding.body).where(
         Holding.note_id == bindparam("note_id"), Holding.content_hash == bindparam("hash")
     )
 )
 # What `_all_contacts` sends: every contact, its aliases and details, in order.
-_ALL_CONTACTS_SQL = _sql(select(Contact.id, Contact.name).order_by(Contact.id))
-_ALL_ALIASES_SQL = _sql(
+_ALL_CONTACTS_SQL = driver_sql(select(Contact.id, Contact.name).order_by(Contact.id))
+_ALL_ALIASES_SQL = driver_sql(
     select(ContactAlias.contact_id, ContactAlias.alias).order_by(ContactAlias.alias_key)
 )
-_ALL_DETAILS_SQL = _sql(
+_ALL_DETAILS_SQL = driver_sql(
     select(
         ContactDetail.contact_id, ContactDetail.field, ContactDetail.value, ContactDetail.at
     ).order_by(ContactDetail.contact_id, ContactDetail.field)
 )
-_NOTE_VERSIONS = _sql(
+_NOTE_VERSIONS = driver_sql(
     select(Note.id, Note.updated_at, Note.content_hash, Note.user_edited, Note.deleted)
 )
 
@@ -482,7 +474,7 @@ class NodeReplica:
     # -- what I hold --------------------------------------------------------------------
 
     # Both run in every session, an in-sync one included: through the driver,
-    # each in one read transaction (see `_sql`).
+    # each in one read transaction (see `driver_sql`).
 
     def state(self) -> tuple[bytes, int]:
         rows = self.db.peek(_DIGEST_SQL, (statedigest.DIGEST_KEY,))
@@ -552,7 +544,7 @@ class NodeReplica:
                 after_stamp = notes[-1].stamp
 
     def _all_contacts(self) -> list[ContactEntry]:
-        # Three reads in one read transaction, on the driver (see `_sql`).
+        # Three reads in one read transaction, on the driver (see `driver_sql`).
         with self.db.snapshot() as conn:
             cursor = conn.cursor()
             try:
@@ -780,7 +772,7 @@ class NodeReplica:
         return len(added)
 
 
-_HELD_SEQ_SQL = _sql(
+_HELD_SEQ_SQL = driver_sql(
     select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == bindparam("origin"))
 )
 
