@@ -26,7 +26,7 @@ from pixie.device.notebook.versions import NoteStamper, versioned
 from pixie.device.store import statedigest
 from pixie.device.store.contacts import Contact
 from pixie.device.store.db import Database, Meta
-from pixie.device.store.holdings import PendingRelease, make_resident
+from pixie.device.store.holdings import RELEASE_LATER_SQL, make_resident
 from pixie.device.store.memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from pixie.device.store.notes import (
     ABOUT_YOU_KEY,
@@ -312,7 +312,7 @@ class ClearNotebookStore:
                 changed[row.n] = row
             results.append(UpsertResult(row.id, UpsertOutcome.UPDATED))
         if releases:
-            conn.executemany(_RELEASE_SQL, releases)
+            conn.executemany(RELEASE_LATER_SQL, releases)
         if created:
             conn.executemany(_INSERT_SQL, [row.insert_values() for row in created.values()])
         if changed:
@@ -586,11 +586,6 @@ _READ_COLUMNS = (
     *_UPDATE_COLUMNS,
 )
 _LOOKUP_CHUNK = 500  # identities per lookup statement
-_RELEASE = cast(Table, PendingRelease.__table__)
-_RELEASE_SQL = (
-    f"INSERT OR IGNORE INTO {_RELEASE.name} (note_id, content_hash, holder, since) "
-    "VALUES (?, ?, ?, ?)"
-)
 _META = cast(Table, Meta.__table__)
 _DIGEST_READ_SQL = f"SELECT value FROM {_META.name} WHERE key = ?"
 _DIGEST_WRITE_SQL = (

@@ -15,10 +15,10 @@ All of this is per-replica state: never synced, never part of the state digest.
 
 from __future__ import annotations
 
-from sqlalchemy import LargeBinary, String, delete
+from sqlalchemy import LargeBinary, String, bindparam, delete, insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from pixie.device.store.db import Base
+from pixie.device.store.db import Base, driver_sql
 from pixie.device.store.notes import Note
 from pixie.protocol.clock import SYSTEM_CLOCK, Clock
 
@@ -48,6 +48,20 @@ class Holding(Base):
     # re-acked this holding: a release the device sent before it (a lower
     # counter) must not drop a copy the device has parked again since.
     offload_counter: Mapped[int] = mapped_column(default=0, server_default="0")
+
+
+# `release_later` on the driver, for the bulk paths (the batched upsert, the
+# replica's merge): a release already queued stays as it was.
+RELEASE_LATER_SQL = driver_sql(
+    insert(PendingRelease)
+    .prefix_with("OR IGNORE")
+    .values(
+        note_id=bindparam("note_id"),
+        content_hash=bindparam("content_hash"),
+        holder=bindparam("holder"),
+        since=bindparam("since"),
+    )
+)
 
 
 def release_later(
@@ -91,6 +105,7 @@ def forget_release(session: Session, note_id: str, content_hash: str, holder: st
 
 
 __all__ = [
+    "RELEASE_LATER_SQL",
     "Holding",
     "PendingRelease",
     "forget_release",

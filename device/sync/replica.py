@@ -57,7 +57,7 @@ from pixie.device.store.contacts import (
     put_detail_in,
 )
 from pixie.device.store.db import Database, Meta, driver_sql
-from pixie.device.store.holdings import Holding
+from pixie.device.store.holdings import RELEASE_LATER_SQL, Holding
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
@@ -154,10 +154,6 @@ _HELD_COLUMNS = (
     "holder",
 )
 _HELD_NOTES_SQL = f"SELECT {', '.join(_HELD_COLUMNS)} FROM note WHERE id IN ({{}})"
-_RELEASE_SQL = (
-    "INSERT OR IGNORE INTO pending_release (note_id, content_hash, holder, since) "
-    "VALUES (?, ?, ?, ?)"
-)
 _ITEM_PAGE = 10_000
 
 
@@ -929,7 +925,7 @@ def _write(
         # the holding the row pointed at is released on this device's word,
         # the release dated by ``clock``.
         assert row is not None
-        conn.execute(_RELEASE_SQL, (row.id, row.content_hash, holder, clock.now_us()))
+        conn.execute(RELEASE_LATER_SQL, (row.id, row.content_hash, holder, clock.now_us()))
         holder = None
     stored_body = None if row is None else row.body
     columns: dict[str, Any] = {
