@@ -313,8 +313,8 @@ class MemoryLog:
         # The two tops on the driver: through the ORM they cost more than a
         # small append's insert.
         driver = cast(sqlite3.Connection, session.connection().connection.driver_connection)
-        n = driver.execute(_TOP_SQL).fetchone()[0] or 0
-        seq = driver.execute(_TOP_SEQ_SQL, (self.origin,)).fetchone()[0] or 0
+        n = driver.execute(TOP_SQL).fetchone()[0] or 0
+        seq = driver.execute(TOP_SEQ_SQL, (self.origin,)).fetchone()[0] or 0
         origin = self.origin
         total = len(events)
         kind_text = _KIND_TEXT
@@ -399,7 +399,7 @@ class MemoryLog:
         if not count:
             return []
         conn = session.connection()
-        top = conn.exec_driver_sql(_TOP_SQL).scalar() or 0
+        top = conn.exec_driver_sql(TOP_SQL).scalar() or 0
         # Straight to the driver's cursor, one row at a time out of the columns
         # (zip hands the driver each row in turn, so no list of rows is built);
         # a driver error comes out as SQLAlchemy's, like any other statement's.
@@ -432,7 +432,7 @@ class MemoryLog:
     @staticmethod
     def top_in(session: Session) -> int:
         """The local number of the newest row (0 for an empty log)."""
-        return int(session.connection().exec_driver_sql(_TOP_SQL).scalar() or 0)
+        return int(session.connection().exec_driver_sql(TOP_SQL).scalar() or 0)
 
     def committed_after(self, top: int, batch: int = PROGRESS_EVENTS) -> None:
         """Tell listeners about every row numbered above ``top``, read back in
@@ -581,8 +581,10 @@ _INSERT_NEW_SQL = "INSERT INTO memory_event ({}) VALUES ({}) ON CONFLICT (id) DO
     ", ".join("?" * (len(COLUMNS) - 1)),
 )
 _LANDED_SQL = "SELECT n, id FROM memory_event WHERE n > ? ORDER BY n"
-_TOP_SQL = "SELECT max(n) FROM memory_event"
-_TOP_SEQ_SQL = "SELECT max(seq) FROM memory_event WHERE origin = ?"
+# The local number of the newest row (NULL for an empty log).
+TOP_SQL = "SELECT max(n) FROM memory_event"
+# The highest sequence number of one origin (NULL for none).
+TOP_SEQ_SQL = "SELECT max(seq) FROM memory_event WHERE origin = ?"
 _AFTER_SQL = "SELECT {} FROM memory_event WHERE n > ? ORDER BY n LIMIT ?".format(
     ", ".join(MemoryEvent.__table__.c[name].name for name in COLUMNS)
 )

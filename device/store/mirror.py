@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from pixie.device.store.contacts import Contact
 from pixie.device.store.db import Database, driver_sql
-from pixie.device.store.memlog import SEARCHABLE_KINDS, EventKind, MemoryEvent, Row
+from pixie.device.store.memlog import SEARCHABLE_KINDS, TOP_SQL, EventKind, MemoryEvent, Row
 
 BLOCK_LINES = 1024
 _KINDS: tuple[EventKind, ...] = tuple(EventKind)
@@ -42,7 +42,6 @@ _RAW_ROWS_SQL = (
 )
 
 
-_TOP_SQL = driver_sql(select(func.max(MemoryEvent.n)))
 _NAMES_SQL = driver_sql(select(Contact.id, Contact.name))
 
 
@@ -276,7 +275,7 @@ class MemoryTextMirror:
         # numbered in commit order), so reading them in a second snapshot
         # reads what the first saw.
         with self.db.snapshot() as conn:
-            top = conn.execute(_TOP_SQL).fetchone()[0] or 0
+            top = conn.execute(TOP_SQL).fetchone()[0] or 0
         if top <= self._watermark:
             return
         with self.db.reading() as session:

@@ -35,7 +35,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeAlias, cast
 
-from sqlalchemy import Table, bindparam, func, select
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -61,6 +61,7 @@ from pixie.device.store.holdings import RELEASE_LATER_SQL, Holding
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
+    TOP_SEQ_SQL,
     MemoryEvent,
     MemoryLog,
     Row,
@@ -768,11 +769,6 @@ class NodeReplica:
         return len(added)
 
 
-_HELD_SEQ_SQL = driver_sql(
-    select(func.max(MemoryEvent.seq)).where(MemoryEvent.origin == bindparam("origin"))
-)
-
-
 def _held_seq(session: Session, origin: str) -> int:
     """The highest sequence number of ``origin`` this replica holds (0 for
     none), read on the session's driver connection inside its transaction;
@@ -781,7 +777,7 @@ def _held_seq(session: Session, origin: str) -> int:
         session.flush()
     cursor = session.connection().connection.cursor()
     try:
-        row = cursor.execute(_HELD_SEQ_SQL, (origin,)).fetchone()
+        row = cursor.execute(TOP_SEQ_SQL, (origin,)).fetchone()
     finally:
         cursor.close()
     return int(row[0] or 0) if row else 0

@@ -10,7 +10,6 @@ table, or every later `sync_with` of ours waits behind it for ever.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,10 @@ import trio
 
 from pixie.device.node.keyed import Node
 from pixie.device.store.siblings import Still
+from pixie.device.sync.admission import Incoming
 from pixie.device.sync.driver import SyncEndpoint, SyncOutcome
 from pixie.protocol import syncwire
-from pixie.protocol.peerwire import PeerMessage, SyncData
+from pixie.protocol.peerwire import Body, PeerMessage, SyncData
 from pixie.protocol.sync import SyncSession
 from tests.support.synchelp import paired_siblings, replica, say
 
@@ -31,17 +31,6 @@ def pair(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
         yield nodes
 
 
-@dataclass
-class _Body:
-    message: PeerMessage
-
-
-@dataclass
-class _Incoming:
-    sender: bytes
-    body: _Body
-
-
 class Feed:
     """A link whose incoming messages the test hands in, keeping what is sent."""
 
@@ -50,7 +39,8 @@ class Feed:
         self.lane: trio.CapacityLimiter | None = None
         self.sent: list[tuple[bytes, PeerMessage]] = []
         self.sent_more = trio.Event()
-        self._in, self._out = trio.open_memory_channel[_Incoming](16)
+        self.counter = 0
+        self._in, self._out = trio.open_memory_channel[Incoming](16)
 
     async def send(
         self, recipient: bytes, message: PeerMessage, *, still: Still | None = None
@@ -59,11 +49,13 @@ class Feed:
         self.sent_more.set()
         return 1
 
-    async def receive(self) -> _Incoming:
+    async def receive(self) -> Incoming:
         return await self._out.receive()
 
     async def deliver(self, sender: bytes, message: syncwire.SyncMessage) -> None:
-        await self._in.send(_Incoming(sender, _Body(SyncData(syncwire.encode(message)))))
+        self.counter += 1
+        body = Body(b"\x00" * 16, self.counter, SyncData(syncwire.encode(message)))
+        await self._in.send(Incoming(sender, body))
 
     async def wait_sent(self, count: int) -> None:
         while len(self.sent) < count:
