@@ -25,6 +25,24 @@ INT64_MAX = (1 << 63) - 1
 T = TypeVar("T")
 
 
+# -- text -----------------------------------------------------------------------------------
+
+
+def has_lone_surrogate(value: str) -> bool:
+    """Whether ``value`` holds a lone surrogate (U+D800 to U+DFFF): no character
+    at all (a JSON escape or an argument that is not UTF-8 makes one), which
+    UTF-8, and so SQLite, cannot store. An ASCII string is answered without
+    looking at it; any other by the codec, at C speed (a pattern search over
+    a page-long note took microseconds)."""
+    if value.isascii():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 # -- scalars ------------------------------------------------------------------------------
 
 

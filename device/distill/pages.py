@@ -23,11 +23,18 @@ days, not instants, and breaks ties by text, so the result does not depend on
 the order in which sources were distilled.
 
 The about-you note is a list of the same fact lines.
+
+A pass reads the same pages and days back again and again (a contact's page
+after each of their calls, the same day on many lines), so the readers and
+writers of lines, days and pages here remember their recent answers: each is
+a function of its argument alone (strings, and `Fact`s, which are frozen), its
+answer immutable, and each memory bounded.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -84,11 +91,13 @@ def day_of(at: int) -> int:
     return at - at % _DAY_US
 
 
+@functools.lru_cache(maxsize=4096)
 def short_day(at: int) -> str:
     day = dt.datetime.fromtimestamp(at / 1_000_000, tz=dt.UTC)
     return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_day(text: str) -> int | None:
     """ "2 Mar 2026" (as `short_day` writes it) -> the start of that UTC day."""
     parts = text.split()
@@ -102,6 +111,7 @@ def parse_day(text: str) -> int | None:
     return int(moment.timestamp()) * 1_000_000
 
 
+@functools.lru_cache(maxsize=8192)
 def fact_line(fact: Fact) -> str:
     """ "Work: works at Helix Bio; as of 2 Mar 2026" (no bullet)."""
     text = " ".join(fact.text.split())
@@ -109,6 +119,7 @@ def fact_line(fact: Fact) -> str:
     return f"{LABELS[fact.kind]}: {text}; {when}"
 
 
+@functools.lru_cache(maxsize=8192)
 def parse_fact_line(line: str) -> Fact | None:
     """A line `fact_line` wrote (bullet or not), or None."""
     line = line.strip()
@@ -170,7 +181,8 @@ def merge_facts(facts: Iterable[Fact], limit: int = MAX_PERSON_FACTS) -> list[Fa
     In page order: by kind, then newest first; at most ``limit`` besides plans."""
     best: dict[tuple[str, str], Fact] = {}
     for fact in facts:
-        dated = fact if fact.at is None else Fact(fact.kind, fact.text, day_of(fact.at))
+        at = fact.at
+        dated = fact if at is None or at % _DAY_US == 0 else Fact(fact.kind, fact.text, day_of(at))
         key = _key(dated)
         held = best.get(key)
         if held is None or _rank(dated) > _rank(held):
@@ -205,6 +217,7 @@ def render_person_page(page: PersonPage) -> str:
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=256)
 def parse_person_page(body: str | None) -> PersonPage:
     """What `render_person_page` wrote, read back; an older layout reads as
     its text under "your read" (nothing of it is lost)."""
@@ -262,6 +275,11 @@ def _one_line(text: str) -> str:
 def parse_about_you(body: str | None) -> list[Fact]:
     """The facts of an about-you body; a bare line (an older layout, or one
     the user typed) is kept as a fact of its guessed kind, undated."""
+    return list(_about_you_facts(body))
+
+
+@functools.lru_cache(maxsize=256)
+def _about_you_facts(body: str | None) -> tuple[Fact, ...]:
     out = []
     for raw in (body or "").splitlines():
         line = raw.strip()
@@ -271,7 +289,7 @@ def parse_about_you(body: str | None) -> list[Fact]:
             continue
         fact = parse_fact_line(line)
         out.append(fact if fact is not None else Fact(guess_kind(line), line))
-    return out
+    return tuple(out)
 
 
 def render_about_you(facts: Sequence[Fact]) -> str:

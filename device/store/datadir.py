@@ -8,13 +8,13 @@ directory platformdirs gives for this OS (``~/.local/share/pixie`` on Linux,
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
 
 from pixie.device.errors import BadInput, DataDirError
+from pixie.protocol.validate import has_lone_surrogate
 
 DATA_ENV = "PIXIE_DATA"
 DB_NAME = "pixie.db"
@@ -29,16 +29,13 @@ def resolve_data_dir(flag: str | None) -> Path:
         path = Path(env).expanduser()
     else:
         path = platformdirs.user_data_path("pixie", appauthor=False)
-    if _SURROGATE.search(str(path)):
+    if has_lone_surrogate(str(path)):
         # Bytes that are not UTF-8 reach Python as lone surrogates, which
         # pixie could neither print nor record.
         raise BadInput(f"the data dir path {str(path)!r:.80} is not valid UTF-8")
     if "\x00" in str(path):
         raise BadInput("the data dir path contains a NUL character")
     return path
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)

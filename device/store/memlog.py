@@ -26,6 +26,7 @@ from pixie.device.store.db import Base, Database
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.digest import event_item
 from pixie.protocol.ids import IdMinter, minter_for
+from pixie.protocol.validate import has_lone_surrogate
 
 MAX_TEXT_CHARS = 65_536
 MAX_REF_CHARS = 200
@@ -143,7 +144,7 @@ def check_text(text: object) -> str:
         raise BadInput(f"text is longer than {MAX_TEXT_CHARS} characters")
     if "\x00" in text:
         raise BadInput("text contains a NUL character")
-    if _SURROGATE.search(text):
+    if has_lone_surrogate(text):
         raise BadInput(SURROGATE_MESSAGE.format(what="text"))
     return text
 
@@ -155,15 +156,12 @@ def check_ref(value: object, what: str) -> str | None:
         raise BadInput(f"{what} must be a non-empty string")
     if len(value) > MAX_REF_CHARS or _LINE_BREAK.search(value):
         raise BadInput(f"{what} must be one line of at most {MAX_REF_CHARS} characters")
-    if _SURROGATE.search(value):
+    if has_lone_surrogate(value):
         raise BadInput(SURROGATE_MESSAGE.format(what=what))
     return value
 
 
 _LINE_BREAK = re.compile("[\n\r\x00]")
-# A lone surrogate is no character at all: JSON can spell one ("\\ud800") and
-# an argument that is not UTF-8 decodes to them, but SQLite cannot store one.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 SURROGATE_MESSAGE = "{what} is not valid Unicode (a lone surrogate)"
 
 

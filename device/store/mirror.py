@@ -21,10 +21,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import Select, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from pixie.device.store.contacts import Contact
 from pixie.device.store.db import Database, driver_sql
@@ -36,10 +35,6 @@ _FROM_ME = 0x80  # high bit of a line's kind byte: the user wrote it
 _KIND_CODE: dict[str, int] = {k.value: i for i, k in enumerate(_KINDS)}
 _SEARCHABLE_VALUES = sorted(k.value for k in SEARCHABLE_KINDS)
 _SEARCHABLE = frozenset(_SEARCHABLE_VALUES)
-_RAW_ROWS_SQL = (
-    "SELECT n, id, kind, at, contact_id, text, from_me FROM memory_event "
-    f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))})"
-)
 
 
 _NAMES_SQL = driver_sql(select(Contact.id, Contact.name))
@@ -108,7 +103,8 @@ class _Logged(NamedTuple):
 
 
 class _Searchable(NamedTuple):
-    """What the mirror reads of an event: `_rows_query` selects these names."""
+    """What the mirror reads of an event: `_RAW_ROWS_SQL` selects these columns of
+    the log, in this order."""
 
     n: int
     id: str
@@ -117,6 +113,13 @@ class _Searchable(NamedTuple):
     contact_id: str | None
     text: str
     from_me: bool | None
+
+
+_RAW_ROWS_SQL = (
+    f"SELECT {', '.join(_Searchable._fields)} FROM {MemoryEvent.__tablename__} "
+    f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))})"
+)
+_CONTACT_AT = _Searchable._fields.index("contact_id")
 
 
 class _Block:
@@ -216,9 +219,9 @@ class MemoryTextMirror:
             paused = gc.isenabled()
             gc.disable()
             try:
-                with self.db.reading() as session:
-                    top = session.scalar(select(func.max(MemoryEvent.n))) or 0
-                    entries = self._entries(self._raw_rows(session, 0, top))
+                with self.db.snapshot() as conn:
+                    top = conn.execute(TOP_SQL).fetchone()[0] or 0
+                    entries = self._entries(self._raw_rows(conn, 0, top))
                 entries.sort(key=_order)
                 self._blocks = [
                     _Block(entries[i : i + BLOCK_LINES])
@@ -232,11 +235,10 @@ class MemoryTextMirror:
             self._loaded = True
 
     @staticmethod
-    def _raw_rows(session: Session, after: int, upto: int) -> Iterator[tuple[Any, ...]]:
+    def _raw_rows(conn: sqlite3.Connection, after: int, upto: int) -> Iterator[tuple[Any, ...]]:
         """`_Searchable`'s columns of the searchable events with ``after < n <=
         upto``, as the driver's plain tuples."""
-        driver = cast(sqlite3.Connection, session.connection().connection.driver_connection)
-        cursor = driver.execute(_RAW_ROWS_SQL, (after, upto, *_SEARCHABLE_VALUES))
+        cursor = conn.execute(_RAW_ROWS_SQL, (after, upto, *_SEARCHABLE_VALUES))
         try:
             while batch := cursor.fetchmany(4096):
                 yield from batch
@@ -271,39 +273,23 @@ class MemoryTextMirror:
 
     def _catch_up(self) -> None:
         # Most looks find nothing new: they cost one statement on the driver.
-        # Rows up to ``top`` never change once there (an append-only log,
-        # numbered in commit order), so reading them in a second snapshot
-        # reads what the first saw.
+        # The new rows are read in the same snapshot as the top, the way a
+        # rebuild reads them (`_entries` makes the lines `_entry` would).
         with self.db.snapshot() as conn:
             top = conn.execute(TOP_SQL).fetchone()[0] or 0
-        if top <= self._watermark:
-            return
-        with self.db.reading() as session:
-            rows = self._searchable(session, self._watermark, top)
-        if any(row.contact_id and row.contact_id not in self._names for row in rows):
+            if top <= self._watermark:
+                return
+            rows = list(self._raw_rows(conn, self._watermark, top))
+        if any(row[_CONTACT_AT] and row[_CONTACT_AT] not in self._names for row in rows):
             self._names = self._load_names()
-        self._ingest(map(self._entry, rows))
+        self._ingest(self._entries(rows))
         self._watermark = top
-
-    @staticmethod
-    def _rows_query(after: int, upto: int) -> Select[Any]:
-        """The searchable events with ``after < n <= upto``: `_Searchable`'s columns."""
-        return (
-            select(*(getattr(MemoryEvent, name) for name in _Searchable._fields))
-            .where(MemoryEvent.n > after, MemoryEvent.n <= upto)
-            .where(MemoryEvent.kind.in_(_SEARCHABLE_VALUES))
-        )
-
-    @classmethod
-    def _searchable(cls, session: Session, after: int, upto: int) -> list[_Searchable]:
-        result = session.connection().execute(cls._rows_query(after, upto))
-        return list(map(_Searchable._make, result))
 
     def _load_names(self) -> dict[str, str]:
         with self.db.snapshot() as conn:
             return dict(conn.execute(_NAMES_SQL).fetchall())
 
-    def _entry(self, row: _Searchable | _Logged) -> _Entry:
+    def _entry(self, row: _Logged) -> _Entry:
         contact_id = row.contact_id
         name = self._names.get(contact_id) if contact_id else None
         prefix, body = mirror_line(name, row.text)

@@ -11,6 +11,7 @@ refuse a sealed row that carries any readable field.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import re
@@ -26,6 +27,7 @@ from pixie.device.errors import BadInput
 from pixie.device.store.db import Base
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.ids import id_text
+from pixie.protocol.validate import has_lone_surrogate
 
 MAX_TITLE_CHARS = 200
 MAX_BODY_CHARS = 32_768
@@ -310,14 +312,11 @@ def clean_text(value: object, what: str, limit: int, *, allow_empty: bool = Fals
         raise BadInput(f"{what} is longer than {limit} characters")
     if "\x00" in value:
         raise BadInput(f"{what} contains a NUL character")
-    if _SURROGATE.search(value):
+    if has_lone_surrogate(value):
         # No character at all (a JSON escape or an argument that is not
         # UTF-8 makes one), and SQLite cannot store it.
         raise BadInput(f"{what} is not valid Unicode (a lone surrogate)")
     return value
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_title(value: object) -> str:
@@ -340,8 +339,8 @@ def clean_tags(values: object) -> tuple[str, ...]:
     for value in values:
         if not isinstance(value, str):
             raise BadInput("tags must be a list of strings")
-        tag = " ".join(unicodedata.normalize("NFC", value).casefold().split())
-        if not tag or len(tag) > MAX_TAG_CHARS or not _TAG.fullmatch(tag):
+        tag = _clean_tag(value)
+        if tag is None:
             raise BadInput(
                 f"bad tag {value!r:.50}: use letters, digits, spaces or '-', "
                 f"at most {MAX_TAG_CHARS} characters"
@@ -351,6 +350,23 @@ def clean_tags(values: object) -> tuple[str, ...]:
     if len(out) > MAX_TAGS:
         raise BadInput(f"at most {MAX_TAGS} tags")
     return tuple(out)
+
+
+def _tag_of(value: str) -> str | None:
+    """One tag as `clean_tags` keeps it, or None if it is not a tag."""
+    tag = " ".join(unicodedata.normalize("NFC", value).casefold().split())
+    if not tag or len(tag) > MAX_TAG_CHARS or not _TAG.fullmatch(tag):
+        return None
+    return tag
+
+
+# A Notebook has few distinct tags, written again and again: the answer for
+# each short one is remembered (bounded in count and size).
+_remembered_tag = functools.lru_cache(maxsize=4096)(_tag_of)
+
+
+def _clean_tag(value: str) -> str | None:
+    return _remembered_tag(value) if len(value) <= 4 * MAX_TAG_CHARS else _tag_of(value)
 
 
 def tags_json(tags: tuple[str, ...]) -> str | None:
