@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, cast
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import Table, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from pixie.device.errors import BadInput, NotFound
@@ -25,7 +25,7 @@ from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
 from pixie.device.notebook.versions import NoteStamper, versioned
 from pixie.device.store import statedigest
 from pixie.device.store.contacts import Contact
-from pixie.device.store.db import Database, Meta
+from pixie.device.store.db import Database, Meta, driver_sql
 from pixie.device.store.holdings import RELEASE_LATER_SQL, make_resident
 from pixie.device.store.memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from pixie.device.store.notes import (
@@ -371,31 +371,40 @@ class ClearNotebookStore:
         tags_given = tags is not None
         new_tags = tags_json(clean_tags(list(tags or [])))
         with self._db.writing() as session:
-            row = self._live_clear_row(session, note_id)
+            # On the driver, as the batched upsert writes: an edit is one
+            # small row, and the ORM's unit of work cost several times the
+            # statements.
+            conn = _driver(session)
+            found = conn.execute(_LIVE_ROW_SQL, (note_id,)).fetchone()
+            if found is None:
+                # The same words whether the id is unknown or names a sealed note.
+                raise NotFound(f"no note with id {note_id}")
+            row = _Row(*found)
             if row.holder is not None:
                 raise BadInput(
                     f"note {note_id} is offloaded to your Homebase; "
                     f"bring it back with `pixie recall {note_id}` before editing it"
                 )
-            changes = {
-                "title": new_title if new_title is not None and new_title != row.title else None,
-                "body": new_body if new_body is not None and new_body != row.body else None,
-            }
+            retitle = new_title is not None and new_title != row.title
+            rewrite = new_body is not None and new_body != row.body
             retag = tags_given and new_tags != row.tags
-            if all(v is None for v in changes.values()) and not retag:
+            if not (retitle or rewrite or retag):
                 return False
-            old = statedigest.note_version(row)
+            old = row.version()
             stamp = self._stamp(session)
-            if changes["title"] is not None:
-                row.title = changes["title"]
-            if changes["body"] is not None:
-                row.body = changes["body"]
-                row.content_hash = content_hash(changes["body"])
+            if retitle:
+                assert new_title is not None
+                row.title = new_title
+            if rewrite:
+                assert new_body is not None
+                row.body, row.content_hash = new_body, content_hash(new_body)
             if retag:
                 row.tags = new_tags
             row.user_edited = True
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
-            self._versioned(session, old, row)
+            conn.execute(_EDIT_SQL, _EDIT_VALUES(row))
+            _move_digest(session, conn, [row.version()], [old])
+            record_marks(session, [row.updated_at])
             return True
 
     def delete(self, note_id: str) -> None:
@@ -421,12 +430,14 @@ class ClearNotebookStore:
         clean = clean_tags(list(tags))
         now = self._clock.now_us()
         with self._db.writing() as session:
-            source = session.scalar(select(MemoryEvent).where(MemoryEvent.id == event_id))
+            conn = _driver(session)
+            source = conn.execute(_PIN_SOURCE_SQL, (event_id,)).fetchone()
             if source is None:
                 raise NotFound(f"no event with id {event_id}")
-            if source.kind in (EventKind.AGENT_CHAT_USER.value, EventKind.AGENT_CHAT_AGENT.value):
+            kind, source_text, contact_id, thread = source
+            if kind in (EventKind.AGENT_CHAT_USER.value, EventKind.AGENT_CHAT_AGENT.value):
                 raise BadInput("agent chat turns cannot be pinned")
-            text = clean_text(source.text, "pinned text", MAX_BODY_CHARS)
+            text = clean_text(source_text, "pinned text", MAX_BODY_CHARS)
             first_line = " ".join(text.split())
             title = first_line[:PIN_TITLE_CHARS] + (
                 "…" if len(first_line) > PIN_TITLE_CHARS else ""
@@ -437,17 +448,16 @@ class ClearNotebookStore:
                 None,
                 title,
                 text,
-                source.contact_id,
+                contact_id,
                 clean,
                 f"event:{event_id}",
                 now,
                 user_edited=True,
             )
             contact_name = None
-            if source.contact_id is not None:
-                contact_name = session.scalar(
-                    select(Contact.name).where(Contact.id == source.contact_id)
-                )
+            if contact_id is not None:
+                named = conn.execute(_CONTACT_NAME_SQL, (contact_id,)).fetchone()
+                contact_name = named[0] if named is not None else None
             _, rows = self._log.append_in(
                 session,
                 [
@@ -456,7 +466,7 @@ class ClearNotebookStore:
                         at=now,
                         text=text,
                         contact=contact_name,
-                        thread=source.thread,
+                        thread=thread,
                         source=f"event:{event_id}",
                     )
                 ],
@@ -518,27 +528,34 @@ class ClearNotebookStore:
     ) -> str:
         stamp = self._stamp(session)
         note_id = self._ids.new_id() if identity is None else identity_note_id(kind.value, identity)
-        row = Note(
+        wall = stamp.wall_ms * 1000
+        row = _Row(
+            n=None,
             id=note_id,
-            zone=Zone.CLEAR.value,
-            updated_at=stamp.encode(),
-            content_hash=content_hash(body),
-            deleted=False,
-            user_edited=user_edited,
             kind=kind.value,
             identity_key=identity,
+            user_edited=user_edited,
+            deleted=False,
             title=title,
-            body=body,
-            contact_id=contact_id,
             tags=tags_json(tags),
+            body=body,
+            content_hash=content_hash(body),
+            holder=None,
+            contact_id=contact_id,
             source_ref=source_ref,
             about_date=about_date,
-            created_at=stamp.wall_ms * 1000,
-            updated_wall=stamp.wall_ms * 1000,
+            updated_at=stamp.encode(),
+            updated_wall=wall,
+            created_at=wall,
         )
-        session.add(row)
-        session.flush()
-        self._versioned(session, None, row)
+        # On the driver, as the batched upsert inserts (after whatever the
+        # session holds, so the two never disagree).
+        if session.new or session.dirty or session.deleted:
+            session.flush()
+        conn = _driver(session)
+        conn.execute(_INSERT_SQL, row.insert_values())
+        _move_digest(session, conn, [row.version()], [])
+        record_marks(session, [row.updated_at])
         return note_id
 
     def get_clear(self, note_id: str) -> ClearNote:
@@ -586,6 +603,32 @@ _READ_COLUMNS = (
     *_UPDATE_COLUMNS,
 )
 _LOOKUP_CHUNK = 500  # identities per lookup statement
+# A pin: what it reads of the event pinned, and of its contact.
+_PIN_SOURCE_SQL = driver_sql(
+    select(MemoryEvent.kind, MemoryEvent.text, MemoryEvent.contact_id, MemoryEvent.thread).where(
+        MemoryEvent.id == bindparam("id")
+    )
+)
+_CONTACT_NAME_SQL = driver_sql(select(Contact.name).where(Contact.id == bindparam("id")))
+# A user's edit: what it reads of the live row, and what it can change.
+_LIVE_ROW_SQL = (
+    f"SELECT {', '.join(_READ_COLUMNS)} FROM {_NOTE.name} "
+    f"WHERE {_NOTE.c.zone.name} = '{Zone.CLEAR.value}' AND {_NOTE.c.deleted.name} = 0 "
+    f"AND {_NOTE.c.id.name} = ?"
+)
+_EDIT_COLUMNS = (
+    "title",
+    "body",
+    "content_hash",
+    "tags",
+    "user_edited",
+    "updated_at",
+    "updated_wall",
+)
+_EDIT_SQL = (
+    f"UPDATE {_NOTE.name} SET {', '.join(f'{_NOTE.c[c].name} = ?' for c in _EDIT_COLUMNS)} "
+    f"WHERE {_NOTE.c.n.name} = ?"
+)
 _META = cast(Table, Meta.__table__)
 _DIGEST_READ_SQL = f"SELECT value FROM {_META.name} WHERE key = ?"
 _DIGEST_WRITE_SQL = (
@@ -602,7 +645,7 @@ class _Row:
     n: int | None  # None until inserted
     id: str
     kind: str
-    identity_key: str
+    identity_key: str | None  # None for a pin (a sparked note)
     user_edited: bool | int
     deleted: bool | int
     title: str
@@ -622,7 +665,7 @@ class _Row:
         n: int | None,
         id: str,
         kind: str,
-        identity_key: str,
+        identity_key: str | None,
         user_edited: bool | int,
         deleted: bool | int,
         title: str,
@@ -663,6 +706,7 @@ class _Row:
 
 _INSERT_VALUES = attrgetter(*_INSERT_COLUMNS)
 _UPDATE_VALUES = attrgetter(*_UPDATE_COLUMNS, "n")
+_EDIT_VALUES = attrgetter(*_EDIT_COLUMNS, "n")
 
 
 def _driver(session: Session) -> sqlite3.Connection:
@@ -682,6 +726,7 @@ def _grows_beside(row: _Row) -> bool:
         and not row.deleted
         and row.body is not None
         and row.holder is None
+        and row.identity_key is not None
         and not is_kept_up_identity(row.identity_key)
     )
 
@@ -705,6 +750,7 @@ def _stored_rows(
             )
             for values in conn.execute(sql, (kind, *chunk)):
                 row = _Row(*values)
+                assert row.identity_key is not None  # it matched one
                 found[(row.kind, row.identity_key)] = row
     return found
 
