@@ -136,8 +136,8 @@ def main() -> int:
     args = parser.parse_args()
     jobs = f"{args.jobs} jobs"
     configs: dict[str, tuple[list[str], bool]] = {
-        "baseline": (["--baseline"], False),
-        "one job": ([], False),
+        "baseline": (["--baseline", "--jobs", "1"], False),
+        "one job": (["--jobs", "1"], False),
         jobs: (["--jobs", str(args.jobs)], False),
     }
     scratch = Path(tempfile.mkdtemp(prefix="bench-sim-"))
@@ -145,7 +145,7 @@ def main() -> int:
         before_env = None
         if args.before:
             before_env = tree_at(args.before, scratch)
-            configs["before 1"] = ([], True)
+            configs["before 1"] = (["--jobs", "1"], True)
             configs[f"before {args.jobs}"] = (["--jobs", str(args.jobs)], True)
         best: dict[str, Run] = {}
         for _ in range(max(1, args.rounds)):

@@ -1,19 +1,21 @@
 """`scripts/simulate`: run the deterministic simulator for one seed or many.
 
     python -m pixie.sim --seed 42 [--steps 60] [--trace] [--json]
-    python -m pixie.sim --seeds 10000 [--first 0] [--steps 60] [--jobs 2] [--json]
+    python -m pixie.sim --seeds 10000 [--first 0] [--steps 60] [--jobs N] [--json]
 
 Exit status 0 when every seed held every invariant, 1 when one did not (its
 seed, step, invariant and the trace that led there are printed, and
 ``--seed S`` replays it), 2 for bad flags.
 
 ``--jobs N`` runs the seeds in N worker processes (forked once, each running
-one seed after another). A seed's run depends on its seed alone, so what is
-printed is what one job prints, in seed order: the same JSON lines, the same
-first violation, and the seeds after it are not reported. Only the timing
-differs. ``--baseline`` runs as before the simulator's own speed-ups (each
-database compiles its own statements, every check at every chance, each check
-its own read, the digest rebuilt by `Node.recompute_digest`), for
+one seed after another); by default a sweep takes one per CPU this process
+may use (one with ``--trace``, which prints as it runs). A seed's run depends
+on its seed alone, so what is printed is what one job prints, in seed order:
+the same JSON lines, the same first violation, and the seeds after it are
+not reported. Only the timing differs. ``--baseline`` runs as before the
+simulator's own speed-ups (each database compiles its own statements, every
+check at every chance, each check its own read, the digest rebuilt by
+`Node.recompute_digest`), for
 `scripts/bench_sim.py` to measure against in the same run; the product's code
 is today's either way (``bench_sim.py --before REV`` runs an older tree).
 """
@@ -25,6 +27,7 @@ import dataclasses
 import functools
 import json
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -64,13 +67,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lying-holder", action="store_true", help="let the holder ack unstored bodies")
     p.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
     p.add_argument("--dir", type=Path, help="where the data dirs go (default: the temp dir)")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds (default 1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="worker processes for --seeds (default: one per CPU this process may use; "
+        "one with --trace)",
+    )
     p.add_argument(
         "--baseline",
         action="store_true",
         help="run as before the speed-ups (for benchmarks; checks the same invariants)",
     )
     return p
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return os.cpu_count() or 1
 
 
 def configure(*, baseline: bool) -> None:
@@ -127,14 +142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.steps < 1
         or (args.seeds is not None and args.seeds < 1)
         or args.first < 0
-        or args.jobs < 1
+        or (args.jobs is not None and args.jobs < 1)
     ):
         print(
             "simulate: error: --steps, --seeds and --jobs must be at least 1, --first at least 0",
             file=sys.stderr,
         )
         return 2
-    if args.trace and args.jobs > 1:
+    if args.trace and args.jobs is not None and args.jobs > 1:
         print("simulate: error: --trace prints as it runs: use it with one job", file=sys.stderr)
         return 2
     if args.dir is not None and not args.dir.is_dir():
@@ -145,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seed is not None
         else range(args.first, args.first + (args.seeds or 100))
     )
+    if args.jobs is None:
+        args.jobs = 1 if args.trace else min(usable_cpus(), len(seeds))
     configure(baseline=args.baseline)
     try:
         return _sweep(args, seeds)

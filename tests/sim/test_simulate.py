@@ -18,7 +18,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 
 from pixie.protocol import ids
-from pixie.sim.__main__ import main
+from pixie.sim.__main__ import main, usable_cpus
 from pixie.sim.world import RunResult, run_seed
 from tests.support.simbroken import VARIANTS
 
@@ -133,7 +133,7 @@ def test_a_lying_holder_is_caught() -> None:
 
 
 def test_cli_runs_seeds_and_reports_json() -> None:
-    code, out, err = _cli("--seeds", "2", "--first", "5", "--steps", "10", "--json")
+    code, out, err = _cli("--seeds", "2", "--first", "5", "--steps", "10", "--json", "--jobs", "1")
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["seed"] for line in lines[:2]] == [5, 6]
@@ -155,7 +155,7 @@ def test_jobs_report_what_one_job_does_and_each_seed_replays_alone() -> None:
     the same JSON line per seed, in seed order, as one job gives, and a seed
     replayed alone (``--seed``) is the run it was inside the sweep."""
     flags = ["--seeds", "4", "--first", "15", "--steps", "12", "--json"]
-    code, out, err = _cli(*flags)
+    code, out, err = _cli(*flags, "--jobs", "1")
     assert code == 0, err
     one_job = out.splitlines()
     jobs = _subprocess(*flags, "--jobs", "2")
@@ -175,7 +175,7 @@ def test_jobs_stop_at_the_first_violation_in_seed_order() -> None:
     with two workers the report is the same, seeds after it unreported, and
     it names the replay."""
     flags = ["--seeds", "8", "--first", "28", "--steps", "30", "--lying-holder"]
-    code, out, _ = _cli(*flags)
+    code, out, _ = _cli(*flags, "--jobs", "1")
     jobs = _subprocess(*flags, "--jobs", "2")
     assert code == jobs.returncode == 1
     assert "VIOLATION seed=32 " in out and "invariant=1 " in out
@@ -184,6 +184,17 @@ def test_jobs_stop_at_the_first_violation_in_seed_order() -> None:
     assert jobs.stdout.rsplit("\n", 2)[0] == report
     assert timing.startswith("5 seeds x 30 steps: 1 violated")
     assert jobs.stdout.splitlines()[-1].startswith("5 seeds x 30 steps: 1 violated")
+
+
+def test_a_sweep_takes_a_job_per_usable_cpu_unless_it_traces() -> None:
+    jobs = _subprocess("--seeds", "3", "--steps", "5", "--json")
+    assert jobs.returncode == 0, jobs.stderr
+    summary = json.loads(jobs.stdout.splitlines()[-1])["summary"]
+    assert summary["jobs"] == min(usable_cpus(), 3)
+    code, out, err = _cli("--seeds", "2", "--steps", "5", "--trace")
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith("2 seeds x 5 steps: all invariants held (")
+    assert "jobs)" not in out.splitlines()[-1]  # one job: the summary names none
 
 
 @pytest.mark.parametrize(
