@@ -222,8 +222,6 @@ class ClearNotebookStore:
         the changed ones, the state digest and the note marks moved once."""
         if not cleaned:
             return []
-        if session.new or session.dirty or session.deleted:
-            session.flush()  # what the session holds must be in the rows read here
         conn = _driver(session)
         stored = _stored_rows(conn, [(c[0].kind.value, c[4]) for c in cleaned])
         created: dict[tuple[str, str], _Row] = {}
@@ -548,10 +546,7 @@ class ClearNotebookStore:
             updated_wall=wall,
             created_at=wall,
         )
-        # On the driver, as the batched upsert inserts (after whatever the
-        # session holds, so the two never disagree).
-        if session.new or session.dirty or session.deleted:
-            session.flush()
+        # On the driver, as the batched upsert inserts.
         conn = _driver(session)
         conn.execute(_INSERT_SQL, row.insert_values())
         _move_digest(session, conn, [row.version()], [])
@@ -613,8 +608,7 @@ _CONTACT_NAME_SQL = driver_sql(select(Contact.name).where(Contact.id == bindpara
 # A user's edit: what it reads of the live row, and what it can change.
 _LIVE_ROW_SQL = (
     f"SELECT {', '.join(_READ_COLUMNS)} FROM {_NOTE.name} "
-    f"WHERE {_NOTE.c.zone.name} = '{Zone.CLEAR.value}' AND {_NOTE.c.deleted.name} = 0 "
-    f"AND {_NOTE.c.id.name} = ?"
+    "WHERE zone = 'clear' AND deleted = 0 AND id = ?"
 )
 _EDIT_COLUMNS = (
     "title",
@@ -710,7 +704,11 @@ _EDIT_VALUES = attrgetter(*_EDIT_COLUMNS, "n")
 
 
 def _driver(session: Session) -> sqlite3.Connection:
-    """The session's own driver connection (inside its transaction)."""
+    """The session's own driver connection (inside its transaction), with
+    whatever the session holds flushed to it first, so that what is read and
+    written there and what the session holds never disagree."""
+    if session.new or session.dirty or session.deleted:
+        session.flush()
     return cast(sqlite3.Connection, session.connection().connection.driver_connection)
 
 
