@@ -7,7 +7,6 @@ it with a `BadInput` that names what was wrong, never the content.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from pixie.device.errors import BadInput
@@ -21,15 +20,6 @@ def _no_constant(name: str) -> Any:
 # (and its scanner) each time, which costs more than decoding a short line.
 # Sharing one is what `json.loads` itself does for its default decoder.
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
-
-# The decoder's own step, for a reader that checks for itself what follows a
-# value (a JSON Lines line's newline): ``scan_once(text, index)`` is the JSON
-# value starting exactly at ``index`` and the index just past it, decoded as
-# `loads_strict` decodes it. It raises StopIteration where no value can start, `BadInput` for NaN or
-# Infinity, and whatever else `loads_strict` turns into a BadInput; a caller
-# that takes its result must still check what follows the value (and passes
-# anything it cannot take to `loads_strict`, which says what is wrong).
-scan_once: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def loads_strict(text: str) -> Any:
