@@ -302,7 +302,8 @@ class MemoryLog:
         strict: bool,
     ) -> tuple[AppendResult, list[Row]]:
         """Write ``events`` but those whose id is in ``seen`` or earlier in the
-        batch; ``strict``: one the log holds raises `_AlreadyThere`."""
+        batch; ``strict``: an id the log holds, or one the batch repeats,
+        raises `_AlreadyThere` (the caller writes the batch again, not strict)."""
         rows: list[Row] = []
         skipped = 0
         new_contacts = 0
@@ -316,6 +317,38 @@ class MemoryLog:
         origin = self.origin
         total = len(events)
         kind_text = _KIND_TEXT
+        if strict:
+            # Every event is taken to be new (the unique index refuses a repeat,
+            # one earlier in the batch included), so a row is one expression of
+            # its event: the contacts first, in the order the batch names them.
+            for name in dict.fromkeys(e.contact for e in events if e.contact is not None):
+                names[name], created = ContactBook.ensure_in(session, name, now)
+                new_contacts += created
+            contact_of = names.get
+            for start in range(0, total, PROGRESS_EVENTS):
+                if progress is not None:
+                    progress(start, total)
+                rows += [
+                    (
+                        n + i,
+                        ev.id if ev.id is not None else next(fresh),
+                        origin,
+                        seq + i,
+                        kind_text[ev.kind],
+                        ev.at,
+                        None if ev.contact is None else contact_of(ev.contact),
+                        ev.thread,
+                        ev.source,
+                        ev.from_me,
+                        ev.text,
+                    )
+                    for i, ev in enumerate(events[start : start + PROGRESS_EVENTS], start + 1)
+                ]
+            try:
+                _insert(session, rows)
+            except IntegrityError:
+                raise _AlreadyThere from None
+            return AppendResult(tuple(r[1] for r in rows), 0, new_contacts), rows
         add_row = rows.append
         # In slices between progress calls: the loop is most of what an
         # import adds to the bare insert.
@@ -356,13 +389,7 @@ class MemoryLog:
                         ev.text,
                     )
                 )
-        if strict:
-            try:
-                _insert(session, rows)
-            except IntegrityError:
-                raise _AlreadyThere from None
-        else:
-            _insert(session, rows)
+        _insert(session, rows)
         return AppendResult(tuple(r[1] for r in rows), skipped, new_contacts), rows
 
     def insert_if_absent(self, records: Sequence[EventRecord]) -> int:

@@ -261,6 +261,46 @@ def test_a_long_batch_skips_ids_the_log_holds_wherever_they_are(
     assert node.recompute_digest() == node.digest()
 
 
+def test_a_long_batch_of_new_events_is_written_in_order_with_its_contacts(node: Node) -> None:
+    # The way a long batch of new ids takes: no lookups, every field in place.
+    node.log.append([ev("before", contact="Lin")], now=0)
+    total = OPTIMISTIC_EVENTS + 10
+    ids = [new_id() if i % 3 else None for i in range(total)]
+    names = [None, "Ada", "Lin", "Grace"]
+    batch = [
+        NewEvent(
+            EventKind.MESSAGE if i % 2 else EventKind.JOURNAL,
+            1_700_000_000_000_000 + i,
+            f"e{i}",
+            contact=names[i % 4],
+            thread=f"t{i % 5}" if i % 5 else None,
+            source=f"s{i}" if i % 7 else None,
+            from_me=bool(i % 2) if i % 3 else None,
+            id=ids[i],
+        )
+        for i in range(total)
+    ]
+    result = node.log.append(batch, now=0)
+    assert result.skipped == 0 and result.new_contacts == 2  # Ada and Grace
+    records = node.log.all_records()[1:]
+    assert [r.seq for r in records] == list(range(2, total + 2))
+    assert list(result.ids) == [r.id for r in records]
+    assert all(r.id == i for r, i in zip(records, ids, strict=True) if i is not None)
+    assert len({r.id for r in records}) == total
+    by_name = {name: node.contacts.resolve(name) for name in names[1:]}
+    for r, e in zip(records, batch, strict=True):
+        assert (r.text, r.at, r.kind, r.thread, r.source, r.from_me) == (
+            e.text,
+            e.at,
+            e.kind,
+            e.thread,
+            e.source,
+            e.from_me,
+        )
+        assert r.contact_id == (None if e.contact is None else by_name[e.contact])
+    assert node.recompute_digest() == node.digest()
+
+
 def test_a_long_append_reports_progress_up_to_the_total_once_committed(node: Node) -> None:
     heard: list[tuple[int, int]] = []
     total = 2 * 4096 + 5
