@@ -5,7 +5,8 @@ Runs our side of `bench_offload.py` (relay, Homebase and device, three
 processes on loopback) with named functions of each process wrapped to note
 when they start and end on the clock all processes share (CLOCK_MONOTONIC).
 Prints, for offloads and for fetches, the median time per stage within one
-call (the rest is the wire, the scheduler and glue), then the commonest
+call (the rest is the wire, the scheduler and glue), the mean per stage over
+the slowest 5% of calls (where the tail's time goes), then the commonest
 sequence of events with the median time of each since the call began.
 
     python scripts/offload_stages.py [--rounds 300] [--timeline]
@@ -146,7 +147,9 @@ def analyse(where: Path, what: str, timeline: bool) -> None:
         events += [(n, s, e) for n, s, e in json.loads((where / f"{who}.json").read_text())]
     events.sort(key=lambda e: e[1])
     starts = [e[1] for e in events]
-    calls = sorted((e for e in events if e[0] == f"device:{what}"), key=lambda e: e[1])
+    # The first call is a warm-up (a connection's first use, cold caches), as
+    # in bench_offload.py: not counted.
+    calls = sorted((e for e in events if e[0] == f"device:{what}"), key=lambda e: e[1])[1:]
     points = sorted([(s, f"{n} <") for n, s, _ in events] + [(e, f"{n} >") for n, _, e in events])
     at = [p[0] for p in points]
     stage_of = {attr: stage for _m, _c, attr, stage in WRAPPED if stage}
@@ -187,6 +190,18 @@ def analyse(where: Path, what: str, timeline: bool) -> None:
     # disk: the medians of the parts need not add up to the median whole).
     rest = statistics.median(rests)
     print(f"  {rest:7.0f}  the rest: sockets, process wake-ups, scheduling, dispatch and glue")
+    # The slowest calls (the p99's side of the distribution): where their
+    # extra time goes, stage by stage, as the mean over the slowest 5%.
+    slow = sorted(range(len(totals)), key=totals.__getitem__)[-max(len(totals) // 20, 1) :]
+    print(
+        f"  the slowest {len(slow)} calls: mean {statistics.mean(totals[k] for k in slow):.0f} us;"
+        " mean per stage (us):"
+    )
+    tail = {stage: statistics.mean(values[k] for k in slow) for stage, values in per_stage.items()}
+    for stage, mean in sorted(tail.items(), key=lambda kv: -kv[1]):
+        if mean >= 1:
+            print(f"  {mean:7.0f}  {stage}")
+    print(f"  {statistics.mean(rests[k] for k in slow):7.0f}  the rest")
     if not timeline:
         return
     sequence, count = sequences.most_common(1)[0]

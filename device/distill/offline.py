@@ -199,7 +199,7 @@ def _their_statements(request: DistillRequest, name: str) -> list[Fact]:
                     said.append(_Said(line.at, name, False, sentence, _score(sentence), len(said)))
     ranked = sorted(said, key=lambda s: (-s.score, -s.at, s.n))
     out: list[Fact] = []
-    for s in _distinct(ranked)[:SAID_FACTS]:
+    for s in _distinct(ranked, SAID_FACTS):
         out.append(Fact(FactKind.OTHER, _as_theirs(s.text), s.at))
     return out
 
@@ -360,16 +360,22 @@ def _open_threads(
     last_theirs = theirs[-1].n if theirs else -1
     last_mine = mine[-1].n if mine else -1
     for s in _distinct(
-        s
-        for s in reversed(theirs)
-        if s.n > last_mine and s.text.rstrip().endswith("?") and _words(s.text) >= 2
-    )[:2]:
+        (
+            s
+            for s in reversed(theirs)
+            if s.n > last_mine and s.text.rstrip().endswith("?") and _words(s.text) >= 2
+        ),
+        2,
+    ):
         out.append(f"They asked “{_quote(s.text)}” ({day_label(s.at)}); not answered yet.")
     for s in _distinct(
-        s
-        for s in reversed(mine)
-        if s.n > last_theirs and s.text.rstrip().endswith("?") and _words(s.text) >= 2
-    )[:2]:
+        (
+            s
+            for s in reversed(mine)
+            if s.n > last_theirs and s.text.rstrip().endswith("?") and _words(s.text) >= 2
+        ),
+        2,
+    ):
         out.append(f"You asked “{_quote(s.text)}” ({day_label(s.at)}); no answer yet.")
     return out[:MAX_OPEN_THREADS]
 
@@ -706,15 +712,18 @@ _SMALL_TALK_ANYWHERE = re.compile(
 def _best(said: Sequence[_Said], k: int) -> list[_Said]:
     """The k lines that say most (ties go to the newer), back in order."""
     ranked = sorted((s for s in said if s.score > 0), key=lambda s: (-s.score, -s.n))
-    return sorted(_distinct(ranked)[:k], key=lambda s: s.n)
+    return sorted(_distinct(ranked, k), key=lambda s: s.n)
 
 
-def _distinct(said: Iterable[_Said]) -> list[_Said]:
-    """``said`` without lines that repeat an earlier one in other words (the
-    same reminder with another date, "haha" or "lol" in front)."""
+def _distinct(said: Iterable[_Said], limit: int) -> list[_Said]:
+    """The first ``limit`` lines of ``said`` that do not repeat an earlier one
+    in other words (the same reminder with another date, "haha" or "lol" in
+    front). Stops there: the lines after those are never looked at."""
     out: list[_Said] = []
     seen: list[set[str]] = []
     for s in said:
+        if len(out) >= limit:
+            break
         words = {w for w in _WORD.findall(s.text.casefold()) if w not in _STOP and not w.isdigit()}
         if any(len(words & w) >= 0.6 * max(len(words | w), 1) for w in seen):
             continue
