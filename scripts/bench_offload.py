@@ -60,6 +60,7 @@ from typing import Any
 import trio
 
 from pixie.device.notebook.store import Distilled
+from pixie.device.store.db import checkpoint_in_background
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblings import SiblingInfo
@@ -297,6 +298,11 @@ async def forwarded(tmp: Path, *, floor: bool, sealed: bool = True) -> AsyncIter
 # -- ours ---------------------------------------------------------------------------------
 
 
+async def _checkpoints(db: Any, scope: trio.CancelScope) -> None:
+    with scope:
+        await checkpoint_in_background(db)
+
+
 @asynccontextmanager
 async def pixie(tmp: Path, rounds: int) -> AsyncIterator[Setup]:
     env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
@@ -313,53 +319,69 @@ async def pixie(tmp: Path, rounds: int) -> AsyncIterator[Setup]:
     )
     homebase: trio.Process | None = None
     try:
-        with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:
-            with trio.fail_after(30):
-                while not port_file.exists():
-                    await trio.sleep(0.02)
-            address = RelayAddress("127.0.0.1", int(port_file.read_text()))
-            device.siblings.add(SiblingInfo(mac.public_key(), "mac", "homebase", str(address), 0))
-            mac.siblings.add(SiblingInfo(device.public_key(), "phone", "device", str(address), 0))
-            ids = [
-                device.notebook.upsert_clear(
-                    Distilled(NoteKind.POST_DIGEST, f"post:{i}", f"Post {i}", _text(i))
-                ).note_id
-                for i in range(rounds + 1)  # one more for the warm-up round
-            ]
-            big_id = _plant_big(device, mac)
-            homebase = await trio.lowlevel.open_process(
-                [*_pixie("homebase"), "--data", str(tmp / "homebase"), "run", "--interval", "3600"],
-                env=env,
-                stderr=subprocess.DEVNULL,
-            )
-            identity = device.identity()
-            client = await RelayClient.connect(address, identity)
-            try:
-                link = PeerLink(identity, device.siblings, client)
-                service = NoteOffloadService(
-                    device, mac.public_key(), link.send, link.receive, timeout=30
+        async with trio.open_nursery() as nursery:
+            with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:
+                with trio.fail_after(30):
+                    while not port_file.exists():
+                        await trio.sleep(0.02)
+                address = RelayAddress("127.0.0.1", int(port_file.read_text()))
+                device.siblings.add(
+                    SiblingInfo(mac.public_key(), "mac", "homebase", str(address), 0)
                 )
+                mac.siblings.add(
+                    SiblingInfo(device.public_key(), "phone", "device", str(address), 0)
+                )
+                ids = [
+                    device.notebook.upsert_clear(
+                        Distilled(NoteKind.POST_DIGEST, f"post:{i}", f"Post {i}", _text(i))
+                    ).note_id
+                    for i in range(rounds + 1)  # one more for the warm-up round
+                ]
+                big_id = _plant_big(device, mac)
+                homebase = await trio.lowlevel.open_process(
+                    [
+                        *_pixie("homebase"),
+                        "--data",
+                        str(tmp / "homebase"),
+                        "run",
+                        "--interval",
+                        "3600",
+                    ],
+                    env=env,
+                    stderr=subprocess.DEVNULL,
+                )
+                identity = device.identity()
+                client = await RelayClient.connect(address, identity)
+                # The device's side checkpoints as `pixie run` does: in the background.
+                checkpoints = trio.CancelScope()
+                nursery.start_soon(_checkpoints, device.db, checkpoints)
+                try:
+                    link = PeerLink(identity, device.siblings, client)
+                    service = NoteOffloadService(
+                        device, mac.public_key(), link.send, link.receive, timeout=30
+                    )
 
-                async def one_round(i: int) -> tuple[float, float]:
-                    t0 = time.perf_counter()
-                    report = await service.offload(ids[i])
-                    t1 = time.perf_counter()
-                    body = await service.fetch(ids[i])
-                    t2 = time.perf_counter()
-                    if not report.cleared or len(body.encode()) != BODY_BYTES:
-                        raise SystemExit(f"offload failed: {report}")
-                    return t1 - t0, t2 - t1
+                    async def one_round(i: int) -> tuple[float, float]:
+                        t0 = time.perf_counter()
+                        report = await service.offload(ids[i])
+                        t1 = time.perf_counter()
+                        body = await service.fetch(ids[i])
+                        t2 = time.perf_counter()
+                        if not report.cleared or len(body.encode()) != BODY_BYTES:
+                            raise SystemExit(f"offload failed: {report}")
+                        return t1 - t0, t2 - t1
 
-                async def big_fetch() -> float:
-                    t0 = time.perf_counter()
-                    body = await service.fetch(big_id)
-                    took = time.perf_counter() - t0
-                    assert len(body) == BIG_BYTES
-                    return took
+                    async def big_fetch() -> float:
+                        t0 = time.perf_counter()
+                        body = await service.fetch(big_id)
+                        took = time.perf_counter() - t0
+                        assert len(body) == BIG_BYTES
+                        return took
 
-                yield Setup(one_round, big_fetch)
-            finally:
-                await client.aclose()
+                    yield Setup(one_round, big_fetch)
+                finally:
+                    checkpoints.cancel()
+                    await client.aclose()
     finally:
         for process in (homebase, relay):
             if process is not None:

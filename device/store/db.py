@@ -10,6 +10,7 @@ with "database is locked" when it tries to upgrade a read lock.
 from __future__ import annotations
 
 import contextvars
+import logging
 import re
 import sqlite3
 import threading
@@ -27,6 +28,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.util import LRUCache
 
 from pixie.device.errors import DataDirError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -52,6 +55,9 @@ BUSY_TIMEOUT_MS = 10_000
 # One in this many unsynced writes `at_once` would make goes to a worker thread,
 # where its commit may checkpoint the WAL (see `Database._plain`).
 AT_ONCE_CHECKPOINT_EVERY = 64
+# How often a long-running process that checkpoints in the background (see
+# `Database.defer_checkpoints`) moves the WAL into the database file.
+BACKGROUND_CHECKPOINT_SECONDS = 1.0
 # Page cache per connection, a ceiling rather than an allocation. SQLite's
 # default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that
 # joins a thousand full-text hits to their rows then re-reads pages from the OS
@@ -261,7 +267,7 @@ class Database:
         reuse = _reuse.get("on")
         if reuse is not None:
             reuse.adopt(self.engine)
-        event.listen(self.engine, "connect", _on_connect)
+        event.listen(self.engine, "connect", self._on_connect)
         event.listen(self.engine, "begin", _on_begin)
         self._write_engine = self.engine.execution_options(pixie_write=True)
         self._lazy_engine = self.engine.execution_options(pixie_write=True, pixie_lazy=True)
@@ -270,13 +276,45 @@ class Database:
         self._waiting = _Plain(path, BUSY_TIMEOUT_MS)
         self._at_once = _Plain(path, 0, autocheckpoint=False)
         self._at_once_writes = 0
+        self._deferred = False
+        self._checkpointer = _Plain(path, BUSY_TIMEOUT_MS, autocheckpoint=False)
+
+    def _on_connect(self, dbapi_conn: sqlite3.Connection, record: Any) -> None:
+        _on_connect(dbapi_conn, record)
+        if self._deferred:
+            dbapi_conn.execute("PRAGMA wal_autocheckpoint=0")
+
+    def defer_checkpoints(self) -> None:
+        """From now on no commit of this process checkpoints the WAL: a
+        long-running process (a daemon) calls `checkpoint` from a task of its
+        own instead (`checkpoint_in_background`). A checkpoint copies the WAL
+        into the database file and fsyncs it; done inside a commit, it lands
+        on whichever request's write happened to fill the WAL, which then
+        waits milliseconds for its ack. Durability is unchanged: a commit is
+        durable once its WAL frames are synced, checkpointed or not. Other
+        processes on the same data dir (a CLI command) checkpoint as before."""
+        self._deferred = True
+        self._waiting.close()
+        self._waiting.autocheckpoint = False
+        self.engine.dispose()  # pooled connections reconnect with the setting
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """Move what the WAL holds into the database file, as far as readers
+        allow, without waiting for anyone (SQLite's PASSIVE checkpoint): with
+        nothing new in the WAL it does nothing and syncs nothing. Returns
+        SQLite's answer: (1 if it could not start, frames in the WAL, frames
+        moved)."""
+        self._checkpointer.lock.acquire()
+        with self._using(self._checkpointer) as conn:
+            row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
 
     def _plain(self, *, write: bool = False) -> _Plain:
         """The plain connection for this caller, its lock held on return."""
         if not _NO_WAIT.get():
             self._waiting.lock.acquire()
             return self._waiting
-        if write:
+        if write and not self._deferred:
             # The loop's connection never checkpoints the WAL (a checkpoint
             # fsyncs the database file); every so often a write goes to the
             # thread instead, where committing checkpoints a WAL grown past
@@ -448,7 +486,26 @@ class Database:
     def dispose(self) -> None:
         self._waiting.close()
         self._at_once.close()
+        self._checkpointer.close()
         self.engine.dispose()
+
+
+async def checkpoint_in_background(
+    db: Database, every: float = BACKGROUND_CHECKPOINT_SECONDS
+) -> None:
+    """Defer ``db``'s checkpoints (`Database.defer_checkpoints`) and run one
+    every ``every`` seconds on a worker thread of its own, until cancelled.
+    SQLite does the work with the GIL released, beside whatever the process
+    is doing; between two runs the WAL grows by at most what the process
+    wrote in that time. A failed checkpoint (the database busy beyond the
+    busy timeout, say) is logged and tried again at the next turn."""
+    db.defer_checkpoints()
+    while True:
+        await trio.sleep(every)
+        try:
+            await trio.to_thread.run_sync(db.checkpoint)
+        except DataDirError as exc:
+            log.warning("a checkpoint failed: %s", exc)
 
 
 def driver_sql(statement: Any) -> str:

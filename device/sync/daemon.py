@@ -24,6 +24,7 @@ import trio
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import DeviceError
 from pixie.device.node.keyed import Node
+from pixie.device.store.db import checkpoint_in_background
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.control import HolderReplies, Live, serve_control
 from pixie.device.sync.driver import PeerService, SyncEndpoint, SyncOutcome, SyncReport
@@ -214,12 +215,16 @@ async def _sync_loop(
 async def run_until_signal(
     node: Node, relay: RelayAddress, *, interval: float, services: Sequence[PeerService] = ()
 ) -> None:
-    """`run_peer` until SIGINT or SIGTERM."""
+    """`run_peer` until SIGINT or SIGTERM, checkpointing the database from a
+    task of its own (`checkpoint_in_background`)."""
     # Built first, so that bad [llm] settings stop `pixie run` with one clear
     # line before anything starts.
     distill = NotetakingService.for_node(node) if node.role == "device" else None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
+            # The WAL is checkpointed beside the work, never inside the commit
+            # of a request waiting for its ack.
+            nursery.start_soon(checkpoint_in_background, node.db)
             nursery.start_soon(
                 lambda: run_peer(
                     node,
