@@ -58,6 +58,11 @@ AT_ONCE_CHECKPOINT_EVERY = 64
 # How often a long-running process that checkpoints in the background (see
 # `Database.defer_checkpoints`) moves the WAL into the database file.
 BACKGROUND_CHECKPOINT_SECONDS = 1.0
+# A backstop for such a process: a commit still checkpoints a WAL of this many
+# pages (40 MiB of 4 KiB pages; SQLite's default is 1000). Writes that never
+# pause (a first sync of a long log) could otherwise keep a checkpoint beside
+# them from ever catching up, and the WAL from starting over.
+DEFERRED_AUTOCHECKPOINT_PAGES = 10_000
 # Page cache per connection, a ceiling rather than an allocation. SQLite's
 # default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that
 # joins a thousand full-text hits to their rows then re-reads pages from the OS
@@ -170,7 +175,8 @@ class _Plain:
     def __init__(self, path: Path, busy_ms: int, *, autocheckpoint: bool = True) -> None:
         self.path = path
         self.busy_ms = busy_ms
-        self.autocheckpoint = autocheckpoint
+        # None: SQLite's default; 0: never (see `Database.defer_checkpoints`).
+        self.autocheckpoint_pages: int | None = None if autocheckpoint else 0
         self.lock = threading.Lock()
         self.level = "NORMAL"
         self._conn: sqlite3.Connection | None = None
@@ -182,8 +188,8 @@ class _Plain:
             _on_connect(conn, None)
             conn.execute(f"PRAGMA busy_timeout={self.busy_ms}")
             conn.execute("PRAGMA synchronous=NORMAL")
-            if not self.autocheckpoint:
-                conn.execute("PRAGMA wal_autocheckpoint=0")
+            if self.autocheckpoint_pages is not None:
+                conn.execute(f"PRAGMA wal_autocheckpoint={self.autocheckpoint_pages}")
             self.level = "NORMAL"
             self._conn = conn
         return conn
@@ -282,20 +288,22 @@ class Database:
     def _on_connect(self, dbapi_conn: sqlite3.Connection, record: Any) -> None:
         _on_connect(dbapi_conn, record)
         if self._deferred:
-            dbapi_conn.execute("PRAGMA wal_autocheckpoint=0")
+            dbapi_conn.execute(f"PRAGMA wal_autocheckpoint={DEFERRED_AUTOCHECKPOINT_PAGES}")
 
     def defer_checkpoints(self) -> None:
-        """From now on no commit of this process checkpoints the WAL: a
-        long-running process (a daemon) calls `checkpoint` from a task of its
-        own instead (`checkpoint_in_background`). A checkpoint copies the WAL
-        into the database file and fsyncs it; done inside a commit, it lands
-        on whichever request's write happened to fill the WAL, which then
-        waits milliseconds for its ack. Durability is unchanged: a commit is
-        durable once its WAL frames are synced, checkpointed or not. Other
-        processes on the same data dir (a CLI command) checkpoint as before."""
+        """From now on this process's commits leave checkpointing the WAL to
+        `checkpoint`, which a long-running process (a daemon) calls from a
+        task of its own (`checkpoint_in_background`); only a WAL grown to
+        DEFERRED_AUTOCHECKPOINT_PAGES is still checkpointed by the commit
+        that fills it. A checkpoint copies the WAL into the database file and
+        fsyncs it; done inside a commit, it lands on whichever request's write
+        happened to fill the WAL, which then waits milliseconds for its ack.
+        Durability is unchanged: a commit is durable once its WAL frames are
+        synced, checkpointed or not. Other processes on the same data dir (a
+        CLI command) checkpoint as before."""
         self._deferred = True
         self._waiting.close()
-        self._waiting.autocheckpoint = False
+        self._waiting.autocheckpoint_pages = DEFERRED_AUTOCHECKPOINT_PAGES
         self.engine.dispose()  # pooled connections reconnect with the setting
 
     def checkpoint(self) -> tuple[int, int, int]:

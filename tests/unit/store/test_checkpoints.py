@@ -47,10 +47,14 @@ def test_by_default_a_commit_checkpoints_a_full_wal(node: Node) -> None:
 
 def test_deferred_commits_leave_the_wal_to_the_checkpoint(node: Node) -> None:
     node.db.defer_checkpoints()
+    backstop = db.DEFERRED_AUTOCHECKPOINT_PAGES
     with node.db.writing() as session:
         (pages,) = session.connection().exec_driver_sql("PRAGMA wal_autocheckpoint").one()
-    assert pages == 0
-    assert node.db._waiting.connection().execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    assert pages == backstop > 2.5 * DEFAULT_PAGES
+    waiting = node.db._waiting.connection()
+    assert waiting.execute("PRAGMA wal_autocheckpoint").fetchone() == (backstop,)
+    at_once = node.db._at_once.connection()
+    assert at_once.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
 
     write_megabytes(node, 10)
     assert wal_pages(node) > 2 * DEFAULT_PAGES  # nothing moved it
@@ -67,6 +71,17 @@ def test_deferred_commits_leave_the_wal_to_the_checkpoint(node: Node) -> None:
         assert con.execute("SELECT count(*) FROM memory_event").fetchone() == (node.log.count(),)
     finally:
         con.close()
+
+
+def test_deferred_a_commit_still_checkpoints_a_wal_past_the_backstop(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes that never pause could keep a checkpoint beside them from ever
+    catching up: past the backstop a commit checkpoints as it did."""
+    monkeypatch.setattr(db, "DEFERRED_AUTOCHECKPOINT_PAGES", 1500)
+    node.db.defer_checkpoints()
+    write_megabytes(node, 12)  # some 3,000 pages
+    assert wal_pages(node) < 1.5 * 1500
 
 
 def test_deferred_the_loop_never_detours_to_the_thread(node: Node) -> None:
