@@ -499,15 +499,20 @@ class Database:
 
 
 async def checkpoint_in_background(
-    db: Database, every: float = BACKGROUND_CHECKPOINT_SECONDS
+    db: Database,
+    every: float = BACKGROUND_CHECKPOINT_SECONDS,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Defer ``db``'s checkpoints (`Database.defer_checkpoints`) and run one
-    every ``every`` seconds on a worker thread of its own, until cancelled.
+    """Defer ``db``'s checkpoints (`Database.defer_checkpoints`), then (started,
+    for `nursery.start`) run one every ``every`` seconds on a worker thread of
+    its own, until cancelled.
     SQLite does the work with the GIL released, beside whatever the process
     is doing; between two runs the WAL grows by at most what the process
     wrote in that time. A failed checkpoint (the database busy beyond the
     busy timeout, say) is logged and tried again at the next turn."""
     db.defer_checkpoints()
+    task_status.started()
     while True:
         await trio.sleep(every)
         try:

@@ -223,8 +223,8 @@ async def run_until_signal(
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             # The WAL is checkpointed beside the work, never inside the commit
-            # of a request waiting for its ack.
-            nursery.start_soon(checkpoint_in_background, node.db)
+            # of a request waiting for its ack; deferred before any work starts.
+            await nursery.start(checkpoint_in_background, node.db)
             nursery.start_soon(
                 lambda: run_peer(
                     node,

@@ -161,3 +161,18 @@ def test_a_failed_checkpoint_is_logged_and_tried_again(
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert "a checkpoint failed: the database is busy" in caplog.text
+
+
+def test_started_the_task_has_deferred_the_checkpoints(node: Node) -> None:
+    """`pixie run` starts it with `nursery.start`: once started, every commit
+    of the process leaves the WAL to it, before any other work begins."""
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(checkpoint_in_background, node.db)
+            with node.db.writing() as session:
+                (pages,) = session.connection().exec_driver_sql("PRAGMA wal_autocheckpoint").one()
+            assert pages == db.DEFERRED_AUTOCHECKPOINT_PAGES
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
