@@ -298,11 +298,6 @@ async def forwarded(tmp: Path, *, floor: bool, sealed: bool = True) -> AsyncIter
 # -- ours ---------------------------------------------------------------------------------
 
 
-async def _checkpoints(db: Any, scope: trio.CancelScope) -> None:
-    with scope:
-        await checkpoint_in_background(db)
-
-
 @asynccontextmanager
 async def pixie(tmp: Path, rounds: int) -> AsyncIterator[Setup]:
     env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
@@ -350,11 +345,10 @@ async def pixie(tmp: Path, rounds: int) -> AsyncIterator[Setup]:
                     env=env,
                     stderr=subprocess.DEVNULL,
                 )
+                # The device's side checkpoints as `pixie run` does: in the background.
+                await nursery.start(checkpoint_in_background, device.db)
                 identity = device.identity()
                 client = await RelayClient.connect(address, identity)
-                # The device's side checkpoints as `pixie run` does: in the background.
-                checkpoints = trio.CancelScope()
-                nursery.start_soon(_checkpoints, device.db, checkpoints)
                 try:
                     link = PeerLink(identity, device.siblings, client)
                     service = NoteOffloadService(
@@ -380,8 +374,8 @@ async def pixie(tmp: Path, rounds: int) -> AsyncIterator[Setup]:
 
                     yield Setup(one_round, big_fetch)
                 finally:
-                    checkpoints.cancel()
                     await client.aclose()
+            nursery.cancel_scope.cancel()  # the checkpoints
     finally:
         for process in (homebase, relay):
             if process is not None:

@@ -150,11 +150,12 @@ def fast_event(line: bytes) -> NewEvent | None:
     value a field may hold (strings, booleans, null) it gives what Python's
     decoder gives; the two differ only on numbers (orjson reads an integer
     beyond 64 bits as a float), which no field takes. What orjson refuses
-    and Python's decoder takes (a lone surrogate's escape, NaN, deep nesting)
-    is the slow way's to take or to name. In a line with no backslash no string can hold a
-    NUL, a line break or a lone surrogate: the decoder refuses raw control
-    characters in strings, UTF-8 cannot spell a surrogate, and only an escape
-    could write either. So only a line with an escape is searched for them.
+    and Python's decoder takes (a lone surrogate's escape, NaN, deep
+    nesting) is the slow way's to take or to name. In a line with no
+    backslash no string can hold a NUL, a line break or a lone surrogate:
+    the decoder refuses raw control characters in strings, UTF-8 cannot
+    spell a surrogate, and only an escape could write either. So only a line
+    with an escape is searched for them.
     """
     try:
         obj = _orjson_loads(line)
