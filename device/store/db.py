@@ -172,11 +172,13 @@ class _Plain:
     """One plain driver connection to the database and the lock that keeps it
     to one caller at a time; ``busy_ms`` is how long it waits for a lock."""
 
-    def __init__(self, path: Path, busy_ms: int, *, autocheckpoint: bool = True) -> None:
+    def __init__(
+        self, path: Path, busy_ms: int, *, autocheckpoint_pages: int | None = None
+    ) -> None:
         self.path = path
         self.busy_ms = busy_ms
         # None: SQLite's default; 0: never (see `Database.defer_checkpoints`).
-        self.autocheckpoint_pages: int | None = None if autocheckpoint else 0
+        self.autocheckpoint_pages = autocheckpoint_pages
         self.lock = threading.Lock()
         self.level = "NORMAL"
         self._conn: sqlite3.Connection | None = None
@@ -280,10 +282,10 @@ class Database:
         # Plain connections for the per-envelope work: one that waits on
         # locks like the engine's, one that never waits (see `at_once`).
         self._waiting = _Plain(path, BUSY_TIMEOUT_MS)
-        self._at_once = _Plain(path, 0, autocheckpoint=False)
+        self._at_once = _Plain(path, 0, autocheckpoint_pages=0)
         self._at_once_writes = 0
         self._deferred = False
-        self._checkpointer = _Plain(path, BUSY_TIMEOUT_MS, autocheckpoint=False)
+        self._checkpointer = _Plain(path, BUSY_TIMEOUT_MS, autocheckpoint_pages=0)
 
     def _on_connect(self, dbapi_conn: sqlite3.Connection, record: Any) -> None:
         _on_connect(dbapi_conn, record)
@@ -302,8 +304,9 @@ class Database:
         synced, checkpointed or not. Other processes on the same data dir (a
         CLI command) checkpoint as before."""
         self._deferred = True
-        self._waiting.close()
+        # The setting before the close: a caller reconnecting meanwhile gets it.
         self._waiting.autocheckpoint_pages = DEFERRED_AUTOCHECKPOINT_PAGES
+        self._waiting.close()
         self.engine.dispose()  # pooled connections reconnect with the setting
 
     def checkpoint(self) -> tuple[int, int, int]:
