@@ -21,6 +21,7 @@ from pixie.device.cli.common import package_version
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.node.keyed import Node
 from pixie.device.sync.driver import PeerService
+from pixie.entry.allocator import keep_freed_memory
 from pixie.homebase.holder import Holder
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.faults import HOLDER_FAULTS, FaultSpecError, parse_faults
@@ -83,6 +84,7 @@ DEBUG_ENV = "PIXIE_DEBUG"
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_freed_memory()
     parser = build_parser()
     try:
         arguments = sys.argv[1:] if argv is None else argv

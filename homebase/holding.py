@@ -46,9 +46,11 @@ from pixie.protocol.peerwire import (
 log = logging.getLogger("pixie.holder")
 
 # The replica's zone for the note (if it has the note) and the held body (if any).
+# The body is a column of the outer query, not a scalar subquery's value, which
+# SQLite copies once more (a megabyte a fetch, for a large body).
 _RESIDENT_SQL = (
-    "SELECT (SELECT zone FROM note WHERE id = ?), "
-    "(SELECT body FROM holding WHERE note_id = ? AND content_hash = ?)"
+    "SELECT (SELECT zone FROM note WHERE id = ?1), body FROM holding "
+    "WHERE note_id = ?1 AND content_hash = ?2"
 )
 _ZONE_SQL = "SELECT zone FROM note WHERE id = ?"
 _OWNER_SQL = "SELECT owner FROM holding WHERE note_id = ? AND content_hash = ?"
@@ -162,8 +164,12 @@ class HolderCore:
 
     def serve(self, req: FetchRequest) -> tuple[bytes | None, str]:
         """The held body that answers ``req``, or None and the reason to refuse."""
-        rows = self.node.db.peek(_RESIDENT_SQL, (req.note_id, req.note_id, req.content_hash.hex()))
-        zone, body = rows[0] if rows else (None, None)
+        rows = self.node.db.peek(_RESIDENT_SQL, (req.note_id, req.content_hash.hex()))
+        if not rows:
+            # Nothing held; a sealed note by that id still gets its own answer.
+            zones = self.node.db.peek(_ZONE_SQL, (req.note_id,))
+            rows = [(zones[0][0] if zones else None, None)]
+        zone, body = rows[0]
         if zone == Zone.SEALED.value:
             return None, "that id names a sealed note"
         if body is None:

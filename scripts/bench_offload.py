@@ -28,7 +28,10 @@ All four (bare, floor, floor without envelopes, ours) are up at once, each
 runs one untimed warm-up round, and then they are measured in turns, one round
 of each and then the next round, so that the ratios compare the same moments
 of a shared machine and its disk (an fsync here costs anything from 0.2 to
-4 ms from one second to the next). `scripts/offload_stages.py` shows where
+4 ms from one second to the next). Every process of every setup keeps freed
+memory for reuse as `pixie` does (`pixie.entry.allocator`): the bare and floor
+processes too, so that the ratios compare the work done, not the C library's
+handling of large blocks. `scripts/offload_stages.py` shows where
 our side's time goes, stage by stage.
 
     python scripts/bench_offload.py [--rounds 200] [--dir DIR] [--json]
@@ -67,6 +70,7 @@ from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.offload import NoteOffloadService
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient
+from pixie.entry.allocator import keep_freed_memory
 from pixie.protocol.peerwire import PART_BYTES
 
 TARGET = 1.5
@@ -474,6 +478,7 @@ async def measure(tmp: Path, rounds: int) -> list[dict[str, Any]]:
 
 
 def main() -> int:
+    keep_freed_memory()  # in every process here, as in every `pixie` process
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--dir", type=Path, default=None)

@@ -5,6 +5,7 @@ both run."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -322,6 +323,39 @@ def test_the_holder_refuses_what_it_must(pair: tuple[Node, Node]) -> None:
     )
     assert holder.let_go(me, release, 4) is None
     assert holder.serve(FetchAttempt(b"", note_id, chash).request_message())[0] == BODY.encode()
+
+
+def test_the_holder_serves_only_a_held_body_that_still_matches_and_never_a_sealed_id(
+    pair: tuple[Node, Node],
+) -> None:
+    phone, mac = pair
+    me, holder = phone.public_key(), HolderCore(mac)
+    note_id = clear_note(phone)
+    chash = body_hash(BODY.encode())
+
+    def serve(which: str, digest: bytes) -> tuple[bytes | None, str]:
+        return holder.serve(FetchAttempt(b"", which, digest).request_message())
+
+    assert serve(note_id, chash) == (None, "no holding for that note and hash")
+    assert holder.hold(me, OffloadRequest(b"a" * 16, note_id, chash, BODY.encode()), 1) is None
+    assert serve(note_id, chash) == (BODY.encode(), "")
+    assert serve(note_id, body_hash(b"other")) == (None, "no holding for that note and hash")
+    sealed = mac.notebook.record_sealed(SealedKind.HUDDLE_PREP, title="plan", body="secret")
+    assert serve(sealed, chash) == (None, "that id names a sealed note")
+    # A holding under an id this replica knows as sealed (planted behind the
+    # holder's back) is not served either.
+    con = sqlite3.connect(mac.db.path)
+    with con:
+        con.execute(
+            "INSERT INTO holding (note_id, content_hash, owner, body, held_at) "
+            "VALUES (?, ?, ?, ?, 0)",
+            (sealed, chash.hex(), me.hex(), BODY.encode()),
+        )
+        # And a held body that no longer matches its hash (damaged at rest).
+        con.execute("UPDATE holding SET body = ? WHERE note_id = ?", (b"rotten", note_id))
+    con.close()
+    assert serve(sealed, chash) == (None, "that id names a sealed note")
+    assert serve(note_id, chash) == (None, "the held body no longer matches its hash")
 
 
 def test_twisted_acks_are_never_taken_as_held(pair: tuple[Node, Node]) -> None:
