@@ -38,6 +38,8 @@ from typing import Any
 
 import trio
 
+from pixie.entry.allocator import keep_freed_memory
+
 EVENTS: list[tuple[str, int, int]] = []
 DIR_ENV = "PIXIE_STAGES_DIR"
 # (module, class or None, function, stage it counts to or None: shown in the
@@ -219,6 +221,7 @@ def main() -> int:
     if sys.argv[1:2] == ["--serve"]:
         serve(sys.argv[2:])
         return 0
+    keep_freed_memory()  # the device side, as `bench_offload.py` (the others go through `pixie`)
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--timeline", action="store_true", help="also print each event's time")
