@@ -26,9 +26,7 @@ from pixie.device.store.db import Database
 from pixie.device.sync import control
 from pixie.device.sync.driver import LAST_SYNC_KEY
 from pixie.device.sync.offload import ACK_TIMEOUT
-from pixie.device.web.app import WebConfig, create_app
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable
-from pixie.device.web.security import TOKEN_PARAM, Secrets
 from pixie.device.web.server import (
     DEFAULT_LISTEN,
     is_loopback,
@@ -74,6 +72,11 @@ def last_syncs_in(db: Database) -> dict[str, object]:
 
 
 def cmd_web(args: argparse.Namespace) -> int:
+    # The app (Starlette, templates, the HTTP server) is loaded here, not when
+    # any other `pixie` command starts.
+    from pixie.device.web.app import WebConfig, create_app
+    from pixie.device.web.security import TOKEN_PARAM, Secrets
+
     host, port = parse_listen(args.listen)
     if not is_loopback(host) and not args.allow_remote:
         raise BadInput(

@@ -31,9 +31,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import icalendar
-import recurring_ical_events
-
 from pixie.device.errors import BadInput
 from pixie.device.ingest.base import (
     ContactCard,
@@ -255,6 +252,8 @@ class IcsImporter:
             skips.extend(Skipped("repeats more often than hourly") for _ in frequent)
         yield from skips
         _drop_unknown_calendar_zone(calendar)
+        import recurring_ical_events  # loaded by the calendar import alone
+
         try:
             query = recurring_ical_events.of(calendar)
         except Exception as exc:  # the library raises its own and icalendar's errors
@@ -385,6 +384,8 @@ def _read_bounded(path: Path) -> bytes:
 
 
 def _parse(path: Path, data: bytes) -> list[Any]:
+    import icalendar  # loaded by the calendar import alone, not by every command
+
     data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         components = icalendar.Calendar.from_ical(data, multiple=True)

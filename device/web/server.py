@@ -11,13 +11,15 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 from starlette.types import ASGIApp
 
 from pixie.device.errors import BadInput
+
+if TYPE_CHECKING:
+    from hypercorn.config import Config
 
 DEFAULT_LISTEN = "127.0.0.1:8765"
 
@@ -50,6 +52,10 @@ def url_host(host: str) -> str:
 
 
 def config_for(host: str, port: int) -> Config:
+    # The server is imported where it is used: every other `pixie` command
+    # would otherwise load it (and its HTTP/2 stack) at start.
+    from hypercorn.config import Config
+
     config = Config()
     config.bind = [f"{url_host(host)}:{port}"]
     # No access log: the first request's address carries the token.
@@ -70,6 +76,8 @@ async def serve_page(
 ) -> None:
     """Serve ``app`` until ``shutdown`` returns; ``on_ready(host, port)`` runs
     once the socket listens (with the port it got, when asked for 0)."""
+    from hypercorn.trio import serve
+
     config = config_for(host, port)
     async with trio.open_nursery() as nursery:
         try:
