@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import logging
 import os
 import resource
 import signal
@@ -357,10 +356,6 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    # Each honest sync is a fresh link, which logs its first few rejections of
-    # the flooders' envelopes in full (hundreds of lines over a run); the
-    # summary below counts what the relay dropped instead.
-    logging.getLogger("pixie.peers").setLevel(logging.ERROR)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the relay inherits it
