@@ -8,7 +8,14 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("hypercorn", "jinja2", "icalendar", "recurring_ical_events", "pixie.device.web.app")
+HEAVY = (
+    "hypercorn",
+    "jinja2",
+    "icalendar",
+    "recurring_ical_events",
+    "pixie.device.web.app",
+    "pixie.device.web.security",
+)
 
 PROBE = """
 import json, sys
@@ -23,9 +30,10 @@ def loaded_by(*argv: str) -> list[str]:
         [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         timeout=60,
     )
+    assert out.returncode == 0, out.stderr
     loaded: list[str] = json.loads(out.stdout)
     return loaded
 
