@@ -1,9 +1,9 @@
 """The contract every distillation backend works to.
 
-A request is one source of the memory log (a conversation, a post, a call, a
-journal entry or a calendar entry), its lines already cut to a small model's
-budget by `make_request`; a result is
-a validated answer, within the bounds below; a `Backend` turns the one into
+A request is one source of the memory log (a conversation, a mail thread, a
+post, a call, a journal entry, or a calendar entry or series), its lines
+already cut to a small model's budget by `make_request`; a result is a
+validated answer, within the bounds below; a `Backend` turns the one into
 the decoded, not yet validated, other, or raises `BackendFailure` saying why
 it could not. Nothing here reads anything: what a request carries is decided
 by the caller, from one source alone.
@@ -49,17 +49,24 @@ MAX_WITH = 8  # people named on one appointment
 # transcript budget (at most a quarter of it).
 MAX_EARLIER_LINES = 12
 MAX_DETAILS = 4  # the person's contact card: org, title, birthday, note
+# A repeating calendar entry is one request: its lines are the first
+# occurrence and the ones that differ from it, and ``occurrences`` holds when
+# every occurrence starts (at most this many, the earliest kept), so the
+# answer can say how often, since when, until when and which were skipped.
+MAX_OCCURRENCES = 1_000
 
 
 class SourceKind(enum.StrEnum):
-    """What a request distils: a conversation thread, a post, a call (a call
-    transcript or a voicemail), a journal entry, or a calendar entry."""
+    """What a request distils: a conversation thread, a mail thread, a post, a
+    call (a call transcript or a voicemail), a journal entry, or a calendar
+    entry (one event, or every occurrence of a repeating one)."""
 
     CONVERSATION = "conversation"
     POST = "post"
     CALL = "call"
     JOURNAL = "journal"
     CALENDAR = "calendar"
+    MAIL = "mail"
 
 
 class FactKind(enum.StrEnum):
@@ -155,6 +162,9 @@ class DistillRequest:
     # (field, value) pairs: org, title, birthday, note.
     earlier: tuple[Line, ...] = ()
     details: tuple[tuple[str, str], ...] = ()
+    # For a repeating calendar entry: every occurrence's start (microseconds
+    # UTC, ascending, at most MAX_OCCURRENCES); empty for anything else.
+    occurrences: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +199,7 @@ def make_request(
     lines: Sequence[Line],
     earlier: Sequence[Line] = (),
     details: Sequence[tuple[str, str]] = (),
+    occurrences: Sequence[int] = (),
 ) -> DistillRequest:
     """A request holding the newest ``lines`` (given oldest first) that fit:
     at most MAX_LINES, a message at most MAX_LINE_CHARS, MAX_TRANSCRIPT_CHARS
@@ -232,6 +243,7 @@ def make_request(
         tuple(pinned + kept),
         tuple(kept_earlier),
         card[:MAX_DETAILS],
+        tuple(sorted(occurrences)[:MAX_OCCURRENCES]),
     )
 
 
@@ -304,6 +316,7 @@ __all__ = [
     "MAX_FACT_CHARS",
     "MAX_LINES",
     "MAX_LINE_CHARS",
+    "MAX_OCCURRENCES",
     "MAX_OPEN_THREADS",
     "MAX_PERSON_CHARS",
     "MAX_PERSON_FACTS",

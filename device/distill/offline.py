@@ -33,6 +33,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from pixie.device.distill.contract import (
     MAX_OPEN_THREADS,
@@ -59,6 +60,14 @@ from pixie.device.distill.extract import (
     plan_in,
 )
 from pixie.device.distill.pages import merge_facts
+from pixie.device.distill.series import (
+    Series,
+    dates_by_month,
+    rhythm,
+    series_of,
+    short,
+    skipped_words,
+)
 
 HIGHLIGHTS = 4  # lines quoted in a conversation summary
 KEY_LINES = 3  # sentences kept in a journal digest
@@ -96,6 +105,8 @@ def distill(request: DistillRequest) -> dict[str, object]:
         return _journal(request)
     if request.kind is SourceKind.CALENDAR:
         return _calendar(request)
+    if request.kind is SourceKind.MAIL:
+        return _mail(request)
     return _call(request)
 
 
@@ -463,6 +474,135 @@ def _call(request: DistillRequest) -> dict[str, object]:
     return answer
 
 
+# -- mail ---------------------------------------------------------------------------
+#
+# A mail thread's digest says who wrote, about what (the subject), and the
+# sentences that carry what was agreed and the numbers a person later looks
+# for: booking references, amounts, dates and times. The importer has already
+# cut quoted replies and signatures, so nothing is distilled twice; it marks
+# mail that no person wrote (a mailing list, bulk mail, a no-reply sender) on
+# the line after the subject, and such mail gets a digest but never adds to
+# anyone's person page.
+
+MAIL_KEY_LINES = 4
+AUTOMATED_MARK = "Automated mail"  # how the importer's marker line starts
+_SUBJECT = re.compile(r"^Subject: (.*)$", re.MULTILINE)
+_ATTACHED = re.compile(r"^\[attachments?: .*\]$", re.MULTILINE)
+# A code a person quotes back (booking reference, order number): letters and
+# digits together, at least five, or a long run of digits; an amount of money.
+_CODE = re.compile(r"\b(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9][A-Z0-9-]{4,}\b|\b\d{6,}\b")
+_MONEY = re.compile(
+    r"(?:[£€$¥]|R\$|CA\$|US\$)\s?\d(?:[\d,.]*\d)?"
+    r"|\b\d(?:[\d,.]*\d)?\s?(?:GBP|EUR|USD|CAD|BRL|euros?|pounds?|dollars?|reais)\b",
+    re.IGNORECASE,
+)
+_AGREED = re.compile(
+    r"\b(confirm\w*|agreed?|booked|booking|reservation|reference|scheduled|deadline|due|"
+    r"refund\w*|deposit|invoice|receipt|order\w*|delivery|deliver\w*|appointment|"
+    r"move[- ]out|move[- ]in|start date|starts?|quote|total)\b",
+    re.IGNORECASE,
+)
+
+
+def mail_subject(text: str) -> str:
+    """The subject line the importer wrote first, or ""."""
+    found = _SUBJECT.match(text)
+    return found.group(1).strip() if found else ""
+
+
+def is_automated(text: str) -> bool:
+    """Whether the importer marked this mail as sent by no person."""
+    lines = text.split("\n", 2)
+    return len(lines) > 1 and lines[1].startswith(AUTOMATED_MARK)
+
+
+def _mail_body(text: str) -> str:
+    """The mail's own words: no subject, marker or attachment lines, and no
+    greeting or sign-off line ("Hi Hannah,", "Best wishes,")."""
+    lines = text.split("\n")
+    start = 2 if len(lines) > 1 and lines[1].startswith(AUTOMATED_MARK) else 1
+    kept = [
+        line
+        for line in lines[start:]
+        if not _ATTACHED.match(line) and not _SALUTATION.match(line.strip())
+    ]
+    return "\n".join(kept).strip()
+
+
+def automated_reason(text: str) -> str | None:
+    """What the importer's marker says ("mailing list"), or None."""
+    lines = text.split("\n", 2)
+    if len(lines) < 2 or not lines[1].startswith(AUTOMATED_MARK):
+        return None
+    return lines[1][len(AUTOMATED_MARK) :].strip(" ()") or "automated"
+
+
+_SALUTATION = re.compile(
+    r"^(?:(?:hi|hello|hey|dear|hiya|morning|good (?:morning|afternoon|evening)|ol[áa]|oi|"
+    r"querid[oa]|prezad[oa])\b[^.!?\n]{0,40}|(?:best|best wishes|kind regards|regards|"
+    r"many thanks|thanks|thank you|cheers|all the best|love|warmly|sincerely|yours|"
+    r"abra[çc]os?|beijos?|atenciosamente)[ ,!.]*(?:\w+[ ,!.]*){0,2})[,!.]?$",
+    re.IGNORECASE,
+)
+
+
+def _mail(request: DistillRequest) -> dict[str, object]:
+    """A digest of a mail thread: who, about what, what was agreed, numbers."""
+    first = request.lines[0]
+    subject = mail_subject(first.text) or "(no subject)"
+    automated = all(is_automated(line.text) for line in request.lines)
+    sentences: list[_Said] = []
+    for line in request.lines:
+        body = " ".join(_mail_body(line.text).split())
+        for i, piece in enumerate(_SENTENCE_END.split(body)):
+            part = piece.strip()
+            if not part or _is_small_talk(part):
+                continue
+            bonus = 3.0 * bool(_CODE.search(part) or _MONEY.search(part))
+            bonus += 2.0 * bool(_AGREED.search(part))
+            said = _Said(line.at, line.speaker, line.from_me, part, _score(part) + bonus, i)
+            sentences.append(said)
+    who = _names(request.participants)
+    count = len(request.lines)
+    span = (
+        f"on {day_label(first.at)}"
+        if day_label(first.at) == day_label(request.lines[-1].at)
+        else f"from {day_label(first.at)} to {day_label(request.lines[-1].at)}"
+    )
+    if automated:
+        parts = [f"Automated email from {who or 'a sender'} {span}: “{_quote(subject, 200)}”."]
+    else:
+        noun = "email" if count == 1 else "emails"
+        mine = sum(line.from_me for line in request.lines)
+        by = f", {mine} of them yours" if mine and mine < count else ""
+        by = ", sent by you" if mine == count else by
+        parts = [
+            f"Email thread “{_quote(subject, 200)}” with {who or 'nobody else'}: "
+            f"{count} {noun}{by}, {span}."
+        ]
+    key = _distinct((s for s in sorted(sentences, key=lambda s: -s.score) if s.score > 0), 99)
+    key = key[:MAIL_KEY_LINES]
+    key.sort(key=lambda s: (s.at, s.n))
+    parts.extend(f"- {_who(s)}: “{_quote(s.text, 240)}”" for s in key)
+    numbers = _unique(
+        m.group(0).strip()
+        for line in request.lines
+        for m in (*_CODE.finditer(_mail_body(line.text)), *_MONEY.finditer(_mail_body(line.text)))
+    )
+    if numbers:
+        parts.append("Numbers: " + ", ".join(numbers[:8]) + ".")
+    answer = _answer("\n".join(parts), sentences, request, min_hits=1)
+    reasons = {automated_reason(line.text) for line in request.lines}
+    kind = "newsletter" if "mailing list" in reasons else "automated" if automated else ""
+    topical = cast(list[str], answer["tags"])
+    answer["tags"] = _unique(t for t in ("email", kind, *topical) if t)[: MAX_TAGS + 1]
+    if not automated and len(request.participants) == 1:
+        name = request.participants[0]
+        # Facts by the patterns only: a mail's sentences are the digest's.
+        answer["person_facts"] = _page_facts(_their_facts(request, name), [])
+    return answer
+
+
 def _journal(request: DistillRequest) -> dict[str, object]:
     """A dated digest of a journal entry: what the day was about, its key
     sentences, and what it says about the user."""
@@ -495,7 +635,11 @@ def _journal(request: DistillRequest) -> dict[str, object]:
 
 
 def _calendar(request: DistillRequest) -> dict[str, object]:
-    """An appointment: what, which day, what time, where, with whom."""
+    """An appointment: what, which day, what time, where, with whom, and what
+    its notes say; a repeating entry as one series (see `series`)."""
+    repeating = series_of(request.lines[0].text, request.lines[0].at, request.occurrences)
+    if repeating is not None:
+        return _series(request, repeating)
     line = request.lines[-1]
     said = _utterances(request.lines)
     appointment = appointment_in(line.text, line.at)
@@ -513,8 +657,12 @@ def _calendar(request: DistillRequest) -> dict[str, object]:
             parts.append(f"With {_join(list(people))}.")
         appointments.append(appointment.as_json() | {"with": list(people)})
     else:
-        parts.append(f"Calendar entry: {_quote(first_line, 300)}.")
-    parts.append(f"In your calendar since {day_label(line.at)}.")
+        # The event's own time is all a calendar entry says of its day: no
+        # "since", which for an entry ahead would claim the future as past.
+        parts.append(f"Calendar entry: {_quote(first_line, 300)}, {day_label(line.at)}.")
+    notes = calendar_notes(line.text)
+    if notes:
+        parts.append(f"Notes: {_quote(notes, NOTES_CHARS)}")
     answer = _answer(" ".join(parts), said, request, min_hits=1)
     answer["appointments"] = appointments
     birthday = birthday_in_calendar(line.text)
@@ -524,6 +672,48 @@ def _calendar(request: DistillRequest) -> dict[str, object]:
         if whose.casefold() in (name.casefold(), _first(name).casefold()):
             answer["person_facts"] = [Fact(FactKind.BIRTHDAY, day, line.at).as_json()]
     return answer
+
+
+NOTES_CHARS = 400  # of an event's description, in its note
+
+
+def calendar_notes(text: str) -> str:
+    """An event's description: what the importer writes after its first
+    blank line (confirmation numbers, what to bring, who referred you)."""
+    _, blank, rest = text.partition("\n\n")
+    return " ".join(rest.split()) if blank else ""
+
+
+def _series(request: DistillRequest, series: Series) -> dict[str, object]:
+    """One note for every occurrence of a repeating entry."""
+    found = series.appointment
+    count = len(series.days)
+    skipped = skipped_words(series)
+    parts = [
+        f"Repeating: {found.what}, {rhythm(series)}, from {date_words(series.first.isoformat())[2]}"
+        f" to {date_words(series.last.isoformat())[2]} ({count} times"
+        f"{', ' + skipped if skipped else ''})."
+    ]
+    if found.place:
+        parts.append(f"Where: {found.place}.")
+    people = found.with_ or tuple(request.participants)
+    if people:
+        parts.append(f"With {_join(list(people))}.")
+    for line in request.lines[1:]:  # an occurrence moved, retitled or re-noted
+        changed = appointment_in(line.text, line.at)
+        if changed is not None and changed.what != found.what:
+            parts.append(f"On {short(dt.date.fromisoformat(changed.day))}: {changed.what}.")
+    notes = calendar_notes(request.lines[0].text)
+    if notes:
+        parts.append(f"Notes: {_quote(notes, NOTES_CHARS)}")
+    parts.append(f"Dates: {dates_by_month(series.days, SERIES_DATES_CHARS)}.")
+    said = _utterances(request.lines[:1])
+    answer = _answer(" ".join(parts), said, request, min_hits=1)
+    answer["appointments"] = []
+    return answer
+
+
+SERIES_DATES_CHARS = 600  # of a series' list of dates (the newest months kept)
 
 
 def _answer(
@@ -769,11 +959,12 @@ _TOPIC_WORDS: dict[str, list[str]] = {
         "music concert gig band album song songs listening playlist orchestra cello piano "
         "guitar rehearsal"
     ).split(),
-    "books": "book books reading novel library author chapter".split(),
+    # Not "book": far more often a verb ("book the physio") than a thing read.
+    "books": "reading novel novels library author chapter paperback bookshop".split(),
     "money": (
         "rent taxes tax money save saving savings budget bill bills salary invoice bank"
     ).split(),
-    "kids": "kids kid school baby toddler twins son daughter nursery homework tooth".split(),
+    "kids": "kids kid school baby toddler twins son daughter nursery homework".split(),
     "pets": "cat cats dog dogs vet puppy kitten pet pets".split(),
     "garden": "garden gardening plants basil tomatoes lettuce seeds snails compost".split(),
     "birthdays": "birthday birthdays party present gift".split(),

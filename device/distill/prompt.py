@@ -278,9 +278,10 @@ def _json_type(value: object) -> str:
 
 SYSTEM_PROMPT = """\
 You keep a private notebook for the user of a personal assistant. You are \
-shown one source from the user's life: a conversation, a post, a call, a \
-journal entry or a calendar entry. "Me" is the user. Write what it means, not \
-copies of it. Reply with one JSON object and nothing else, with exactly these keys:
+shown one source from the user's life: a conversation, a mail thread, a \
+post, a call, a journal entry or a calendar entry (which may repeat). "Me" \
+is the user. Write what it means, not copies of it. Reply with one JSON \
+object and nothing else, with exactly these keys:
 "summary": what the source is about and anything still open, in one to three \
 plain sentences; for a post, do not repeat the post's text;
 "person": one to three sentences with your read on the relationship with the \
@@ -303,6 +304,9 @@ person, each one short line; an empty list when there are none;
 Use only what the source says.""".format(kinds=", ".join(k.value for k in FactKind))
 
 
+MAX_PROMPT_OCCURRENCES = 60  # of a repeating entry's starts, in a prompt
+
+
 def render_prompt(request: DistillRequest) -> tuple[str, str]:
     """The system and user messages for a chat model: the instructions, then
     the request's own lines and nothing else."""
@@ -312,6 +316,7 @@ def render_prompt(request: DistillRequest) -> tuple[str, str]:
         SourceKind.CALL: "call",
         SourceKind.JOURNAL: "journal entry",
         SourceKind.CALENDAR: "calendar entry",
+        SourceKind.MAIL: "emails",
     }[request.kind]
     person = (
         f"Person to describe: {request.person}"
@@ -322,6 +327,12 @@ def render_prompt(request: DistillRequest) -> tuple[str, str]:
     if request.details:
         card = "; ".join(f"{field}: {value}" for field, value in request.details)
         head.append(f"Their contact card: {card}")
+    if len(request.occurrences) > 1:
+        head.append(
+            f"It repeats: {len(request.occurrences)} occurrences, starting (UTC) "
+            + ", ".join(_minute(at) for at in request.occurrences[:MAX_PROMPT_OCCURRENCES])
+            + (" ..." if len(request.occurrences) > MAX_PROMPT_OCCURRENCES else "")
+        )
     if request.earlier:
         head.append(f"{len(request.earlier)} earlier lines that state facts, oldest first:")
         head += [f"[{_minute(line.at)}] {line.speaker}: {line.text}" for line in request.earlier]

@@ -56,7 +56,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -67,6 +67,7 @@ from sqlalchemy.orm import Session
 from pixie.device.distill.contract import (
     MAX_EARLIER_LINES,
     MAX_LINES,
+    MAX_OCCURRENCES,
     ME,
     Backend,
     DistillRequest,
@@ -89,7 +90,12 @@ from pixie.device.distill.extract import (
     identity_statements,
 )
 from pixie.device.distill.http import ChatCompletionsBackend
-from pixie.device.distill.offline import OfflineDistiller, day_label, person_in_group
+from pixie.device.distill.offline import (
+    OfflineDistiller,
+    day_label,
+    mail_subject,
+    person_in_group,
+)
 from pixie.device.distill.pages import (
     PersonPage,
     day_of,
@@ -103,6 +109,7 @@ from pixie.device.distill.pages import (
 )
 from pixie.device.distill.prompt import parse_result
 from pixie.device.distill.router import LLMRouter, Routed
+from pixie.device.distill.series import rhythm, series_of
 from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
 from pixie.device.notebook.clear import (
@@ -142,21 +149,30 @@ ABOUT_YOU_TITLE = "About you"
 MAX_TITLE_NAMES = 4
 EARLIER_SCAN = 5_000  # older new rows of a thread looked at for facts, newest first
 
-# Journal and calendar notes are filed as conversation digests: the Notebook
-# has no kind of its own for them (yet), and a digest with a source reference
-# is what they are.
+# Mail, journal and calendar notes are filed as conversation digests: the
+# Notebook has no kind of its own for them (yet), and a digest with a source
+# reference is what they are.
 _DIGEST_KIND = {
     SourceKind.CONVERSATION: NoteKind.CONVERSATION_DIGEST,
     SourceKind.POST: NoteKind.POST_DIGEST,
     SourceKind.CALL: NoteKind.CALL_DIGEST,
     SourceKind.JOURNAL: NoteKind.CONVERSATION_DIGEST,
     SourceKind.CALENDAR: NoteKind.CONVERSATION_DIGEST,
+    SourceKind.MAIL: NoteKind.CONVERSATION_DIGEST,
 }
 _EVENT_KINDS = {"message": SourceKind.CONVERSATION, "post": SourceKind.POST}
 _EVENT_KINDS |= {"call": SourceKind.CALL, "voicemail": SourceKind.CALL}
 _EVENT_KINDS |= {"journal": SourceKind.JOURNAL, "calendar": SourceKind.CALENDAR}
+_EVENT_KINDS |= {"email": SourceKind.MAIL}
 _SOURCE_ORDER = {kind: i for i, kind in enumerate(SourceKind)}
-_DISTILLED_KINDS = "('message', 'post', 'call', 'voicemail', 'journal', 'calendar')"
+_DISTILLED_KINDS = "('message', 'post', 'call', 'voicemail', 'journal', 'calendar', 'email')"
+# The log kind a thread's rows have, for the sources read by thread: a chat,
+# a mail thread, and every occurrence of a repeating calendar entry.
+_THREAD_KIND = {
+    SourceKind.CONVERSATION: "message",
+    SourceKind.MAIL: "email",
+    SourceKind.CALENDAR: "calendar",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +213,13 @@ def source_of(
         return None
     if family is None:
         return None
+    if family is SourceKind.MAIL and thread is not None:
+        # A mail thread is one digest, however many replies it gathers.
+        return Source(family, _ref("mail", thread), thread=thread)
+    if family is SourceKind.CALENDAR and thread is not None:
+        # Every occurrence of a repeating entry shares its thread: one note
+        # for the series, not one per week that would fill a search's places.
+        return Source(family, _ref("series", thread), thread=thread)
     if source is not None:
         return Source(family, source[:MAX_IDENTITY_CHARS], source=source)
     return Source(family, f"event:{event_id}", event_id=event_id)
@@ -214,6 +237,7 @@ class Loaded:
     one_to_one: str | None  # the contact, when the source is a thread with one other person
     earlier: tuple[Row, ...] = ()  # older new rows that state a fact, oldest first
     details: tuple[tuple[str, str], ...] = ()  # the one other person's contact card
+    occurrences: tuple[int, ...] = ()  # a repeating calendar entry's starts, earliest first
 
 
 @dataclass
@@ -246,6 +270,7 @@ class PassReport:
             "calls": self.distilled[SourceKind.CALL],
             "journals": self.distilled[SourceKind.JOURNAL],
             "calendar": self.distilled[SourceKind.CALENDAR],
+            "mail": self.distilled[SourceKind.MAIL],
             "model_calls": self.calls,
             "calls_by_backend": dict(sorted(self.model_calls.items())),
             "fallbacks": self.fallbacks,
@@ -264,9 +289,10 @@ class PassReport:
             f"distilled {_count(self.distilled[SourceKind.CONVERSATION], 'thread')}, "
             f"{_count(self.distilled[SourceKind.POST], 'post')}, "
             f"{_count(self.distilled[SourceKind.CALL], 'call')}, "
-            f"{_count(self.distilled[SourceKind.JOURNAL], 'journal entry', 'journal entries')}"
-            " and "
+            f"{_count(self.distilled[SourceKind.JOURNAL], 'journal entry', 'journal entries')}, "
             f"{_count(self.distilled[SourceKind.CALENDAR], 'calendar entry', 'calendar entries')}"
+            " and "
+            f"{_count(self.distilled[SourceKind.MAIL], 'mail thread')}"
             " with "
             f"{_count(self.calls, 'model call')} ({by}); notes: {self.written} written "
             f"({self.notes[UpsertOutcome.CREATED]} new, {self.notes[UpsertOutcome.UPDATED]} "
@@ -311,12 +337,17 @@ def build_request(loaded: Loaded) -> DistillRequest:
     elif src.kind is SourceKind.JOURNAL:
         title = "the user's journal"
     elif src.kind is SourceKind.CALENDAR:
-        title = f"a calendar entry{' with ' + _names(others) if others else ''}"
+        what = "a repeating calendar entry" if len(loaded.occurrences) > 1 else "a calendar entry"
+        title = f"{what}{' with ' + _names(others) if others else ''}"
+    elif src.kind is SourceKind.MAIL:
+        title = f"an email thread{' with ' + _names(others) if others else ''}"
     else:
         what = "voicemail from" if loaded.rows[0][1] == "voicemail" else "call with"
         title = f"a {what} {_names(others) or 'someone'}"
     earlier = [line(r) for r in loaded.earlier]
-    return make_request(src.kind, title, person, others, lines, earlier, loaded.details)
+    return make_request(
+        src.kind, title, person, others, lines, earlier, loaded.details, loaded.occurrences
+    )
 
 
 def note_title(loaded: Loaded, request: DistillRequest) -> str:
@@ -335,7 +366,14 @@ def note_title(loaded: Loaded, request: DistillRequest) -> str:
         newest = request.lines[-1].at
         return _fit_title(f"Journal, {date_words(_iso(newest))[2]}")
     if src.kind is SourceKind.CALENDAR:
+        repeating = series_of(first.text, first.at, request.occurrences)
+        if repeating is not None:
+            return _fit_title(f"{repeating.appointment.what} — {rhythm(repeating)}")
         return _fit_title(_calendar_title(request.lines[-1]))
+    if src.kind is SourceKind.MAIL:
+        subject = mail_subject(first.text) or "(no subject)"
+        who = _names(request.participants)
+        return _fit_title(f"Email: {subject}{' — ' + who if who else ''}")
     if first.kind == "voicemail":
         return _fit_title(f"Voicemail from {_names(request.participants) or 'someone'}, {day}")
     # "Call with": the word a question about a call asks with, in the title.
@@ -348,7 +386,7 @@ def _calendar_title(line: Line) -> str:
     found = appointment_in(line.text, line.at)
     if found is None:
         first = line.text.strip().splitlines()[0] if line.text.strip() else "(untitled)"
-        return f"{first} — in your calendar since {day_label(line.at)}"
+        return f"{first} — {day_label(line.at)}"
     when = date_words(found.day)[2] + (f", {found.time}" if found.time else "")
     return f"{found.what} — {when}"
 
@@ -362,6 +400,15 @@ def _date_facets(loaded: Loaded, request: DistillRequest) -> tuple[tuple[str, ..
         weekday, month, _ = date_words(day)
         return ("journal", day, weekday.casefold(), month.casefold()), None
     if src.kind is SourceKind.CALENDAR:
+        first = request.lines[0]
+        repeating = series_of(first.text, first.at, request.occurrences)
+        if repeating is not None:
+            # The series is about its last occurrence's day, on the wall
+            # clock as a one-off appointment's day is.
+            weekday = (repeating.weekday or "").casefold()
+            facets = ("calendar", "series", repeating.cadence, weekday)
+            last = repeating.local_start(request.occurrences[-1])
+            return tuple(t for t in facets if t), last
         line = request.lines[-1]
         found = appointment_in(line.text, line.at)
         if found is None:
@@ -372,6 +419,8 @@ def _date_facets(loaded: Loaded, request: DistillRequest) -> tuple[tuple[str, ..
             hours, minutes = found.time.split(":")
             start += (int(hours) * 60 + int(minutes)) * 60_000_000
         return ("appointment", "calendar", found.day, weekday.casefold(), month.casefold()), start
+    if src.kind is SourceKind.MAIL:
+        return ("email",), None
     return (), None
 
 
@@ -861,14 +910,28 @@ _SCAN_SQL = (
     f"WHERE n > ? AND kind IN {_DISTILLED_KINDS} ORDER BY n"
 )
 _ROW_COLUMNS = "n, kind, at, contact_id, from_me, text"
-_THREAD_SQL = (
-    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'message' "
-    f"ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
-)
-_THREAD_TOP_SQL = "SELECT max(n) FROM memory_event WHERE thread = ? AND kind = 'message'"
-_THREAD_NEW_SQL = (
-    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'message' AND n > ? "
-    f"ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
+_THREAD_SQL = {
+    family: (
+        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = '{kind}' "
+        f"ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
+    )
+    for family, kind in _THREAD_KIND.items()
+}
+_THREAD_TOP_SQL = {
+    family: f"SELECT max(n) FROM memory_event WHERE thread = ? AND kind = '{kind}'"
+    for family, kind in _THREAD_KIND.items()
+}
+_THREAD_NEW_SQL = {
+    family: (
+        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = '{kind}' "
+        f"AND n > ? ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
+    )
+    for family, kind in _THREAD_KIND.items()
+}
+# Every occurrence of a repeating calendar entry, earliest first (bounded).
+_SERIES_SQL = (
+    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'calendar' "
+    f"ORDER BY at, n LIMIT {MAX_OCCURRENCES}"
 )
 _DIRECT_NEW_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
@@ -876,10 +939,13 @@ _DIRECT_NEW_SQL = (
 )
 _DETAILS_SQL = "SELECT field, value FROM contact_detail WHERE contact_id = ?"
 _CARD_ORDER = ("org", "title", "birthday", "note")
-_THREAD_PEOPLE_SQL = (
-    "SELECT DISTINCT contact_id FROM memory_event "
-    "WHERE thread = ? AND kind = 'message' AND contact_id IS NOT NULL LIMIT 64"
-)
+_THREAD_PEOPLE_SQL = {
+    family: (
+        "SELECT DISTINCT contact_id FROM memory_event "
+        f"WHERE thread = ? AND kind = '{kind}' AND contact_id IS NOT NULL LIMIT 64"
+    )
+    for family, kind in _THREAD_KIND.items()
+}
 _DIRECT_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
     f"AND contact_id = ? ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
@@ -899,6 +965,7 @@ _BY_SOURCE_SQL = {
     SourceKind.CALENDAR: (
         f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'calendar'"
     ),
+    SourceKind.MAIL: f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'email'",
 }
 _BY_ID_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE id = ?"
 _BY_N_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE n IN ({{}})"
@@ -1039,15 +1106,23 @@ def _load(
     mark: int | None = found[0] if found is not None else None
     people: list[str] = []
     fresh: list[Row] = []
+    occurrences: tuple[int, ...] = ()
     if source.thread is not None:
-        top = conn.execute(_THREAD_TOP_SQL, (source.thread,)).fetchone()[0]
+        family = source.kind
+        top = conn.execute(_THREAD_TOP_SQL[family], (source.thread,)).fetchone()[0]
         if top is None or (mark is not None and mark >= top and not everything):
             return None
-        rows = _rows(conn.execute(_THREAD_SQL, (source.thread,)))
-        rows.sort(key=lambda r: (r[2], r[0]))
-        people = [r[0] for r in conn.execute(_THREAD_PEOPLE_SQL, (source.thread,))]
-        since_n = 0 if everything or mark is None else mark
-        fresh = _rows(conn.execute(_THREAD_NEW_SQL, (source.thread, since_n)))
+        if family is SourceKind.CALENDAR:
+            every = _rows(conn.execute(_SERIES_SQL, (source.thread,)))
+            occurrences = tuple(r[2] for r in every)
+            rows = series_lines(every)
+        else:
+            rows = _rows(conn.execute(_THREAD_SQL[family], (source.thread,)))
+            rows.sort(key=lambda r: (r[2], r[0]))
+        people = [r[0] for r in conn.execute(_THREAD_PEOPLE_SQL[family], (source.thread,))]
+        if family is SourceKind.CONVERSATION:
+            since_n = 0 if everything or mark is None else mark
+            fresh = _rows(conn.execute(_THREAD_NEW_SQL[family], (source.thread, since_n)))
     elif source.contact_id is not None:
         top = conn.execute(_DIRECT_TOP_SQL, (source.contact_id,)).fetchone()[0]
         if top is None or (mark is not None and mark >= top and not everything):
@@ -1079,7 +1154,34 @@ def _load(
     card: dict[str, str] = {}
     if len(people) == 1:
         card = dict(conn.execute(_DETAILS_SQL, (people[0],)).fetchall())
-    return _loaded(source, rows, top, people, fresh, names, card)
+    loaded = _loaded(source, rows, top, people, fresh, names, card)
+    if occurrences:
+        loaded = replace(loaded, occurrences=occurrences)
+    return loaded
+
+
+def series_lines(every: Sequence[Row]) -> list[Row]:
+    """What a model is shown of a repeating calendar entry (every occurrence,
+    earliest first): the first occurrence, and each later one whose title,
+    place, people or notes differ from the one before it (a moved or retitled
+    week), the newest of those if there are many."""
+    if not every:
+        return []
+    shown = [every[0]]
+    last = _without_when(every[0][5])
+    for row in every[1:]:
+        text = _without_when(row[5])
+        if text != last:
+            shown.append(row)
+            last = text
+    return shown[:1] + shown[1:][-(MAX_LINES - 1) :]
+
+
+def _without_when(text: str) -> str:
+    """A calendar entry's text less its second line, the time the importer
+    writes there: what two occurrences of one entry share."""
+    lines = text.split("\n")
+    return "\n".join(lines[:1] + lines[2:])
 
 
 def _filed(

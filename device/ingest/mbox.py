@@ -17,7 +17,9 @@ replacement. `bare_parse` does the splitting and parsing alone. The
 event's text is the subject line and the body: text/plain preferred, else the
 HTML reduced to text; quoted replies, their "On ... wrote:" attribution,
 Outlook's "Original Message" blocks and the signature trimmed; attachments
-named on a last line.
+named on a last line. Mail no person wrote (List-Id or List-Unsubscribe,
+Precedence: bulk, Auto-Submitted, a no-reply sender) says so on the line
+after the subject (`automated_by`).
 
 The thread is the root of References, else In-Reply-To, else the message's own
 Message-ID (else its subject without "Re:"/"Fwd:"), so a conversation shares
@@ -636,6 +638,9 @@ class MboxImporter:
 
         trimmed = trim_reply(body)
         lines = [f"Subject: {subject or '(no subject)'}"]
+        automated = automated_by(message, sender.address if sender is not None else "")
+        if automated:
+            lines.append(f"{AUTOMATED_MARK} ({automated})")
         if trimmed:
             lines += ["", trimmed]
         if attachments:
@@ -662,6 +667,34 @@ class MboxImporter:
             from_me=from_me,
             id=event_id,
         )
+
+
+# Mail no person wrote: a mailing list or newsletter, bulk mail, a robot's
+# notice. It is marked on the line after the subject ("Automated mail
+# (mailing list)"), which distillation reads: such mail gets a digest of its
+# own but never adds to anyone's person page.
+AUTOMATED_MARK = "Automated mail"
+_NO_REPLY = re.compile(
+    r"^(?:no[-_.]?reply|do[-_.]?not[-_.]?reply|notifications?|mailer-daemon|bounces?|"
+    r"newsletters?|alerts?|marketing)(?:[-_.+].*)?@",
+    re.IGNORECASE,
+)
+
+
+def automated_by(message: Message, address: str) -> str:
+    """Why ``message`` reads as sent by no person ("mailing list", "bulk
+    mail", "automatic reply", "no-reply sender"), or "" when a person wrote it."""
+    if _raw_header(message, "list-id") or _raw_header(message, "list-unsubscribe"):
+        return "mailing list"
+    precedence = _raw_header(message, "precedence").strip().casefold()
+    if precedence in ("bulk", "list", "junk"):
+        return "bulk mail"
+    auto = _raw_header(message, "auto-submitted").strip().casefold()
+    if auto and auto != "no":
+        return "automatic reply" if auto.startswith("auto-replied") else "sent automatically"
+    if _NO_REPLY.match(address):
+        return "no-reply sender"
+    return ""
 
 
 IMPORTER = MboxImporter()
