@@ -50,6 +50,7 @@ from pixie.device.agent.tools import (
     ToolEvent,
     TurnGuards,
     fallback_query,
+    key_words,
 )
 from pixie.device.distill.contract import BackendFailure
 from pixie.device.errors import BadInput
@@ -64,14 +65,13 @@ MAX_QUESTION_CHARS = 2_000
 MAX_STEPS = 8  # model requests with tools on offer, in one turn
 MAX_REFUSALS = 2  # refused repeats in one turn before the loop ends it
 MAX_PREVIEW_PEOPLE = 4
-MAX_PREVIEW_TOPICS = 4
 
 PERSONA = """\
 You are Pixie, a warm and discreet personal assistant who helps the user look \
 after the people in their life. Answer briefly and plainly.
 You have no memory in this conversation until you fetch it. To learn about a \
 person, the user, their standing instructions or recent conversations, call \
-check_notebook first (filter by person, topic or days_back). Call grep_memory \
+check_notebook first (filter by person, topic, days_back or days_ahead). Call grep_memory \
 only when the Notebook does not have it, to search raw messages, calls and \
 posts. Use only what these tools return; if they return nothing, say you do \
 not know. Never make up details about people. Do not repeat a call you have \
@@ -300,7 +300,11 @@ _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
 
 
 def _words(text: str) -> list[str]:
-    return [w.casefold() for w in _WORD.findall(text)]
+    """Lowercased words, a possessive's "'s" dropped ("Ada's" is Ada)."""
+    return [_POSSESSIVE.sub("", w.casefold()) for w in _WORD.findall(text)]
+
+
+_POSSESSIVE = re.compile(r"['’]s$")
 
 
 def _mentions(question: str, name: str) -> bool:
@@ -327,29 +331,82 @@ def people_in(question: str, contacts: ContactBook) -> list[str]:
     return found[:MAX_PREVIEW_PEOPLE]
 
 
-def topics_in(question: str, notebook: ClearNotebook) -> list[str]:
-    """The words of a question that are topic tags of some clear note."""
-    found: list[str] = []
-    for word in dict.fromkeys(_words(question)):
-        if len(found) >= MAX_PREVIEW_TOPICS:
-            break
-        if len(word) > 2 and notebook.search_clear("", topic=word, limit=1):
-            found.append(word)
-    return found
+# Words that ask for a time window rather than a subject: "what's on next
+# week" is the days ahead, not a search for "week". Each window, the days it
+# spans (generously: "next week" seen from a Saturday runs eight days on).
+_AHEAD = (
+    (re.compile(r"\b(?:tomorrow|amanh[ãa])\b"), 2),
+    (re.compile(r"\bthis (?:week|weekend)\b"), 7),
+    (re.compile(r"\b(?:next|coming|upcoming) (?:week|weekend|few days)\b"), 14),
+    (re.compile(r"\b(?:this|next|coming) month\b"), 62),
+    (re.compile(r"\b(?:coming up|upcoming|what'?s on|what'?s next|pr[óo]xim[ao]s?)\b"), 31),
+)
+_BACK = (
+    (re.compile(r"\b(?:yesterday|ontem)\b"), 2),
+    (re.compile(r"\b(?:last|past|previous) (?:week|weekend|few days)\b"), 14),
+    (re.compile(r"\b(?:last|past|previous) month\b"), 62),
+    (re.compile(r"\b(?:last|past|previous) year\b"), 400),
+)
+_WINDOW_WORDS = frozenset(
+    "tomorrow yesterday week weekend month year next coming upcoming last past previous few "
+    "days this up on what's whats amanhã amanha ontem próximo próxima próximos próximas".split()
+)
+
+
+def window_in(question: str) -> dict[str, int]:
+    """The time window a question asks about, as check_notebook's days_ahead
+    or days_back; empty when it names none."""
+    text = " ".join(question.casefold().replace("’", "'").split())
+    for pattern, days in _AHEAD:
+        if pattern.search(text):
+            return {"days_ahead": days}
+    for pattern, days in _BACK:
+        if pattern.search(text):
+            return {"days_back": days}
+    return {}
+
+
+def plan_calls(question: str, contacts: ContactBook) -> list[dict[str, Any]]:
+    """The check_notebook calls a question makes without a model: its key
+    words always (a tag counts twice a body word in the ranking, so topics
+    and words are tried together), for each person it names filtered to
+    them, and the time window it names. With neither words nor a filter, the
+    question itself."""
+    window = window_in(question)
+    words = [w for w in key_words(question) if not (window and w in _WINDOW_WORDS)]
+    people = people_in(question, contacts)
+    calls: list[dict[str, Any]] = []
+    named = {w for person in people for w in _words(person)}
+    for person in people:
+        rest = [w for w in words if w not in named and w.removesuffix("'s") not in named]
+        call: dict[str, Any] = {"person": person, **window}
+        if rest:
+            call["query"] = " ".join(rest)
+        calls.append(call)
+    if not people:
+        call = dict(window)
+        if words:
+            call["query"] = " ".join(words)
+        calls.append(call or {"query": question[:200]})
+    return calls
 
 
 def would_fetch(
     question: str, check: CheckNotebookTool, notebook: ClearNotebook, contacts: ContactBook
 ) -> list[tuple[dict[str, Any], str]]:
-    """What check_notebook returns for the names and topics in a question:
-    each call's arguments and its result, exactly as a model would read them.
-    With no name or topic in the question, the question itself as a query."""
+    """What check_notebook returns for a question without a model
+    (`plan_calls`): each call's arguments and its result, exactly as a model
+    would read them. A call for a person that matches none of their notes is
+    followed by one for the person alone (their page, their notes)."""
     question = check_question(question)
-    calls: list[dict[str, Any]] = [{"person": p} for p in people_in(question, contacts)]
-    calls += [{"topic": t} for t in topics_in(question, notebook)]
-    if not calls:
-        calls = [{"query": question[:200]}]
-    return [(args, check.call(args)) for args in calls]
+    out: list[tuple[dict[str, Any], str]] = []
+    for args in plan_calls(question, contacts):
+        answer = check.lookup(args)
+        out.append((args, answer.text))
+        if answer.missed and "person" in args and "query" in args:
+            alone = {k: v for k, v in args.items() if k != "query"}
+            out.append((alone, check.call(alone)))
+    return out
 
 
 __all__ = [
@@ -360,6 +417,8 @@ __all__ = [
     "ChatAgent",
     "ChatTurn",
     "check_question",
+    "plan_calls",
     "tool_agent_box",
+    "window_in",
     "would_fetch",
 ]

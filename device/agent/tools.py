@@ -146,6 +146,12 @@ class CheckNotebookTool:
                 "maximum": MAX_DAYS_BACK,
                 "description": "only notes about the last N days",
             },
+            "days_ahead": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_DAYS_BACK,
+                "description": "only notes about the next N days (appointments, plans)",
+            },
         },
         "additionalProperties": False,
     }
@@ -165,16 +171,13 @@ class CheckNotebookTool:
 
     def lookup(self, arguments: Mapping[str, Any]) -> NotebookAnswer:
         """What `call` returns, with the notes behind it."""
-        _check_arguments(arguments, {"query", "person", "topic", "days_back"})
+        _check_arguments(arguments, {"query", "person", "topic", "days_back", "days_ahead"})
         query = _optional_str(arguments, "query", MAX_QUERY_CHARS) or ""
         person = _optional_str(arguments, "person", MAX_PERSON_CHARS)
         topic = _optional_str(arguments, "topic", MAX_TAG_CHARS)
-        days = arguments.get("days_back")
-        if days is not None and (
-            isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS_BACK
-        ):
-            raise BadInput(f"days_back must be a whole number from 1 to {MAX_DAYS_BACK}")
-        return self.answer(query, person, topic, days)
+        days = _optional_days(arguments, "days_back")
+        ahead = _optional_days(arguments, "days_ahead")
+        return self.answer(query, person, topic, days, ahead)
 
     def search(
         self, query: str, person: str | None, topic: str | None, days_back: int | None
@@ -182,16 +185,27 @@ class CheckNotebookTool:
         return self.answer(query, person, topic, days_back).text
 
     def answer(
-        self, query: str, person: str | None, topic: str | None, days_back: int | None
+        self,
+        query: str,
+        person: str | None,
+        topic: str | None,
+        days_back: int | None,
+        days_ahead: int | None = None,
     ) -> NotebookAnswer:
         contact_id = None
         if person is not None:
             contact_id = self._resolve(person)
             if contact_id is None:
                 return NotebookAnswer(f'No notes are filed under that person ("{person}").', ())
-        since = self._now() - days_back * 86_400_000_000 if days_back else None
-        results = self._notebook.search_clear(query, contact_id, topic, since)
-        answer = render_results(results, query, person, topic, days_back)
+        now = self._now()
+        since = now - days_back * DAY_US if days_back else None
+        until = None
+        if days_ahead:
+            # The days ahead start now unless the days back start earlier.
+            since = since if since is not None else now
+            until = now + days_ahead * DAY_US
+        results = self._notebook.search_clear(query, contact_id, topic, since, until)
+        answer = render_results(results, query, person, topic, days_back, days_ahead)
         if contact_id is None:
             return NotebookAnswer(answer, tuple(results))
         # What the address book says about the person follows the notes:
@@ -220,7 +234,21 @@ class CheckNotebookTool:
         return pages.pop() if len(pages) == 1 else None
 
 
-def describe_filters(query: str, person: str | None, topic: str | None, days: int | None) -> str:
+def _optional_days(arguments: Mapping[str, Any], key: str) -> int | None:
+    days = arguments.get(key)
+    if days is not None and (
+        isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS_BACK
+    ):
+        raise BadInput(f"{key} must be a whole number from 1 to {MAX_DAYS_BACK}")
+    return days
+
+
+DAY_US = 86_400_000_000
+
+
+def describe_filters(
+    query: str, person: str | None, topic: str | None, days: int | None, ahead: int | None = None
+) -> str:
     """The filters of a search in words: 'about Priya tagged work from the last 3 days'."""
     parts = []
     if person:
@@ -229,6 +257,8 @@ def describe_filters(query: str, person: str | None, topic: str | None, days: in
         parts.append(f"tagged {topic}")
     if days:
         parts.append("from the last day" if days == 1 else f"from the last {days} days")
+    if ahead:
+        parts.append("in the next day" if ahead == 1 else f"in the next {ahead} days")
     return " ".join(parts)
 
 
@@ -266,9 +296,14 @@ def render_contact_card(info: ContactInfo) -> list[str]:
 
 
 def render_results(
-    results: list[ScoredNote], query: str, person: str | None, topic: str | None, days: int | None
+    results: list[ScoredNote],
+    query: str,
+    person: str | None,
+    topic: str | None,
+    days: int | None,
+    ahead: int | None = None,
 ) -> str:
-    filters = describe_filters(query, person, topic, days)
+    filters = describe_filters(query, person, topic, days, ahead)
     words = f'"{query.strip()}"' if query.strip() else ""
     if not results:
         if words:

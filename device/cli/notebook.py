@@ -28,7 +28,6 @@ from pixie.device.store.shortids import (
     resolve_note_id,
     short_forms,
 )
-from pixie.protocol.timestamps import now_us
 
 MAX_STDIN_BODY_BYTES = 1024 * 1024
 
@@ -161,41 +160,32 @@ def cmd_notebook_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_notebook_search(args: argparse.Namespace) -> int:
-    if args.days is not None and not 1 <= args.days <= MAX_DAYS_BACK:
-        raise BadInput(f"--days must be from 1 to {MAX_DAYS_BACK}")
+    for flag, value in (("--days", args.days), ("--ahead", args.ahead)):
+        if value is not None and not 1 <= value <= MAX_DAYS_BACK:
+            raise BadInput(f"{flag} must be from 1 to {MAX_DAYS_BACK}")
+    wanted: dict[str, Any] = {"query": args.query or ""}
+    for key, value in (
+        ("person", args.person),
+        ("topic", args.topic),
+        ("days_back", args.days),
+        ("days_ahead", args.ahead),
+    ):
+        if value is not None:
+            wanted[key] = value
     with open_node(args) as node:
-        tool = _check_tool(node)
+        answer = _check_tool(node).lookup(wanted)
         if args.json:
-            contact_id = None
-            if args.person is not None:
-                try:
-                    contact_id = node.contacts.resolve(args.person)
-                except NotFound:
-                    emit_json({"notes": [], "message": "No notes are filed under that person."})
-                    return 0
-            since = now_us() - args.days * 86_400_000_000 if args.days else None
-            found = node.notebook.clear_view().search_clear(
-                args.query or "", contact_id, args.topic, since
-            )
             names = node.contacts.names()
             emit_json(
                 {
                     "notes": [
-                        {**display.note_json(s.note, names), "score": s.score} for s in found
+                        {**display.note_json(s.note, names), "score": s.score}
+                        for s in answer.notes
                     ],
-                    "message": display.search_text(
-                        tool, args.query or "", args.person, args.topic, args.days
-                    ).splitlines()[0],
+                    "message": answer.text.splitlines()[0],
                 }
             )
         else:
-            wanted: dict[str, Any] = {"query": args.query or ""}
-            for key, value in (("person", args.person), ("topic", args.topic)):
-                if value is not None:
-                    wanted[key] = value
-            if args.days is not None:
-                wanted["days_back"] = args.days
-            answer = tool.lookup(wanted)
             # A miss is one line that says so; the person's contact card, which
             # the model gets after it, is no match and is not shown as one.
             print(answer.text.splitlines()[0] if answer.missed else answer.text)
@@ -272,6 +262,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", metavar="T")
     p.add_argument(
         "--days", type=days_back_flag, metavar="N", help="only notes about the last N days"
+    )
+    p.add_argument(
+        "--ahead",
+        type=days_back_flag,
+        metavar="N",
+        help="only notes about the next N days (appointments, plans)",
     )
     json_flag(p)
     p.set_defaults(func=cmd_notebook_search)

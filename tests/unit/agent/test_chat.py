@@ -21,7 +21,15 @@ from typing import Any
 
 import pytest
 
-from pixie.device.agent.chat import MAX_STEPS, PERSONA, STOPPED_REPLY, ChatAgent, ChatTurn
+from pixie.device.agent.chat import (
+    MAX_STEPS,
+    PERSONA,
+    STOPPED_REPLY,
+    ChatAgent,
+    ChatTurn,
+    plan_calls,
+    window_in,
+)
 from pixie.device.agent.chatmodel import MAX_TOOL_CALLS, ToolCallingModel
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.agent.tools import DEFAULT_BUDGETS, CheckNotebookTool, ToolBox, ToolEvent
@@ -339,7 +347,15 @@ def test_chat_without_a_model_says_so_and_shows_what_it_would_fetch(
     assert result.code == 0, result.err
     check = CheckNotebookTool(life.node.notebook.clear_view(), life.node.contacts)
     expected = [NO_MODEL]
-    for args in ({"person": "Ada"}, {"person": "Marco"}, {"topic": "sport"}):
+    # The question's words go with each person it names (the names left
+    # out); a person none of whose notes match is then looked up alone.
+    calls: list[dict[str, Any]] = [
+        {"person": "Ada", "query": "still sport"},
+        {"person": "Marco", "query": "still sport"},
+        {"person": "Marco"},
+    ]
+    assert check.lookup(calls[0]).notes and check.lookup(calls[1]).missed
+    for args in calls:
         expected += ["", f"[would fetch] check_notebook {json.dumps(args)}", check.call(args)]
     assert result.out == "\n".join(expected) + "\n"
     assert FETCHED_NOTE in result.out
@@ -420,3 +436,34 @@ def test_bad_input_is_one_clear_line(data_dir: Path, argv: list[str], error: str
     assert result.err.startswith("pixie: error: ")
     assert error in result.err
     assert result.err.count("\n") == 1
+
+
+# -- the offline planner ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "calls"),
+    [
+        # The content word stays: not just the tag "appointment".
+        ("when is my dentist appointment", [{"query": "dentist appointment"}]),
+        ("What's on next week?", [{"days_ahead": 14}]),
+        ("anything with Ada tomorrow?", [{"person": "Ada", "days_ahead": 2}]),
+        (
+            "what did Priya say about the flat last month",
+            [{"person": "Priya", "days_back": 62, "query": "flat"}],
+        ),
+        ("Ada's new job", [{"person": "Ada", "query": "new job"}]),
+        ("what?", [{"query": "what"}]),
+    ],
+)
+def test_the_offline_planner_keeps_content_words(
+    life: Life, question: str, calls: list[dict[str, Any]]
+) -> None:
+    assert plan_calls(question, life.node.contacts) == calls
+
+
+def test_window_words() -> None:
+    assert window_in("what's coming up") == {"days_ahead": 31}
+    assert window_in("anything this weekend?") == {"days_ahead": 7}
+    assert window_in("what did I do last weekend") == {"days_back": 14}
+    assert window_in("when did I last see Ada") == {}

@@ -235,6 +235,31 @@ def test_days_back_window_uses_the_injected_now(book: Book) -> None:
     assert later.call({"days_back": 5}) == ("No notes in the Notebook from the last 5 days.")
 
 
+def test_days_ahead_finds_what_is_coming(book: Book) -> None:
+    nb = book.node.notebook
+    for days, title in ((3, "Dentist check-up"), (10, "Flight to Lisbon"), (40, "Wedding")):
+        nb.upsert_clear(
+            Distilled(
+                NoteKind.CONVERSATION_DIGEST,
+                f"cal:{days}",
+                title,
+                "Appointment.",
+                about_date=book.now + days * DAY_US,
+            )
+        )
+    answer = book.tool.call({"days_ahead": 7})
+    assert labels(answer) == ["Conversation · Dentist check-up"]
+    assert answer.splitlines()[0] == "1 note in the next 7 days:"
+    assert labels(book.tool.call({"days_ahead": 14})) == [
+        "Conversation · Flight to Lisbon",
+        "Conversation · Dentist check-up",
+    ]
+    # Both windows together: from N days back to M days ahead.
+    both = set(labels(book.tool.call({"days_back": 5, "days_ahead": 7})))
+    assert "Conversation · Dentist check-up" in both and "Conversation · Wedding" not in both
+    assert book.tool.call({"days_ahead": 1}) == "No notes in the Notebook in the next day."
+
+
 def test_long_bodies_are_clipped_and_offloaded_ones_say_so(book: Book) -> None:
     nb = book.node.notebook
     words = " ".join(f"word{i}\n" for i in range(200))
@@ -288,6 +313,9 @@ def test_blank_strings_mean_no_filter(book: Book) -> None:
         {"days_back": "3"},
         {"days_back": MAX_DAYS_BACK + 1},
         {"days_back": 10**100},
+        {"days_ahead": 0},
+        {"days_ahead": "7"},
+        {"days_ahead": MAX_DAYS_BACK + 1},
         {"query": "x" * (MAX_QUERY_CHARS + 1)},
         {"person": "A" * 201},
         {"topic": "t" * 41},
@@ -636,7 +664,7 @@ def test_schemas_are_openai_function_definitions(book: Book) -> None:
         assert fn["parameters"]["type"] == "object"
         assert fn["parameters"]["additionalProperties"] is False
     notebook = schemas[0]["function"]["parameters"]
-    assert set(notebook["properties"]) == {"query", "person", "topic", "days_back"}
+    assert set(notebook["properties"]) == {"query", "person", "topic", "days_back", "days_ahead"}
     assert notebook["properties"]["days_back"] == {
         "type": "integer",
         "minimum": 1,

@@ -1,0 +1,254 @@
+"""Meaning vectors for notes: a small static embedding model, fully offline.
+
+Word search meets a note only on shared stems, so "gift ideas for Maria" never
+finds "she'd love that teal teapot". This module turns a text into a vector
+whose direction carries some of its meaning, so that notes can be ranked by
+how close they sit to a question.
+
+Why a static model
+------------------
+The model is WordLlama's ``l2_supercat`` at 256 dimensions: one learned vector
+per token of the Llama 2 vocabulary (32,000 of them), and a text's vector is
+the average of its tokens' vectors. There is no network, no attention and no
+GPU; embedding is a tokenizer pass and a table look-up: some seven thousand
+300-character notes a second on a two-core machine, and a query in well under
+a millisecond. The table (16 MB of float16) and the tokenizer's configuration
+ship inside the ``wordllama`` wheel from PyPI, and are read straight from the
+installed package: nothing is fetched, cached or written at run time, which is
+what a local-first memory needs.
+
+This module reads those two files itself (with ``safetensors``, ``tokenizers``
+and numpy) and never imports the ``wordllama`` package: its own loader looks
+for the tokenizer file in a folder the wheel does not have and falls back to
+downloading it, and importing it configures the root logger, which would
+repeat every ``pixie`` log line on stderr. The average computed here is the
+one ``WordLlamaInference.embed`` computes (no special tokens, mean over the
+tokens): on the same text the two agree to within float16 rounding.
+
+The cost: an average of word vectors has no word order and no negation ("not
+ill" sits beside "ill"); names and surface words weigh heavily, so two notes
+that share a name can outrank the note that answers the question; related
+texts that share no words score low in absolute terms (a few hundredths), so
+a score is only good for ranking, never as a threshold; the vocabulary is
+English-centred. The first use in a process costs about 0.2 s and 55 MB of
+memory (the libraries and the table); a stored vector costs 512 bytes
+(``DIM`` float16 values, little-endian). Measurements are in the notes that
+came with this module.
+
+Sealed notes
+------------
+A sealed note must never be embedded: its vector leaks its meaning (nearest
+neighbours, clustering and probing all recover what it is about) even though
+its text stays sealed. Keeping sealed text away from this module is the
+callers' duty, as it is for every clear-zone index; this module only computes.
+
+Threads: the model is loaded once per process behind a lock, and is read-only
+afterwards, so callers may embed from a worker thread. Nothing heavy (numpy,
+the tokenizer, the table) is imported until the first call that needs it, so
+importing this module costs a command's start-up nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from pixie.device.errors import DeviceError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    from tokenizers import Tokenizer
+
+DIM: Final[int] = 256
+"""Values per vector."""
+
+MODEL_NAME: Final[str] = "wordllama-l2_supercat-256-mean-f16"
+"""What made a vector, and how it is packed. Vectors made under another name
+are not comparable with these: store the name beside them and re-embed when it
+changes."""
+
+VECTOR_BYTES: Final[int] = DIM * 2
+"""Length of one packed vector (float16)."""
+
+MAX_CHARS: Final[int] = 2000
+"""A text is cut to this many characters before it is embedded."""
+
+BATCH: Final[int] = 256
+"""Texts per tokenizer call in `embed`."""
+
+_PACKAGE: Final = "wordllama"
+_WEIGHTS: Final = ("weights", "l2_supercat_256.safetensors")
+_TOKENIZER: Final = ("tokenizers", "l2_supercat_tokenizer_config.json")
+_TENSOR: Final = "embedding.weight"
+_LIBRARIES: Final = ("numpy", "safetensors", "tokenizers")
+_PACKED: Final = "<f2"
+
+
+class MeaningUnavailable(DeviceError):
+    """The embedding model's libraries or files are not installed, or are damaged."""
+
+
+class _Model:
+    __slots__ = ("table", "tokenizer")
+
+    def __init__(self, table: npt.NDArray[np.float16], tokenizer: Tokenizer) -> None:
+        self.table = table
+        self.tokenizer = tokenizer
+
+
+_lock = threading.Lock()
+_loaded: _Model | None = None
+
+
+def _model_files() -> tuple[Path, Path] | None:
+    """The table and tokenizer files inside the installed wheel, without importing it."""
+    try:
+        spec = importlib.util.find_spec(_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        root = Path(location)
+        weights, tokenizer = root.joinpath(*_WEIGHTS), root.joinpath(*_TOKENIZER)
+        if weights.is_file() and tokenizer.is_file():
+            return weights, tokenizer
+    return None
+
+
+def available() -> bool:
+    """Whether the model can be loaded: its libraries import and its files are there.
+
+    Never raises. Imports the libraries (a tenth of a second the first time) but
+    does not read the table.
+    """
+    try:
+        for name in _LIBRARIES:
+            importlib.import_module(name)
+        return _model_files() is not None
+    except Exception:  # a broken install is "not available", whatever it raises
+        return False
+
+
+def _load() -> _Model:
+    try:
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise MeaningUnavailable(f"the embedding libraries are not installed ({exc})") from exc
+    files = _model_files()
+    if files is None:
+        raise MeaningUnavailable(f"the {_PACKAGE} package and its {DIM}-d model are not installed")
+    weights, tokenizer_file = files
+    try:
+        with safe_open(str(weights), framework="np") as tensors:
+            table = tensors.get_tensor(_TENSOR)
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    except Exception as exc:  # the libraries raise plain Exception on bad files
+        raise MeaningUnavailable(f"the embedding model could not be read ({exc})") from exc
+    if table.ndim != 2 or table.shape[1] != DIM or table.dtype.name != "float16":
+        raise MeaningUnavailable(f"unexpected embedding table {table.dtype}{table.shape}")
+    if tokenizer.get_vocab_size(with_added_tokens=True) > table.shape[0]:
+        raise MeaningUnavailable("the tokenizer's vocabulary is larger than the embedding table")
+    # One text is one sequence: no padding to a batch's longest, no cut at a token count.
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    table.flags.writeable = False
+    return _Model(table, tokenizer)
+
+
+def _model() -> _Model:
+    global _loaded  # noqa: PLW0603 - the once-per-process cache
+    model = _loaded
+    if model is None:
+        with _lock:
+            if _loaded is None:
+                _loaded = _load()
+            model = _loaded
+    return model
+
+
+def _prepare(text: str) -> str:
+    """Cut to `MAX_CHARS`, then fold runs of whitespace to one space.
+
+    Newlines and repeated spaces are tokens of their own in this vocabulary
+    (byte and space pieces), which would pull every multi-line note towards the
+    others; the words are what carry the meaning.
+    """
+    return " ".join(text[:MAX_CHARS].split())
+
+
+def embed(texts: Sequence[str]) -> list[bytes]:
+    """One packed, L2-normalised float16 vector (`VECTOR_BYTES` bytes) per text.
+
+    An empty or whitespace-only text gives the zero vector, which is similar to
+    nothing. Each text's vector depends on that text alone, so the same text
+    gives the same bytes however it is batched. Raises `MeaningUnavailable` if
+    the model is not installed.
+    """
+    if isinstance(texts, str):
+        raise TypeError("embed takes a sequence of texts; use embed_query for one")
+    model = _model()
+    import numpy as np
+
+    prepared = [_prepare(text) for text in texts]
+    vectors = np.zeros((len(prepared), DIM), dtype=np.float32)
+    todo = [i for i, text in enumerate(prepared) if text]
+    for start in range(0, len(todo), BATCH):
+        rows = todo[start : start + BATCH]
+        encodings = model.tokenizer.encode_batch(
+            [prepared[i] for i in rows], add_special_tokens=False
+        )
+        for row, encoding in zip(rows, encodings, strict=True):
+            ids = encoding.ids
+            if ids:
+                vectors[row] = model.table[ids].astype(np.float32).sum(axis=0) / len(ids)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.divide(vectors, norms, out=vectors, where=norms > 0)
+    packed = vectors.astype(_PACKED)
+    return [row.tobytes() for row in packed]
+
+
+def embed_query(text: str) -> bytes | None:
+    """The packed vector of one query, or None if it has nothing to embed (blank).
+
+    Raises `MeaningUnavailable` if the model is not installed.
+    """
+    if not _prepare(text):
+        return None
+    vector = embed([text])[0]
+    return None if not any(vector) else vector
+
+
+def _check(vector: bytes, what: str) -> None:
+    if len(vector) != VECTOR_BYTES:
+        raise ValueError(f"{what} is {len(vector)} bytes, not {VECTOR_BYTES} ({MODEL_NAME})")
+
+
+def similarities(query: bytes, vectors: Sequence[bytes]) -> list[float]:
+    """Cosine similarity of the query to each vector, in order, in [-1, 1].
+
+    The vectors are normalised when made, so this is their dot product; a zero
+    vector scores 0. A vector of the wrong length raises ValueError. Needs
+    numpy but not the model.
+    """
+    _check(query, "the query vector")
+    for index, vector in enumerate(vectors):
+        _check(vector, f"vector {index}")
+    if not vectors:
+        return []
+    try:
+        import numpy as np
+    except ImportError as exc:
+        raise MeaningUnavailable(f"numpy is not installed ({exc})") from exc
+
+    q = np.frombuffer(query, dtype=_PACKED).astype(np.float32)
+    matrix = np.frombuffer(b"".join(vectors), dtype=_PACKED).reshape(len(vectors), DIM)
+    scores = matrix.astype(np.float32) @ q
+    np.clip(scores, -1.0, 1.0, out=scores)
+    return [float(score) for score in scores]
