@@ -32,7 +32,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from pixie.device.distill.contract import (
@@ -97,6 +97,7 @@ class OfflineDistiller:
 
 def distill(request: DistillRequest) -> dict[str, object]:
     """The answer a model would give, as a JSON-ready object."""
+    request = without_media(request)
     if request.kind is SourceKind.CONVERSATION:
         return _conversation(request)
     if request.kind is SourceKind.POST:
@@ -255,18 +256,95 @@ def _as_theirs(sentence: str) -> str:
 
 
 def _states(sentence: str) -> bool:
-    """Whether a sentence states something worth keeping besides what the
-    patterns read: three content words or more; no question, small talk,
-    link or arrangement (plans are read as plans); nothing a pattern already
-    turned into a fact (a later fact of its kind may supersede it)."""
+    """Whether a sentence states something worth keeping about its speaker
+    besides what the patterns read: three content words or more; no
+    question, small talk, link or arrangement (plans are read as plans);
+    not about someone else ("She kept talking about that teapot" tells of
+    her, not of whoever said it); nothing a pattern already turned into a
+    fact (a later fact of its kind may supersede it)."""
     return (
         not sentence.rstrip().endswith("?")
+        and not about_someone_else(sentence)
         and _content(sentence) >= 3
         and _score(sentence) > 0
         and "://" not in sentence
         and not arranges(sentence)
         and not facts_in(sentence, None, FIRST_PERSON, loose=True)
     )
+
+
+# Whose a sentence is: one that opens on a third person ("She", "his sister",
+# "Maria", "Tom's new job") tells of them, not of its speaker. A capitalised
+# first word is a name unless it is a word any sentence may start with.
+_THIRD_PERSON = re.compile(
+    r"^(?:she|he|they|her|his|their|hers|him|them)(?:['’](?:s|d|ll|re|ve))?\b", re.IGNORECASE
+)
+_OPENERS = frozenset(
+    """
+    a an the this that these those it it's its there there's here what when where why how who
+    which i i'm i've i'd i'll we we're we've my our you your yes no not so and but or if then
+    just also still maybe perhaps anyway well oh ok okay sure thanks thank sorry please hope
+    good great nice lovely really actually honestly finally today tonight tomorrow yesterday
+    last next after before since on in at for from with by to of all some any every one two
+    got had have has was were is are will would could should can did do does been being let
+    """.split()
+)
+_LEAD_NAME = re.compile(r"^([A-ZÀ-Þ][\w'’-]+)")
+
+
+def about_someone_else(sentence: str) -> bool:
+    """Whether a sentence opens on someone other than its speaker: a third
+    person's pronoun, or a name's possessive ("Tom's new job"). A bare
+    capitalised first word is not taken for a name: every sentence opens on
+    one ("Made ramen", "Conductor wants ...")."""
+    text = sentence.lstrip(" \"'“‘(-–—")
+    if _THIRD_PERSON.match(text):
+        return True
+    lead = _LEAD_NAME.match(text)
+    if lead is None:
+        return False
+    word = lead.group(1).casefold()
+    bare = _POSSESSIVE_END.sub("", word)
+    return bare != word and bare not in _OPENERS
+
+
+_POSSESSIVE_END = re.compile(r"['’]s$")
+
+# What a message carried besides words ("[attached: IMG_0042.jpg]", "[media
+# omitted]", "[photo]", "[sticker 👍]", "[voice message]") and lines quoting
+# another message ("> see you at 8"): neither says anything of its own, so
+# the built-in distiller reads neither, and a line with nothing else is left
+# out of its reading.
+_MEDIA_MARK = re.compile(
+    r"\[(?:attached|attachments?|media omitted|photo|sticker|voice message|video message|"
+    r"video|GIF|audio|file|contact|location|poll)\b[^\]\n]{0,300}\]",
+    re.IGNORECASE,
+)
+_QUOTE_LINE = re.compile(r"^\s*>.*$", re.MULTILINE)
+
+
+def without_media(request: DistillRequest) -> DistillRequest:
+    """``request`` with media marks and quoted lines taken out of its lines,
+    and lines with nothing else left dropped (a request keeps one line)."""
+
+    def clean(lines: Sequence[Line]) -> list[Line]:
+        out = []
+        for line in lines:
+            if line.kind not in ("message", "post"):
+                out.append(line)
+                continue
+            text = _QUOTE_LINE.sub("", _MEDIA_MARK.sub("", line.text)).strip()
+            if text == line.text:
+                out.append(line)
+            elif text:
+                out.append(Line(line.at, line.speaker, line.from_me, text, line.kind))
+        return out
+
+    lines = tuple(clean(request.lines) or request.lines[:1])
+    earlier = tuple(clean(request.earlier))
+    if lines == request.lines and earlier == request.earlier:
+        return request
+    return replace(request, lines=lines, earlier=earlier)
 
 
 def _their_facts(request: DistillRequest, name: str) -> list[Fact]:

@@ -1,0 +1,80 @@
+"""Whose words a fact is: a sentence about a third person is not filed on
+its speaker's page, and attachments, media marks and quoted lines are never
+read as anything said."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from pixie.device.distill.contract import ME, Line, SourceKind, make_request
+from pixie.device.distill.offline import about_someone_else, distill, without_media
+
+T0 = int(dt.datetime(2026, 10, 2, 9, tzinfo=dt.UTC).timestamp()) * 1_000_000
+MINUTE = 60_000_000
+
+
+def page_texts(answer: dict[str, object]) -> list[str]:
+    facts = answer["person_facts"]
+    assert isinstance(facts, list)
+    return [str(f["text"]) for f in facts]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "other"),
+    [
+        ("She kept talking about that teal Le Creuset teapot", True),
+        ("He's moving to Bristol in March", True),
+        ("Their kitchen is finally finished", True),
+        ("Maria's new job starts on Monday", True),
+        ("My sister moved her bakery to Braga", False),
+        ("Made ramen from scratch, the broth took 12 hours", False),
+        ("Conductor wants the cellos louder", False),
+        ("It's been a long week at the hospital", False),
+    ],
+)
+def test_a_sentence_about_someone_else(sentence: str, other: bool) -> None:
+    assert about_someone_else(sentence) is other
+
+
+def test_what_tom_says_of_maria_is_not_on_toms_page() -> None:
+    lines = [
+        Line(T0, "Tom", False, "Saw Maria at the market yesterday, she looked well."),
+        Line(T0 + MINUTE, "Tom", False, "She kept talking about that teal Le Creuset teapot."),
+        Line(T0 + 2 * MINUTE, "Tom", False, "I finally finished the shed roof this weekend."),
+        Line(T0 + 3 * MINUTE, ME, True, "Nice one!"),
+    ]
+    request = make_request(SourceKind.CONVERSATION, "Tom", "Tom", ["Tom"], lines)
+    answer = distill(request)
+    texts = page_texts(answer)
+    assert not any("teapot" in t for t in texts)
+    assert any("shed roof" in t for t in texts)
+    assert "teapot" in str(answer["summary"])  # the digest still holds it
+
+
+def test_attachments_and_quotes_are_never_facts() -> None:
+    lines = [
+        Line(T0, "Mum", False, "[attached: 00000012-PHOTO-2026-10-02-09-00-00.jpg]"),
+        Line(T0 + MINUTE, "Mum", False, "[media omitted]"),
+        Line(T0 + 2 * MINUTE, "Mum", False, "> Dad repainted the whole fence green\nLovely!"),
+        Line(T0 + 3 * MINUTE, "Mum", False, "I planted three apple trees in the garden today."),
+    ]
+    request = make_request(SourceKind.CONVERSATION, "Mum", "Mum", ["Mum"], lines)
+    cleaned = without_media(request)
+    assert [line.text for line in cleaned.lines] == [
+        "Lovely!",
+        "I planted three apple trees in the garden today.",
+    ]
+    texts = page_texts(distill(request))
+    assert not any("PHOTO" in t or "jpg" in t or "fence" in t for t in texts)
+    assert any("apple trees" in t for t in texts)
+    summary = str(distill(request)["summary"])
+    assert "jpg" not in summary and "fence" not in summary
+
+
+def test_a_request_of_media_alone_keeps_one_line() -> None:
+    lines = [Line(T0, "Mum", False, "[photo]")]
+    request = make_request(SourceKind.CONVERSATION, "Mum", "Mum", ["Mum"], lines)
+    assert without_media(request).lines == request.lines[:1]
+    distill(request)  # answers without a line to read
