@@ -41,6 +41,15 @@ def _file_keys(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     monkeypatch.setenv("PIXIE_KEYS", str(tmp_path_factory.mktemp("keys")))
 
 
+@pytest.fixture(autouse=True)
+def _term_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches rank by terms alone unless a test turns meaning on (the
+    tests of `nearby` and of search with meaning do): the many tests that
+    hold the spec's term ranking exactly then see that ranking, and no test
+    pays for loading the embedding model it does not use."""
+    monkeypatch.setenv("PIXIE_EMBEDDINGS", "0")
+
+
 @pytest.fixture
 async def wire(nursery: trio.Nursery) -> AsyncIterator[tuple[RelayAddress, Recorder]]:
     """A real relay on loopback behind a proxy that records every byte both ways."""

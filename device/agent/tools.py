@@ -320,6 +320,8 @@ def render_results(
         meta = [format_date(note.effective_date)]
         if note.tags:
             meta.append("tags: " + ", ".join(note.tags))
+        if item.by_meaning:
+            meta.append("by meaning")
         lines.append(f"{i}. {label(note.kind, note.title)} ({'; '.join(meta)})")
         if note.body is None:
             lines.append("   Offloaded — opens from your Homebase.")

@@ -112,6 +112,7 @@ from pixie.device.distill.router import LLMRouter, Routed
 from pixie.device.distill.series import rhythm, series_of
 from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
+from pixie.device.notebook import nearby
 from pixie.device.notebook.clear import (
     ClearNotebookStore,
     Distilled,
@@ -249,6 +250,7 @@ class PassReport:
     model_calls: dict[str, int] = field(default_factory=dict)  # answers asked for, by backend
     notes: Counter[str] = field(default_factory=Counter)  # by UpsertOutcome
     seconds: float = 0.0
+    embedded: int = 0  # notes given a meaning vector after the pass
 
     @property
     def sources(self) -> int:
@@ -277,6 +279,7 @@ class PassReport:
             "failed": self.failed,
             "notes_written": self.written,
             "notes": {o.value: self.notes[o] for o in UpsertOutcome},
+            "embedded": self.embedded,
             "seconds": round(self.seconds, 3),
         }
 
@@ -1362,6 +1365,10 @@ class NotetakingService:
                     report.notes[result.outcome] += 1
             if not report.failed and scan.top > scan.since:
                 await self._db(self.advance_scan, scan.top)
+            if report.written and nearby.enabled():
+                # The new notes' meaning vectors, in batches on the lane, so
+                # the first search after a pass need not make them.
+                report.embedded = await self._db(nearby.refresh, self.db)
         finally:
             report.model_calls = dict(self.router.calls)
             report.seconds = time.perf_counter() - started

@@ -21,6 +21,7 @@ from sqlalchemy import (
     select,
 )
 
+from pixie.device.notebook import meaning, nearby
 from pixie.device.notebook.terms import (
     MAX_QUERY_TERMS,
     STOPWORDS,
@@ -151,6 +152,7 @@ def varied(ranked: list[tuple[bool, str]], limit: int) -> list[int]:
 class ScoredNote:
     note: ClearNote
     score: int
+    by_meaning: bool = False  # matched no query term: near the query in meaning
 
 
 _LIVE = "zone = 'clear' AND deleted = 0"
@@ -177,8 +179,17 @@ _COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
 class ClearNotebook:
     """Clear-zone reads: `clear_notes`, `get_clear` and `search_clear`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, meaning: bool | None = None) -> None:
         self._db = db
+        # Meaning-level tie-breaks and fill (`nearby`); None: on where the
+        # model loads and PIXIE_EMBEDDINGS does not turn it off, decided at
+        # the first search with terms (finding out imports the libraries).
+        self._meaning = meaning
+
+    def _meaning_on(self) -> bool:
+        if self._meaning is None:
+            self._meaning = nearby.enabled()
+        return self._meaning
 
     @staticmethod
     def _clear() -> ColumnElement[bool]:
@@ -225,6 +236,14 @@ class ClearNotebook:
         person's own page (their Person note) comes first whenever it is among
         the matches, and the person's other notes follow by score. With no terms, the filtered notes
         come back newest first, the person's own page leading.
+
+        With meaning on (`nearby`), two things change and nothing else: of
+        notes with equal scores, the one nearer the query in meaning comes
+        first (recency breaks what that leaves tied); and when fewer than
+        ``limit`` notes match any term, the nearest other notes that pass the
+        same filters fill the places left, after every term match, with score
+        0 and ``by_meaning`` set. Which notes match, their scores and the
+        order of different scores are the term ranking's alone.
         """
         # The hot path of check_notebook runs as one hand-written statement on
         # the driver: building and loading it through the ORM cost several
@@ -256,6 +275,10 @@ class ClearNotebook:
                 filters.append(f"n IN (SELECT n FROM note WHERE {_LIVE} AND {_EFFECTIVE} {op} ?)")
                 params.append(value)
         terms = search_terms(query)
+        near: bytes | None = None
+        if terms and self._meaning_on():
+            nearby.refresh(self._db, nearby.SEARCH_REFRESH)
+            near = meaning.embed_query(query)
         # Straight to the driver: several small statements per search, and
         # each costs less than SQLAlchemy's wrapping of it.
         with self._db.snapshot() as conn:
@@ -264,9 +287,48 @@ class ClearNotebook:
                 own = [int(n) for (n,) in conn.execute(_OWN_PAGE, (contact_id,))]
             if not terms:
                 rows = self._newest(conn, conditions, params, own, limit)
-            else:
-                rows = self._ranked(conn, terms, filters, params, own, limit)
-        return [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
+                return [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
+            index = nearby.index_for(self._db) if near is not None else None
+            ranked = self._ranked(conn, terms, filters, params, own, limit, index, near)
+            found = [ScoredNote(clear_note_from_columns(r[2:]), int(r[1])) for r in ranked]
+            if index is not None and near is not None and len(found) < limit:
+                found += self._by_meaning(
+                    conn, index, near, conditions, params, {r[0] for r in ranked}, limit
+                )
+        return found
+
+    @staticmethod
+    def _by_meaning(
+        conn: Any,
+        index: nearby.MeaningIndex,
+        near: bytes,
+        conditions: list[str],
+        params: list[object],
+        taken: set[int],
+        limit: int,
+    ) -> list[ScoredNote]:
+        """The notes nearest the query in meaning that pass the filters and
+        are not among ``taken``, for the places term matches left."""
+        allowed: set[int] | None = None
+        if conditions:
+            where = " AND ".join([_LIVE, *conditions])
+            allowed = {int(n) for (n,) in conn.execute(f"SELECT n FROM note WHERE {where}", params)}
+        nearest = index.nearest(conn, near, allowed, taken, limit - len(taken))
+        if not nearest:
+            return []
+        marks = ", ".join("?" * len(nearest))
+        whole = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                f"SELECT note.n, {_COLUMNS} FROM note WHERE {_LIVE} AND note.n IN ({marks})",
+                tuple(n for n, _ in nearest),
+            )
+        }
+        return [
+            ScoredNote(clear_note_from_columns(whole[n]), 0, by_meaning=True)
+            for n, _ in nearest
+            if n in whole
+        ]
 
     @staticmethod
     def _newest(
@@ -299,6 +361,8 @@ class ClearNotebook:
         params: list[object],
         own: list[int],
         limit: int,
+        index: nearby.MeaningIndex | None = None,
+        near: bytes | None = None,
     ) -> list[Any]:
         # The index holds words as written; each term's words are looked up
         # in its vocabulary by prefix ranges and kept if their stem is the
@@ -347,6 +411,11 @@ class ClearNotebook:
         pool = max(limit, 1) * (POOL // TOP_RESULTS)
         every = [*match_params, *params, *own, pool - 1, *own, pool]
         ranked = conn.execute(sql, tuple(every)).fetchall()
+        if index is not None and near is not None and len(ranked) > 1:
+            # Among equal scores the note nearer the query in meaning comes
+            # first; recency (the order read) breaks what that leaves tied.
+            sims = index.similarity(conn, near, [r[0] for r in ranked])
+            ranked.sort(key=lambda r: (-r[3], -r[1], -sims.get(r[0], -2.0)))
         picked = [ranked[i] for i in varied([(bool(r[3]), r[2] or "") for r in ranked], limit)]
         if not picked:
             return []
@@ -358,7 +427,7 @@ class ClearNotebook:
                 tuple(r[0] for r in picked),
             )
         }
-        return [(r[1], *whole[r[0]]) for r in picked]
+        return [(r[0], r[1], *whole[r[0]]) for r in picked]
 
     def counts(self) -> dict[str, int]:
         with self._db.reading() as session:

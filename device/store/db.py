@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # How a database of an older version becomes the current one: the statements
 # that take version N to N + 1, run in one durable transaction with the new
 # version number, so a migration is done whole or not at all.
@@ -49,6 +49,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " at INTEGER NOT NULL,"
         " PRIMARY KEY (contact_id, field),"
         " FOREIGN KEY(contact_id) REFERENCES contact (id))",
+    ),
+    # Meaning vectors of clear notes (see `meanings.NoteMeaning`): derived,
+    # filled in by the next search or distillation pass.
+    5: (
+        "CREATE TABLE IF NOT EXISTS note_meaning ("
+        " note_n INTEGER NOT NULL PRIMARY KEY,"
+        " updated_at VARCHAR(90) NOT NULL,"
+        " model VARCHAR(64) NOT NULL,"
+        " vec BLOB NOT NULL)",
     ),
 }
 BUSY_TIMEOUT_MS = 10_000

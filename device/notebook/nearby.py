@@ -1,0 +1,200 @@
+"""Meaning-level retrieval over the clear zone: which notes sit near a query.
+
+Word search meets a note only on shared stems. This index keeps a meaning
+vector (`meaning`, a static embedding model shipped in a wheel) for every
+clear note, in the derived note_meaning table (`store.meanings`), and answers
+"which of these notes are nearest this query". `ClearNotebook.search_clear`
+uses it in two places only, so the spec's ranking stands (`search_clear`'s
+docstring says how):
+
+* among notes of equal term score, the nearer comes first (instead of the
+  newer: recency still breaks what similarity leaves tied);
+* when fewer than the top list's places match any query term, the nearest
+  other notes that pass the filters fill the places left, after every term
+  match, marked "by meaning".
+
+Vectors are made for the clear zone alone (`store.meanings.stale` reads no
+other): a sealed note's meaning is never computed. They are made in batches
+by `refresh`, which a distillation pass calls at its end, and a search calls
+for at most `SEARCH_REFRESH` notes first (an edit, a pin, a note merged from
+a sibling), so a new note is found by meaning on the next search. The
+vectors of the whole clear zone are held as one matrix per process, read
+again only when the table's generation moves.
+
+`PIXIE_EMBEDDINGS=0` (or ``off``) turns it all off: searches are then exactly
+the term ranking, and nothing is embedded.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from pixie.device.notebook import meaning
+from pixie.device.store import meanings
+from pixie.device.store.db import Database
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+ENV = "PIXIE_EMBEDDINGS"
+BATCH = 256  # notes embedded per write transaction
+SEARCH_REFRESH = 512  # notes a search embeds at most before it looks
+# A note below this similarity never fills a place: the vectors of texts that
+# share nothing still sit a little apart from orthogonal.
+MIN_SIMILARITY = 0.02
+
+
+def enabled() -> bool:
+    """Whether meaning-level retrieval is on: not turned off, and the model
+    can be loaded here."""
+    if os.environ.get(ENV, "").strip().casefold() in ("0", "off", "no", "false"):
+        return False
+    return meaning.available()
+
+
+def refresh(db: Database, limit: int | None = None) -> int:
+    """Embed the clear notes whose vector is missing or stale, at most
+    ``limit`` (all when None), and drop the vectors of deleted notes; how
+    many were embedded. The notes are read, embedded outside any write lock,
+    and written with the stamp they had when read: a note changed meanwhile
+    keeps a stale vector, which the next refresh replaces."""
+    with db.snapshot() as conn:
+        top = meanings.top_stamp(conn)
+        if top == meanings.seen(conn):
+            return 0  # no note changed since everything was embedded
+    done = 0
+    caught_up = False
+    while limit is None or done < limit:
+        want = BATCH if limit is None else min(BATCH, limit - done)
+        with db.snapshot() as conn:
+            rows = meanings.stale(conn, meaning.MODEL_NAME, want)
+        if not rows:
+            caught_up = True
+            break
+        vectors = meaning.embed([text for _, _, text in rows])
+        with db.bookkeeping() as conn:  # derived data: no fsync owed
+            meanings.put(
+                conn,
+                meaning.MODEL_NAME,
+                [(n, stamp, vec) for (n, stamp, _), vec in zip(rows, vectors, strict=True)],
+            )
+        done += len(rows)
+        if len(rows) < want:
+            caught_up = True
+            break
+    with db.snapshot() as conn:
+        orphans = conn.execute(
+            "SELECT 1 FROM note_meaning WHERE note_n NOT IN "
+            "(SELECT n FROM note WHERE zone = 'clear' AND NOT deleted) LIMIT 1"
+        ).fetchone()
+    with db.bookkeeping() as conn:  # derived data: no fsync owed
+        if orphans is not None:
+            meanings.drop_orphans(conn)
+        if caught_up:
+            meanings.mark_seen(conn, top)
+    return done
+
+
+class MeaningIndex:
+    """The clear zone's vectors as one matrix, and the nearest notes to a
+    query among a set of candidates. One per database per process."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._generation: str | None = None
+        self._ns: npt.NDArray[np.int64] | None = None
+        self._matrix: npt.NDArray[np.float32] | None = None
+        self._row: dict[int, int] = {}
+
+    def _current(self, conn: sqlite3.Connection) -> None:
+        generation = meanings.generation(conn)
+        if generation == self._generation and self._matrix is not None:
+            return
+        import numpy as np
+
+        found = meanings.every(conn, meaning.MODEL_NAME)
+        ns = np.fromiter((n for n, _ in found), dtype=np.int64, count=len(found))
+        raw = b"".join(vec for _, vec in found)
+        matrix = np.frombuffer(raw, dtype="<f2").astype(np.float32).reshape(-1, meaning.DIM)
+        self._ns, self._matrix = ns, matrix
+        self._row = {int(n): i for i, n in enumerate(ns)}
+        self._generation = generation
+
+    def similarity(
+        self, conn: sqlite3.Connection, query: bytes, ns: Iterable[int]
+    ) -> dict[int, float]:
+        """How near each of the notes ``ns`` is to ``query`` (a packed query
+        vector); notes without a vector are left out."""
+        import numpy as np
+
+        with self._lock:
+            self._current(conn)
+            assert self._matrix is not None
+            rows = [(n, self._row[n]) for n in ns if n in self._row]
+            if not rows:
+                return {}
+            q = np.frombuffer(query, dtype="<f2").astype(np.float32)
+            sims = self._matrix[[i for _, i in rows]] @ q
+        return {n: float(s) for (n, _), s in zip(rows, sims, strict=True)}
+
+    def nearest(
+        self,
+        conn: sqlite3.Connection,
+        query: bytes,
+        allowed: set[int] | None,
+        exclude: set[int],
+        k: int,
+    ) -> list[tuple[int, float]]:
+        """The ``k`` notes nearest ``query`` (at least MIN_SIMILARITY), among
+        ``allowed`` (every note with a vector when None), none of ``exclude``."""
+        import numpy as np
+
+        if k <= 0:
+            return []
+        with self._lock:
+            self._current(conn)
+            assert self._matrix is not None and self._ns is not None
+            if not len(self._ns):
+                return []
+            q = np.frombuffer(query, dtype="<f2").astype(np.float32)
+            if allowed is None:
+                index = np.arange(len(self._ns))
+            else:
+                index = np.fromiter(
+                    (self._row[n] for n in allowed if n in self._row), dtype=np.int64
+                )
+            if exclude:
+                keep = [i for i in index.tolist() if int(self._ns[i]) not in exclude]
+                index = np.array(keep, dtype=np.int64)
+            if not len(index):
+                return []
+            sims = self._matrix[index] @ q
+            order = np.argsort(-sims, kind="stable")[: k * 2]
+            out = [
+                (int(self._ns[index[i]]), float(sims[i]))
+                for i in order
+                if sims[i] >= MIN_SIMILARITY
+            ]
+        return out[:k]
+
+
+_INDEXES: dict[int, MeaningIndex] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def index_for(db: Database) -> MeaningIndex:
+    """The one index of ``db`` in this process."""
+    with _INDEXES_LOCK:
+        found = _INDEXES.get(id(db))
+        if found is None or found._db is not db:
+            found = _INDEXES[id(db)] = MeaningIndex(db)
+        return found
+
+
+__all__ = ["ENV", "MIN_SIMILARITY", "MeaningIndex", "enabled", "index_for", "refresh"]

@@ -1,0 +1,142 @@
+"""The note_meaning table: a meaning vector for each clear note, derived.
+
+A row holds the vector of one clear note's title, tags and body, the
+note's ``updated_at`` stamp when it was made (a later stamp means the note
+changed and the vector is stale) and the name of what made it (vectors of
+two models do not compare). Like the text mirror it is derived data: local to
+this database, never synced or exported, rebuilt by re-embedding whatever is
+missing or stale (`stale`), and dropped with its note.
+
+Only clear notes ever get a row: `stale` reads the clear zone alone, so a
+sealed note's meaning is never computed, let alone stored. The statements
+that read and write the table live here, beside its model; the notebook's
+`nearby` module decides when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+
+from sqlalchemy import LargeBinary, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from pixie.device.store.db import Base
+
+
+class NoteMeaning(Base):
+    __tablename__ = "note_meaning"
+
+    note_n: Mapped[int] = mapped_column(primary_key=True)  # note.n
+    updated_at: Mapped[str] = mapped_column(String(90))  # the note's stamp when embedded
+    model: Mapped[str] = mapped_column(String(64))
+    vec: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+_LIVE_CLEAR = "note.zone = 'clear' AND NOT note.deleted"
+# Clear notes without a vector of ``model`` made at their current stamp.
+_STALE_SQL = (
+    "SELECT note.n, note.updated_at, note.title, note.tags, note.body FROM note "
+    "LEFT JOIN note_meaning m ON m.note_n = note.n "
+    f"WHERE {_LIVE_CLEAR} AND (m.note_n IS NULL OR m.updated_at != note.updated_at "
+    "OR m.model != ?) ORDER BY note.n LIMIT ?"
+)
+_PUT_SQL = (
+    "INSERT INTO note_meaning (note_n, updated_at, model, vec) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (note_n) DO UPDATE SET updated_at = excluded.updated_at, "
+    "model = excluded.model, vec = excluded.vec"
+)
+# Vectors whose note is gone, deleted, or (never, but checked) not clear.
+_ORPHANS_SQL = (
+    f"DELETE FROM note_meaning WHERE note_n NOT IN (SELECT n FROM note WHERE {_LIVE_CLEAR})"
+)
+_ALL_SQL = "SELECT note_n, vec FROM note_meaning WHERE model = ? ORDER BY note_n"
+# A generation number in the meta table, moved on by every write here: a
+# cached matrix of the vectors is current while it stays the same.
+_GENERATION_KEY = "meaning_generation"
+_BUMP_SQL = (
+    "INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE "
+    "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+)
+_GENERATION_SQL = "SELECT value FROM meta WHERE key = ?"
+
+
+def stale(conn: sqlite3.Connection, model: str, limit: int) -> list[tuple[int, str, str]]:
+    """Up to ``limit`` live clear notes whose vector is missing or stale:
+    (note n, its stamp, the text to embed: title, tags, body)."""
+    out = []
+    for n, stamp, title, tags, body in conn.execute(_STALE_SQL, (model, limit)):
+        words = " ".join(t for t in _tags(tags))
+        out.append((n, stamp, "\n".join(p for p in (title, words, body) if p)))
+    return out
+
+
+def _tags(tags: str | None) -> list[str]:
+    if not tags:
+        return []
+    found = json.loads(tags)
+    return [t for t in found if isinstance(t, str)] if isinstance(found, list) else []
+
+
+def put(conn: sqlite3.Connection, model: str, rows: Iterable[tuple[int, str, bytes]]) -> None:
+    """Store (note n, its stamp, vector) rows, in the caller's transaction."""
+    conn.executemany(_PUT_SQL, ((n, stamp, model, vec) for n, stamp, vec in rows))
+    conn.execute(_BUMP_SQL, (_GENERATION_KEY,))
+
+
+def drop_orphans(conn: sqlite3.Connection) -> int:
+    """Remove the vectors of notes deleted or gone; how many went."""
+    dropped = conn.execute(_ORPHANS_SQL).rowcount
+    if dropped:
+        conn.execute(_BUMP_SQL, (_GENERATION_KEY,))
+    return dropped
+
+
+# The newest note stamp the last complete refresh saw: while no note has a
+# newer one, nothing can be stale and a search need not look.
+_SEEN_KEY = "meaning_seen"
+_TOP_STAMP_SQL = "SELECT max(updated_at) FROM note"
+_SEEN_SQL = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+    "SET value = excluded.value"
+)
+
+
+def top_stamp(conn: sqlite3.Connection) -> str:
+    """The newest stamp of any note (a note written, edited or deleted moves it)."""
+    return str(conn.execute(_TOP_STAMP_SQL).fetchone()[0] or "")
+
+
+def seen(conn: sqlite3.Connection) -> str:
+    """The newest note stamp the last complete refresh had caught up with."""
+    row = conn.execute(_GENERATION_SQL, (_SEEN_KEY,)).fetchone()
+    return str(row[0]) if row is not None else ""
+
+
+def mark_seen(conn: sqlite3.Connection, stamp: str) -> None:
+    conn.execute(_SEEN_SQL, (_SEEN_KEY, stamp))
+
+
+def generation(conn: sqlite3.Connection) -> str:
+    """A value that changes whenever the table does."""
+    row = conn.execute(_GENERATION_SQL, (_GENERATION_KEY,)).fetchone()
+    return str(row[0]) if row is not None else "0"
+
+
+def every(conn: sqlite3.Connection, model: str) -> list[tuple[int, bytes]]:
+    """Every vector of ``model``, by note n."""
+    return [(int(n), bytes(vec)) for n, vec in conn.execute(_ALL_SQL, (model,))]
+
+
+__all__ = [
+    "NoteMeaning",
+    "drop_orphans",
+    "every",
+    "generation",
+    "mark_seen",
+    "put",
+    "seen",
+    "stale",
+    "top_stamp",
+]

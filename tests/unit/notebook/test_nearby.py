@@ -1,0 +1,107 @@
+"""Search by meaning beside the term ranking: the term ranking is unchanged
+(which notes match, their scores, the order of different scores); meaning
+breaks ties and fills the places term matches leave, after them; vectors are
+kept for clear notes only, follow edits and deletions, and can be turned off."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pixie.device.node.keyed import Node
+from pixie.device.notebook import meaning, nearby
+from pixie.device.notebook.clear import Distilled
+from pixie.device.notebook.clearview import ClearNotebook
+from pixie.device.store import meanings
+from pixie.device.store.notes import NoteKind, SealedKind
+
+pytestmark = pytest.mark.skipif(not meaning.available(), reason="the embedding model is missing")
+
+NOTES = [
+    ("Maria", "She said she'd love that teal Le Creuset teapot for her kitchen."),
+    ("Boiler", "The boiler needs servicing before winter; the engineer comes Tuesday."),
+    ("Climbing", "Climbing at the Depot on Thursday with Priya."),
+    ("Dentist", "Dentist check-up moved to 14 December at 09:30."),
+    ("Running", "Ran the Leeds 10k in 52 minutes, knee a bit sore."),
+    ("Priya moves", "Priya moved to Bristol in March for the new job."),
+]
+
+
+@pytest.fixture
+def book(node: Node, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+    monkeypatch.setenv(nearby.ENV, "1")
+    for i, (title, body) in enumerate(NOTES):
+        node.notebook.upsert_clear(
+            Distilled(NoteKind.CONVERSATION_DIGEST, f"n:{i}", title, body, tags=("life",))
+        )
+    yield node
+
+
+def titles(found: list[object]) -> list[str]:
+    return [s.note.title for s in found]  # type: ignore[attr-defined]
+
+
+def test_term_matches_keep_the_term_ranking(book: Node) -> None:
+    plain = ClearNotebook(book.db, meaning=False)
+    near = ClearNotebook(book.db, meaning=True)
+    for query in ("climbing thursday", "dentist", "priya", "life", "teapot kitchen boiler"):
+        terms = plain.search_clear(query)
+        both = near.search_clear(query)
+        # Every term match comes first, with the same scores, in score order;
+        # equal scores may change places, different scores never do.
+        assert [s.score for s in both[: len(terms)]] == [s.score for s in terms]
+        assert sorted(titles(both[: len(terms)])) == sorted(titles(terms))
+        assert all(not s.by_meaning for s in both[: len(terms)])
+        assert all(s.by_meaning and s.score == 0 for s in both[len(terms) :])
+
+
+def test_meaning_fills_the_places_terms_leave(book: Node) -> None:
+    near = ClearNotebook(book.db, meaning=True)
+    found = near.search_clear("where does Priya live now")
+    matched = [s for s in found if not s.by_meaning]
+    assert sorted(titles(matched)) == ["Climbing", "Priya moves"]  # both name Priya
+    assert titles(found)[0] == "Priya moves"  # the equal score nearer in meaning first
+    assert found[: len(matched)] == matched  # term matches first, then the rest
+    assert len(found) > len(matched) and all(s.score == 0 for s in found[len(matched) :])
+    # A query no note shares a word with still finds the note it means.
+    assert titles(near.search_clear("where is Priya living"))[0] == "Priya moves"
+    # Off: nothing but term matches.
+    assert titles(ClearNotebook(book.db, meaning=False).search_clear("gift")) == []
+
+
+def test_meaning_respects_the_filters(book: Node) -> None:
+    other = book.notebook.upsert_clear(
+        Distilled(NoteKind.CONVERSATION_DIGEST, "n:x", "Shelf", "A new bookshelf.", tags=("home",))
+    )
+    near = ClearNotebook(book.db, meaning=True)
+    found = near.search_clear("gift ideas", topic="home")
+    assert [s.note.id for s in found] in ([], [other.note_id])
+
+
+def test_vectors_are_for_clear_notes_and_follow_changes(book: Node) -> None:
+    sealed_text = "A sealed note about a secret anniversary plan"
+    book.notebook.record_sealed(SealedKind.HUDDLE_PREP, title="Prep", body=sealed_text)
+    assert nearby.refresh(book.db) == len(NOTES)
+    with book.db.snapshot() as conn:
+        stored = {n for (n,) in conn.execute("SELECT note_n FROM note_meaning")}
+        clear = {
+            n for (n,) in conn.execute("SELECT n FROM note WHERE zone = 'clear' AND NOT deleted")
+        }
+        sealed = {n for (n,) in conn.execute("SELECT n FROM note WHERE zone = 'sealed'")}
+    assert stored == clear and not stored & sealed and sealed
+    assert nearby.refresh(book.db) == 0  # nothing changed, nothing embedded
+    note = book.notebook.clear_notes()[0]
+    book.notebook.edit(note.id, body="Completely different words now.")
+    assert nearby.refresh(book.db) == 1
+    book.notebook.delete(note.id)
+    nearby.refresh(book.db)
+    with book.db.snapshot() as conn:
+        assert len(meanings.every(conn, meaning.MODEL_NAME)) == len(NOTES) - 1
+
+
+def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(nearby.ENV, "off")
+    assert not nearby.enabled()
+    monkeypatch.setenv(nearby.ENV, "1")
+    assert nearby.enabled()
