@@ -104,7 +104,9 @@ class NotebookAnswer:
 
     @property
     def missed(self) -> bool:
-        return not self.notes
+        """Nothing matched: no note, or only notes near the query in meaning
+        (the chat loop then searches the log as well)."""
+        return all(s.by_meaning for s in self.notes)
 
 
 class CheckNotebookTool:
@@ -311,9 +313,15 @@ def render_results(
         if filters:
             return f"No notes in the Notebook {filters}."
         return "The Notebook has no notes yet."
-    head = f"{len(results)} note{'s' if len(results) != 1 else ''}"
+    near = sum(1 for s in results if s.by_meaning)
+    matched = len(results) - near
+    head = f"{matched} note{'s' if matched != 1 else ''}"
     if words:
         head += f" matching {words}"
+    if near:
+        # Places no term match took, filled by notes near the query's meaning.
+        nearby = f"{near} note{'s' if near != 1 else ''} near it in meaning"
+        head = f"{head} and {nearby}" if matched else f"No notes match {words}; {nearby}"
     lines = [" ".join([head, filters]).rstrip() + ":"]
     for i, item in enumerate(results, start=1):
         note = item.note

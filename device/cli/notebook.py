@@ -179,8 +179,7 @@ def cmd_notebook_search(args: argparse.Namespace) -> int:
             emit_json(
                 {
                     "notes": [
-                        {**display.note_json(s.note, names), "score": s.score}
-                        for s in answer.notes
+                        {**display.note_json(s.note, names), "score": s.score} for s in answer.notes
                     ],
                     "message": answer.text.splitlines()[0],
                 }
@@ -188,7 +187,7 @@ def cmd_notebook_search(args: argparse.Namespace) -> int:
         else:
             # A miss is one line that says so; the person's contact card, which
             # the model gets after it, is no match and is not shown as one.
-            print(answer.text.splitlines()[0] if answer.missed else answer.text)
+            print(answer.text if answer.notes else answer.text.splitlines()[0])
     return 0
 
 
