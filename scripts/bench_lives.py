@@ -13,7 +13,9 @@ labelled questions (see tests/fixtures/lives/README.md) through:
 * ``grep_memory@12``: the tool over the log's text mirror, the ``ask`` query's
   key words OR-ed into one pattern;
 * ``two-step@8``: what the chat loop does: check_notebook (``ask``) first, and
-  grep_memory on the fallback query when no note matched a term;
+  grep_memory on the fallback query when no note matched a term (the log's
+  hits, then the notes near in meaning, as the loop shows them); the first 8
+  items count;
 * ``BM25@8``, the baseline: SQLite FTS5 ``bm25()`` over the raw event texts.
 
 Each method runs with meaning on (the default) and off (``PIXIE_EMBEDDINGS=0``,
@@ -204,8 +206,11 @@ class Methods:
         if pattern is None:
             return first
         result = self.grep.run(pattern)
-        hits = [h.snippet for h in result.hits][:TWO_STEP_K]
-        return Returned(first.items + hits, first.text + FALLBACK_NOTE + result.render())
+        hits = [h.snippet for h in result.hits]
+        # As the chat loop shows them: the log's hits before notes that are
+        # only near the query in meaning.
+        items = (hits + first.items)[:TWO_STEP_K]
+        return Returned(items, FALLBACK_NOTE + result.render() + "\n" + first.text)
 
     def bm25(self, q: Question) -> Returned:
         words = [w for w in key_words(q.ask.get("query", "") or q.question)]

@@ -19,7 +19,9 @@ budget that matters is this loop's.
 When check_notebook finds no note, the loop does not leave the model with a
 bare "nothing": it runs grep_memory itself on the key words of that query (or
 of the question, when the query had none), OR-ed into one escaped pattern, and
-the log's hits follow the Notebook's miss in the same tool message. It is a
+the log's hits follow the Notebook's miss in the same tool message (or come
+first, when the Notebook listed notes only near the query in meaning:
+evidence in the query's own words before guesses). It is a
 real grep_memory call: it shows its pill, spends the grep budget and counts
 for the duplicate check, and it is skipped when the guards would refuse it.
 
@@ -53,9 +55,10 @@ from pixie.device.agent.tools import (
     key_words,
 )
 from pixie.device.distill.contract import BackendFailure
-from pixie.device.errors import BadInput
+from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook
-from pixie.device.store.contacts import ContactBook
+from pixie.device.notebook.terms import STOPWORDS, fold
+from pixie.device.store.contacts import ContactBook, clean_name
 from pixie.device.store.memlog import EventKind, MemoryLog, NewEvent
 from pixie.protocol.timestamps import now_us
 
@@ -241,7 +244,10 @@ class ChatAgent:
             text = reply.text
             outcome = state.events[-1].outcome if len(state.events) > seen else None
             if reply.missed:
-                text += await self._fall_back(call, state)
+                found = await self._fall_back(call, state)
+                # What the log says in the query's own words comes before
+                # notes that are only near it in meaning.
+                text = found.lstrip("\n") + "\n" + text if found and reply.nearby else text + found
             if reply.stop_turn:
                 state.stopped = "budget"
             elif outcome == "refused_repeat":
@@ -322,7 +328,10 @@ def people_in(question: str, contacts: ContactBook) -> list[str]:
     for contact in contacts.all():
         if contact.id in seen:
             continue
-        for name in (contact.name, *contact.aliases, contact.name.split()[0]):
+        first = contact.name.split()[0] if contact.name.split() else ""
+        # A first name only if it could be one ("The Depot" is no "The").
+        firsts = [first] if len(first) > 1 and fold(first) not in STOPWORDS else []
+        for name in (contact.name, *contact.aliases, *firsts):
             if _mentions(question, name):
                 if name not in found:
                     found.append(name)
@@ -366,6 +375,15 @@ def window_in(question: str) -> dict[str, int]:
     return {}
 
 
+def _resolves(contacts: ContactBook, name: str) -> bool:
+    """Whether check_notebook's person argument would name one contact."""
+    try:
+        contacts.resolve(clean_name(name, "person"))
+    except (NotFound, BadInput):
+        return False
+    return True
+
+
 def plan_calls(question: str, contacts: ContactBook) -> list[dict[str, Any]]:
     """The check_notebook calls a question makes without a model: its key
     words always (a tag counts twice a body word in the ranking, so topics
@@ -374,7 +392,7 @@ def plan_calls(question: str, contacts: ContactBook) -> list[dict[str, Any]]:
     question itself."""
     window = window_in(question)
     words = [w for w in key_words(question) if not (window and w in _WINDOW_WORDS)]
-    people = people_in(question, contacts)
+    people = [p for p in people_in(question, contacts) if _resolves(contacts, p)]
     calls: list[dict[str, Any]] = []
     named = {w for person in people for w in _words(person)}
     for person in people:

@@ -445,6 +445,7 @@ class ToolReply:
     text: str  # what goes back to the model
     stop_turn: bool = False  # the budget is spent: the loop must end the turn now
     missed: bool = False  # check_notebook ran and found no note
+    nearby: bool = False  # ... but listed notes near the query in meaning
 
 
 def _normalise(value: Any) -> Any:
@@ -544,7 +545,9 @@ class ToolBox:
             try:
                 if isinstance(tool, CheckNotebookTool):
                     found = tool.lookup(arguments)
-                    reply = ToolReply(found.text, missed=found.missed)
+                    reply = ToolReply(
+                        found.text, missed=found.missed, nearby=found.missed and bool(found.notes)
+                    )
                 else:
                     reply = ToolReply(tool.call(arguments))
             except BadInput as exc:

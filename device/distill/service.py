@@ -129,6 +129,7 @@ from pixie.device.store.notes import (
     MAX_BODY_CHARS,
     MAX_IDENTITY_CHARS,
     MAX_TAG_CHARS,
+    MAX_TAGS,
     MAX_TITLE_CHARS,
     NoteKind,
     clean_tags,
@@ -435,7 +436,8 @@ def digest_items(loaded: Loaded, request: DistillRequest, result: DistillResult)
     if src.kind is not SourceKind.CONVERSATION and len(loaded.participants) == 1:
         contact = loaded.participants[0]
     facets, about = _date_facets(loaded, request)
-    tags = tuple(dict.fromkeys((*facets, *result.tags)))
+    tags = tuple(dict.fromkeys((*facets, *result.tags, *_people_tags(loaded, contact))))
+    tags = tags[:MAX_TAGS]
     identity = src.key
     if src.kind is SourceKind.POST:
         identity = post_identity(loaded.rows[0])
@@ -451,6 +453,28 @@ def digest_items(loaded: Loaded, request: DistillRequest, result: DistillResult)
             about_date=about if about is not None else newest,
         )
     ]
+
+
+MAX_PEOPLE_TAGS = 4  # names tagged on a digest of several people's source
+
+
+def _people_tags(loaded: Loaded, contact: str | None) -> list[str]:
+    """The names of the people in a source with several (a group chat, a
+    meeting, a mail to three people), as tags: a search filtered to one of
+    them finds it although no single contact owns it. None when the source
+    has more than MAX_PEOPLE_TAGS others (a mailing list, a big party)."""
+    names = [loaded.names.get(c, "") for c in loaded.participants]
+    if loaded.source.kind is SourceKind.CALENDAR and loaded.rows:
+        # An event's contact is its first attendee; the rest are named on
+        # its "With:" line.
+        found = appointment_in(loaded.rows[0][5], loaded.rows[0][2])
+        if found is not None:
+            names = list(dict.fromkeys([*names, *found.with_]))
+    own = name_tag(loaded.names.get(contact, "")) if contact else ""
+    tags = [t for t in dict.fromkeys(name_tag(n)[:MAX_TAG_CHARS] for n in names) if t and t != own]
+    if len(names) > MAX_PEOPLE_TAGS:
+        return []
+    return tags
 
 
 # -- near-identical posts -----------------------------------------------------------

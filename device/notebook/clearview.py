@@ -31,6 +31,7 @@ from pixie.device.notebook.terms import (
     token_stems,
     words,
 )
+from pixie.device.store.contacts import name_tag
 from pixie.device.store.db import Database
 from pixie.device.store.notes import (
     CLEAR_COLUMNS,
@@ -174,6 +175,7 @@ _VOCAB_RANGE = "SELECT term FROM temp.note_vocab WHERE term >= ? AND term < ?"
 # A note's date for the window filters: what it is about, else when it changed.
 _EFFECTIVE = "coalesce(about_date, updated_wall)"
 _COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
+_CONTACT_NAME = "SELECT name FROM contact WHERE id = ?"
 
 
 class ClearNotebook:
@@ -261,9 +263,17 @@ class ClearNotebook:
         filters: list[str] = []
         params: list[object] = []
         if contact_id is not None:
-            conditions.append("note.contact_id = ?")
-            filters.append("n IN (SELECT n FROM note WHERE contact_id = ?)")
-            params.append(contact_id)
+            # Their notes, and the notes of sources they took part in with
+            # others, which carry their name as a tag (no one contact owns a
+            # group chat or a meeting of three).
+            conditions.append(
+                "(note.contact_id = ? OR note.n IN (SELECT note_n FROM note_tag WHERE tag = ?))"
+            )
+            filters.append(
+                "n IN (SELECT n FROM note WHERE contact_id = ? "
+                "UNION SELECT note_n FROM note_tag WHERE tag = ?)"
+            )
+            params += [contact_id, self._name_tag(contact_id)]
         if topic is not None:
             # The same normalisation tags get when they are written.
             conditions.append("note.n IN (SELECT note_n FROM note_tag WHERE tag = ?)")
@@ -296,6 +306,13 @@ class ClearNotebook:
                     conn, index, near, conditions, params, {r[0] for r in ranked}, limit
                 )
         return found
+
+    def _name_tag(self, contact_id: str) -> str:
+        """The tag a note of several people carries for this contact."""
+        with self._db.snapshot() as conn:
+            row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
+        # Never the empty tag: a nameless contact matches by its id alone.
+        return (name_tag(row[0]) if row is not None else "") or "\x00"
 
     @staticmethod
     def _by_meaning(

@@ -232,3 +232,36 @@ def test_a_model_is_shown_the_occurrences() -> None:
     assert isinstance(answer["summary"], str) and answer["summary"].startswith("Repeating: Yoga")
     _, prompt = render_prompt(request)
     assert "It repeats: 2 occurrences, starting (UTC) 2026-11-01 00:00, 2026-11-08 00:00" in prompt
+
+
+GROUP_CALL = """\
+BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//Test//EN
+BEGIN:VEVENT
+DTSTART:20261206T180000Z
+DTEND:20261206T190000Z
+RRULE:FREQ=MONTHLY;BYDAY=1SU;COUNT=6
+UID:family-call@test
+SUMMARY:Video call – Mum & Chioma
+ORGANIZER;CN=Hannah Okafor:mailto:hannah@example.org
+ATTENDEE;CN=Ngozi Okafor:mailto:ngozi@example.org
+ATTENDEE;CN=Chioma Okafor:mailto:chioma@example.org
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+async def test_a_note_of_several_people_is_found_under_each(node: Node, tmp_path: Path) -> None:
+    path = tmp_path / "calendar.ics"
+    path.write_text(GROUP_CALL)
+    load(node, path)
+    await distil(node)
+    (note,) = node.notebook.clear_notes(NoteKind.CONVERSATION_DIGEST)
+    # Its contact is the first attendee; the other is tagged by name.
+    assert "chioma okafor" in note.tags
+    view = node.notebook.clear_view()
+    for name in ("Ngozi Okafor", "Chioma Okafor"):
+        found = view.search_clear("video call", node.contacts.resolve(name))
+        assert [s.note.id for s in found] == [note.id]
+        assert [s.note.id for s in view.search_clear("", node.contacts.resolve(name))] == [note.id]
