@@ -263,17 +263,21 @@ class ClearNotebook:
         filters: list[str] = []
         params: list[object] = []
         if contact_id is not None:
-            # Their notes, and the notes of sources they took part in with
+            # Their notes; the notes of sources they took part in with
             # others, which carry their name as a tag (no one contact owns a
-            # group chat or a meeting of three).
+            # group chat or a meeting of three); and notes that name them
+            # (a daughter who never writes is in her parents' notes).
+            tag, named = self._person_terms(contact_id)
             conditions.append(
-                "(note.contact_id = ? OR note.n IN (SELECT note_n FROM note_tag WHERE tag = ?))"
+                "(note.contact_id = ? OR note.n IN (SELECT note_n FROM note_tag WHERE tag = ?) "
+                "OR note.n IN (SELECT rowid FROM note_fts WHERE note_fts MATCH ?))"
             )
             filters.append(
                 "n IN (SELECT n FROM note WHERE contact_id = ? "
-                "UNION SELECT note_n FROM note_tag WHERE tag = ?)"
+                "UNION SELECT note_n FROM note_tag WHERE tag = ? "
+                "UNION SELECT rowid FROM note_fts WHERE note_fts MATCH ?)"
             )
-            params += [contact_id, self._name_tag(contact_id)]
+            params += [contact_id, tag, named]
         if topic is not None:
             # The same normalisation tags get when they are written.
             conditions.append("note.n IN (SELECT note_n FROM note_tag WHERE tag = ?)")
@@ -307,12 +311,23 @@ class ClearNotebook:
                 )
         return found
 
-    def _name_tag(self, contact_id: str) -> str:
-        """The tag a note of several people carries for this contact."""
+    def _person_terms(self, contact_id: str) -> tuple[str, str]:
+        """The tag a note of several people carries for this contact, and a
+        full-text query for notes that name them: their full name, or their
+        first name where it is no common word ("Will", "May" are not)."""
         with self._db.snapshot() as conn:
             row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
+        name = " ".join(str(row[0]).split()) if row is not None else ""
         # Never the empty tag: a nameless contact matches by its id alone.
-        return (name_tag(row[0]) if row is not None else "") or "\x00"
+        tag = name_tag(name) or "\x00"
+        names = [w for w in words(name)]
+        phrases = [" ".join(names)] if names else []
+        if len(names) > 1 and len(names[0]) > 2 and names[0] not in STOPWORDS:
+            phrases.append(names[0])
+        # Each phrase quoted: bare words inside double quotes, as the
+        # ranking's own terms are, so a name cannot inject FTS syntax.
+        query = " OR ".join(f'"{p}"' for p in phrases) or '"\x01"'
+        return tag, "{title body} : (" + query + ")"
 
     @staticmethod
     def _by_meaning(

@@ -243,6 +243,25 @@ def ref_score(note: Model, terms: list[str]) -> int:
     )
 
 
+def ref_names(note: Model, name: str) -> bool:
+    """Whether a note is the person's by name: their name as a tag, or their
+    full name (or a first name that is no stopword) as words of its title or
+    body."""
+    if " ".join(ref_words(name)) in {" ".join(ref_words(t)) for t in note.tags}:
+        return True
+    wanted = ref_words(name)
+    phrases = [wanted] if wanted else []
+    if len(wanted) > 1 and len(wanted[0]) > 2 and wanted[0] not in REF_STOPWORDS:
+        phrases.append(wanted[:1])
+    for text in (note.title, note.body):
+        found = ref_words(text)
+        for phrase in phrases:
+            k = len(phrase)
+            if any(found[i : i + k] == phrase for i in range(len(found) - k + 1)):
+                return True
+    return False
+
+
 def ref_search(
     notes: list[Model],
     query: str,
@@ -250,10 +269,11 @@ def ref_search(
     topic: str | None = None,
     since: int | None = None,
     until: int | None = None,
+    name: str = "",
 ) -> list[tuple[str, int]]:
     live = [n for n in notes if not n.deleted]
     if contact_id is not None:
-        live = [n for n in live if n.contact_id == contact_id]
+        live = [n for n in live if n.contact_id == contact_id or ref_names(n, name)]
     if topic is not None:
         wanted = " ".join(topic.casefold().split())
         live = [n for n in live if wanted in n.tags]
@@ -712,7 +732,8 @@ def run_search(w: World, s: Search) -> None:
     got = [
         (r.note.id, r.score) for r in w.store.search_clear(s.query, cid, s.topic, s.since, s.until)
     ]
-    want = ref_search(w.notes, s.query, cid, s.topic, s.since, s.until)
+    name = CONTACTS[s.contact] if s.contact is not None and s.contact < len(CONTACTS) else ""
+    want = ref_search(w.notes, s.query, cid, s.topic, s.since, s.until, name)
     event(f"results: {len(want)}")
     assert got == want, (s, ref_terms(s.query))
     assert not set(w.sealed_ids) & {note_id for note_id, _ in got}

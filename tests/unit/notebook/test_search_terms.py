@@ -13,6 +13,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.notebook.clearview import search_terms
 from pixie.device.notebook.store import Distilled
 from pixie.device.notebook.terms import fold, query_terms, query_words, stem, words
+from pixie.device.store.contacts import name_tag
 from pixie.device.store.notes import NoteKind
 from tests.support.cli import run_cli
 
@@ -123,7 +124,7 @@ def test_the_person_page_comes_first_when_it_matches(node: Node) -> None:
         kind=NoteKind.PERSON,
     )
     email = _note(node, "mail:1", "How the new rota works", "Rota works, see you.", contact=priya)
-    _note(node, "other", "Works outing", "Not about Priya.")
+    _note(node, "other", "Works outing", "Not about her.")
     got = node.notebook.search_clear("work", priya)
     # the page scores less than the email (body 1 against title 3 + body 1),
     # and still leads: it is the person's own page
@@ -166,3 +167,19 @@ def test_the_command_line_prints_one_line_on_a_miss(node: Node) -> None:
     lines = hit.out.splitlines()
     assert lines[0] == '1 note matching "jobs" about Priya:'
     assert any(line.startswith("Contact card · Priya Raman") for line in lines)
+
+
+def test_a_person_filter_finds_the_notes_that_name_them(node: Node) -> None:
+    livia, _ = node.contacts.add("Lívia Souza", [], now=0)
+    will, _ = node.contacts.add("Will Turner", [], now=0)
+    swim = _note(node, "s", "Lívia swim lesson — weekly on Saturdays", "Swimmer 4 group.")
+    school = _note(node, "t", "School", "Her teacher is Ms. Okafor; livia loves her.")
+    tagged = _note(node, "g", "Group chat", "Plans.", tags=(name_tag("Lívia Souza"),))
+    _note(node, "x", "Swim kit", "Goggles for the pool.")
+    got = {r.note.id for r in node.notebook.search_clear("", livia)}
+    assert got == {swim, school, tagged}  # by name, without accents, or by tag
+    assert [r.note.id for r in node.notebook.search_clear("swim", livia)] == [swim]
+    # A first name that is a common word is not taken for a mention of him.
+    _note(node, "w", "Plans", "We will see.")
+    full = _note(node, "wt", "Dinner", "Dinner with Will Turner on Friday.")
+    assert [r.note.id for r in node.notebook.search_clear("", will)] == [full]
