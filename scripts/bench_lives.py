@@ -142,7 +142,9 @@ def build(life_dir: Path, where: Path) -> tuple[Node, dict[str, Any], PassReport
         importer = registry.for_path(path)
         load(node.log, importer.read(path, options, None))
     import_s = time.perf_counter() - t0
-    service = NotetakingService(node.db, node.notebook, LLMRouter((OfflineDistiller(),)))
+    service = NotetakingService(
+        node.db, node.notebook, LLMRouter((OfflineDistiller(),)), now=lambda: now
+    )
     report = trio.run(service.run_pass)
     return node, life, report, import_s
 

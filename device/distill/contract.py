@@ -165,6 +165,9 @@ class DistillRequest:
     # For a repeating calendar entry: every occurrence's start (microseconds
     # UTC, ascending, at most MAX_OCCURRENCES); empty for anything else.
     occurrences: tuple[int, ...] = ()
+    # For a repeating calendar entry: when the pass runs (microseconds UTC),
+    # so the answer can say which occurrence is next; 0 for anything else.
+    now: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +203,7 @@ def make_request(
     earlier: Sequence[Line] = (),
     details: Sequence[tuple[str, str]] = (),
     occurrences: Sequence[int] = (),
+    now: int = 0,
 ) -> DistillRequest:
     """A request holding the newest ``lines`` (given oldest first) that fit:
     at most MAX_LINES, a message at most MAX_LINE_CHARS, MAX_TRANSCRIPT_CHARS
@@ -244,6 +248,7 @@ def make_request(
         tuple(kept_earlier),
         card[:MAX_DETAILS],
         tuple(sorted(occurrences)[:MAX_OCCURRENCES]),
+        now if occurrences else 0,
     )
 
 

@@ -772,6 +772,11 @@ def _series(request: DistillRequest, series: Series) -> dict[str, object]:
         f" to {date_words(series.last.isoformat())[2]} ({count} times"
         f"{', ' + skipped if skipped else ''})."
     ]
+    upcoming, past = series.around(request.now) if request.now else (None, None)
+    if upcoming is not None:
+        parts.append(f"Next: {_occasion(upcoming)}.")
+    if past is not None:
+        parts.append(f"Last: {_occasion(past)}.")
     if found.place:
         parts.append(f"Where: {found.place}.")
     people = found.with_ or tuple(request.participants)
@@ -792,6 +797,11 @@ def _series(request: DistillRequest, series: Series) -> dict[str, object]:
 
 
 SERIES_DATES_CHARS = 600  # of a series' list of dates (the newest months kept)
+
+
+def _occasion(day: dt.date) -> str:
+    """ "Sunday 6 December 2026 (2026-12-06)": the day in words and as a date."""
+    return f"{date_words(day.isoformat())[2]} ({day.isoformat()})"
 
 
 def _answer(

@@ -17,8 +17,9 @@ rhythm is "skipped" (an EXDATE, a cancelled week); a monthly or yearly one
 is not checked for gaps, since months differ in length and rules such as
 "the second Tuesday" do not keep one gap.
 
-Nothing here depends on when it runs: the same occurrences give the same
-words, so a re-run of distillation rewrites nothing.
+Only `Series.around` depends on when it is asked (which occurrence is next,
+which was last); everything else is the same for the same occurrences, so a
+re-run of distillation rewrites nothing until an occurrence has passed.
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ class Series:
     def local_start(self, at: int) -> int:
         """An occurrence's start (UTC microseconds) as the calendar's wall clock."""
         return at + self.offset_us
+
+    def around(self, now: int) -> tuple[dt.date | None, dt.date | None]:
+        """The first occurrence's day on or after ``now``'s day (UTC
+        microseconds, read in the calendar's zone), and the last before it."""
+        today = _day(now + self.offset_us)
+        upcoming = next((d for d in self.days if d >= today), None)
+        past = next((d for d in reversed(self.days) if d < today), None)
+        return upcoming, past
 
 
 def series_of(text: str, at: int, occurrences: Sequence[int]) -> Series | None:

@@ -138,6 +138,7 @@ from pixie.device.store.notes import (
     kept_up_identity,
     tags_json,
 )
+from pixie.protocol.timestamps import now_us
 
 if TYPE_CHECKING:
     from pixie.device.node.clear import ClearNode
@@ -189,6 +190,9 @@ class Source:
     contact_id: str | None = None
     source: str | None = None
     event_id: str | None = None
+    # Read again although its watermark covers it: a repeating entry whose
+    # next occurrence has passed (`DUE_SERIES_SQL`).
+    again: bool = False
 
     @property
     def mark_key(self) -> str:
@@ -240,6 +244,7 @@ class Loaded:
     earlier: tuple[Row, ...] = ()  # older new rows that state a fact, oldest first
     details: tuple[tuple[str, str], ...] = ()  # the one other person's contact card
     occurrences: tuple[int, ...] = ()  # a repeating calendar entry's starts, earliest first
+    now: int = 0  # for a repeating entry: when the pass read it
 
 
 @dataclass
@@ -350,7 +355,15 @@ def build_request(loaded: Loaded) -> DistillRequest:
         title = f"a {what} {_names(others) or 'someone'}"
     earlier = [line(r) for r in loaded.earlier]
     return make_request(
-        src.kind, title, person, others, lines, earlier, loaded.details, loaded.occurrences
+        src.kind,
+        title,
+        person,
+        others,
+        lines,
+        earlier,
+        loaded.details,
+        loaded.occurrences,
+        loaded.now,
     )
 
 
@@ -411,8 +424,12 @@ def _date_facets(loaded: Loaded, request: DistillRequest) -> tuple[tuple[str, ..
             # clock as a one-off appointment's day is.
             weekday = (repeating.weekday or "").casefold()
             facets = ("calendar", "series", repeating.cadence, weekday)
-            last = repeating.local_start(request.occurrences[-1])
-            return tuple(t for t in facets if t), last
+            # The series is about its next occurrence when the pass ran (a
+            # search of the days ahead finds it), else its last one, on the
+            # wall clock as a one-off appointment's day is.
+            upcoming = [at for at in request.occurrences if at >= request.now]
+            when = upcoming[0] if upcoming and request.now else request.occurrences[-1]
+            return tuple(t for t in facets if t), repeating.local_start(when)
         line = request.lines[-1]
         found = appointment_in(line.text, line.at)
         if found is None:
@@ -955,6 +972,20 @@ _THREAD_NEW_SQL = {
     )
     for family, kind in _THREAD_KIND.items()
 }
+# Repeating entries whose note is about an occurrence more than a day past
+# while the log has a later one: the note named it as the next, and is
+# written again ("Next: ..."). A day either way covers the note's day being
+# on the calendar's wall clock and the log's times in UTC; a daily series in
+# a zone far from UTC may so keep a stale "Next" until its next change.
+SERIES_PREFIX = "series:"
+DUE_SERIES_SQL = (
+    "SELECT note.source_ref FROM note WHERE note.zone = 'clear' AND NOT note.deleted "
+    "AND note.kind = 'conversation_digest' AND note.source_ref LIKE 'series:%' "
+    "AND NOT note.user_edited AND note.about_date < ? AND EXISTS (SELECT 1 FROM memory_event e "
+    f"WHERE e.thread = substr(note.source_ref, {len('series:') + 1}) AND e.kind = 'calendar' "
+    "AND e.at > note.about_date + 86400000000) LIMIT 1000"
+)
+DAY_US = 86_400_000_000
 # Every occurrence of a repeating calendar entry, earliest first (bounded).
 _SERIES_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'calendar' "
@@ -1137,7 +1168,8 @@ def _load(
     if source.thread is not None:
         family = source.kind
         top = conn.execute(_THREAD_TOP_SQL[family], (source.thread,)).fetchone()[0]
-        if top is None or (mark is not None and mark >= top and not everything):
+        covered = mark is not None and mark >= top and not everything and not source.again
+        if top is None or covered:
             return None
         if family is SourceKind.CALENDAR:
             every = _rows(conn.execute(_SERIES_SQL, (source.thread,)))
@@ -1185,6 +1217,13 @@ def _load(
     if occurrences:
         loaded = replace(loaded, occurrences=occurrences)
     return loaded
+
+
+def _timed(loaded: Loaded | None, now: Callable[[], int]) -> Loaded | None:
+    """A repeating entry's source with the moment it was read."""
+    if loaded is None or not loaded.occurrences:
+        return loaded
+    return replace(loaded, now=now())
 
 
 def series_lines(every: Sequence[Row]) -> list[Row]:
@@ -1328,11 +1367,13 @@ class NotetakingService:
         router: LLMRouter,
         *,
         lane: trio.CapacityLimiter | None = None,
+        now: Callable[[], int] = now_us,
     ) -> None:
         self.db = db
         self.notebook = notebook
         self.router = router
         self.lane = lane or trio.CapacityLimiter(1)
+        self.now = now  # for a repeating entry's next occurrence
         # Answers a group transaction had in hand for a source it left to the
         # next one (see `distill_group`), by the source's mark key.
         self._answered: _Answered = {}
@@ -1467,6 +1508,12 @@ class NotetakingService:
             top = conn.exec_driver_sql("SELECT max(n) FROM memory_event").scalar() or 0
             found: dict[str, tuple[Source, list[int]]] = {}
             first: dict[str, int] = {}
+            now = self.now()
+            for (ref,) in conn.exec_driver_sql(DUE_SERIES_SQL, (now - DAY_US,)):
+                thread = ref[len(SERIES_PREFIX) :]
+                due = Source(SourceKind.CALENDAR, ref, thread=thread, again=True)
+                found[due.mark_key] = (due, [])
+                first[due.mark_key] = 0
             for n, event_id, kind, thread, contact_id, src in conn.exec_driver_sql(
                 _SCAN_SQL, (since,)
             ):
@@ -1497,7 +1544,7 @@ class NotetakingService:
             if not isinstance(loaded, _Unread):
                 return loaded
         with self.db.reading() as session:
-            return _load(_driver(session), source, new_rows, since, everything)
+            return _timed(_load(_driver(session), source, new_rows, since, everything), self.now)
 
     def commit(
         self, loaded: Loaded, request: DistillRequest, result: DistillResult
@@ -1565,7 +1612,8 @@ class NotetakingService:
             for source, new_rows in group:
                 if taken and time.perf_counter() - started > MAX_GROUP_SECONDS:
                     break
-                done = _Done(loaded=_load(conn, source, new_rows, since, everything))
+                loaded = _timed(_load(conn, source, new_rows, since, everything), self.now)
+                done = _Done(loaded=loaded)
                 if done.loaded is None:
                     taken.append((done, 0))
                     continue
@@ -1689,11 +1737,15 @@ class NotetakingService:
                 session.scalar(select(DistillMark.seen_n).where(DistillMark.source == SCAN_KEY))
                 or 0
             )
-            found = session.connection().exec_driver_sql(
+            conn = session.connection()
+            found = conn.exec_driver_sql(
                 f"SELECT 1 FROM memory_event WHERE n > ? AND kind IN {_DISTILLED_KINDS} LIMIT 1",
                 (since,),
             )
-            return found.first() is not None
+            if found.first() is not None:
+                return True
+            now = self.now()
+            return conn.exec_driver_sql(DUE_SERIES_SQL, (now - DAY_US,)).first() is not None
 
 
 def _rows(result: Any) -> list[Row]:

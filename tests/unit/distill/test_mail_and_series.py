@@ -9,6 +9,7 @@ import datetime as dt
 import zoneinfo
 from pathlib import Path
 
+from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.distill.contract import Line, SourceKind, make_request
 from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller, distill
@@ -265,3 +266,38 @@ async def test_a_note_of_several_people_is_found_under_each(node: Node, tmp_path
         found = view.search_clear("video call", node.contacts.resolve(name))
         assert [s.note.id for s in found] == [note.id]
         assert [s.note.id for s in view.search_clear("", node.contacts.resolve(name))] == [note.id]
+
+
+async def test_a_series_says_which_occurrence_is_next_and_moves_on(
+    node: Node, tmp_path: Path
+) -> None:
+    path = tmp_path / "calendar.ics"
+    path.write_text(SERIES.format(zone="Europe/London"))
+    load(node, path)
+    clock = [int(dt.datetime(2026, 2, 1, 12, tzinfo=dt.UTC).timestamp()) * 1_000_000]
+    service = NotetakingService(
+        node.db, node.notebook, LLMRouter((OfflineDistiller(),)), now=lambda: clock[0]
+    )
+    await service.run_pass()
+    series = digests(node)["Climbing with Priya — weekly on Thursdays at 19:00"]
+    # 5 February was skipped: the next is the 12th.
+    assert "Next: Thursday 12 February 2026 (2026-02-12)." in series
+    assert "Last: Thursday 29 January 2026 (2026-01-29)." in series
+    (note,) = [n for n in node.notebook.clear_notes() if "series" in n.tags]
+    ahead = CheckNotebookTool(node.notebook.clear_view(), node.contacts, now=lambda: clock[0])
+    assert [s.note.id for s in ahead.lookup({"days_ahead": 14}).notes] == [note.id]
+    # Nothing new and nothing passed: nothing to do.
+    assert not service.has_new_material()
+    assert (await service.run_pass()).written == 0
+    # Once the 12th has passed, the note moves on by itself.
+    clock[0] = int(dt.datetime(2026, 2, 14, 12, tzinfo=dt.UTC).timestamp()) * 1_000_000
+    assert service.has_new_material()
+    assert (await service.run_pass()).written == 1
+    series = digests(node)["Climbing with Priya — weekly on Thursdays at 19:00"]
+    assert "Next: Thursday 19 February 2026 (2026-02-19)." in series
+    assert "Last: Thursday 12 February 2026 (2026-02-12)." in series
+    # After the last occurrence there is no next, and no more passes for it.
+    clock[0] = int(dt.datetime(2026, 6, 1, tzinfo=dt.UTC).timestamp()) * 1_000_000
+    await service.run_pass()
+    assert "Next:" not in digests(node)["Climbing with Priya — weekly on Thursdays at 19:00"]
+    assert not service.has_new_material()
