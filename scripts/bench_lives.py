@@ -55,12 +55,12 @@ import trio
 from pixie.device.agent.chat import FALLBACK_NOTE, plan_calls
 from pixie.device.agent.grep import SNIPPET_CHARS, GrepMemoryTool, clip
 from pixie.device.agent.tools import (
-    BODY_CHARS_SHOWN,
     CheckNotebookTool,
     fallback_pattern,
     fallback_query,
     key_words,
     label,
+    shown_body,
 )
 from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
@@ -149,11 +149,10 @@ def build(life_dir: Path, where: Path) -> tuple[Node, dict[str, Any], PassReport
     return node, life, report, import_s
 
 
-def _note_item(scored: ScoredNote) -> str:
+def _note_item(scored: ScoredNote, query: str) -> str:
+    """A note as the tool shows it to the model (its body cut as shown)."""
     note = scored.note
-    body = " ".join((note.body or "").split())
-    if len(body) > BODY_CHARS_SHOWN:
-        body = body[: BODY_CHARS_SHOWN - 1] + "…"
+    body = shown_body(note.body or "", query)
     return f"{label(note.kind, note.title)} ({', '.join(note.tags)}) {body}"
 
 
@@ -174,7 +173,7 @@ class Methods:
 
     def notebook(self, q: Question) -> Returned:
         answer = self.tool.lookup(q.ask)
-        return Returned([_note_item(s) for s in answer.notes], answer.text)
+        return Returned([_note_item(s, answer.query) for s in answer.notes], answer.text)
 
     def planner(self, q: Question) -> Returned:
         items: list[str] = []
@@ -189,7 +188,7 @@ class Methods:
                 for s in answer.notes:
                     if s.note.id not in seen and len(items) < TOP_RESULTS:
                         seen.add(s.note.id)
-                        items.append(_note_item(s))
+                        items.append(_note_item(s, answer.query))
         return Returned(items, "\n".join(texts))
 
     def grep_memory(self, q: Question) -> Returned:
@@ -201,7 +200,7 @@ class Methods:
 
     def two_step(self, q: Question) -> Returned:
         answer = self.tool.lookup(q.ask)
-        first = Returned([_note_item(s) for s in answer.notes], answer.text)
+        first = Returned([_note_item(s, answer.query) for s in answer.notes], answer.text)
         if not answer.missed:
             return first
         pattern = fallback_query(q.ask.get("query", ""), q.question)

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
-from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold
+from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold, query_terms, stems
 from pixie.device.store.contacts import (
     DETAIL_NAMES,
     ContactBook,
@@ -101,6 +101,7 @@ class NotebookAnswer:
 
     text: str
     notes: tuple[ScoredNote, ...]
+    query: str = ""  # the words looked for
 
     @property
     def missed(self) -> bool:
@@ -209,12 +210,13 @@ class CheckNotebookTool:
         results = self._notebook.search_clear(query, contact_id, topic, since, until)
         answer = render_results(results, query, person, topic, days_back, days_ahead)
         if contact_id is None:
-            return NotebookAnswer(answer, tuple(results))
+            return NotebookAnswer(answer, tuple(results), query)
         # What the address book says about the person follows the notes:
         # the first line stays the count of what matched (or says that
         # nothing did).
         card = render_contact_card(self._contacts.info(contact_id))
-        return NotebookAnswer("\n".join([answer, *card]) if card else answer, tuple(results))
+        text = "\n".join([answer, *card]) if card else answer
+        return NotebookAnswer(text, tuple(results), query)
 
     def _resolve(self, person: str) -> str | None:
         """The contact a person argument names: by the contact book (names,
@@ -334,11 +336,56 @@ def render_results(
         if note.body is None:
             lines.append("   Offloaded — opens from your Homebase.")
         else:
-            body = " ".join(note.body.split())
-            if len(body) > BODY_CHARS_SHOWN:
-                body = body[: BODY_CHARS_SHOWN - 1] + "…"
-            lines.append(f"   {body}")
+            lines.append(f"   {shown_body(note.body, query)}")
     return "\n".join(lines)
+
+
+_SEGMENT = re.compile(r"\n+|(?<=[.!?…”])\s+(?=[-–•“\"A-Z0-9])")
+
+
+def shown_body(body: str, query: str = "") -> str:
+    """A note's body as the model is shown it, within BODY_CHARS_SHOWN: whole
+    when it fits; else its opening and, when lines or sentences past the
+    opening hold the query's words, those (most words first, at most half
+    the room, shown in the order written), "…" where text was left out. A
+    long digest's answer can sit far from its start, and the model sees
+    nothing past the limit."""
+    flat = " ".join(body.split())
+    if len(flat) <= BODY_CHARS_SHOWN:
+        return flat
+    cut = flat[: BODY_CHARS_SHOWN - 1] + "…"
+    terms = set(query_terms(query)) if query.strip() else set()
+    if not terms:
+        return cut
+    parts = [p for p in (" ".join(x.split()) for x in _SEGMENT.split(body)) if p]
+    opening, used = 0, 0
+    while opening < len(parts) and used + len(parts[opening]) + 1 <= BODY_CHARS_SHOWN:
+        used += len(parts[opening]) + 1
+        opening += 1
+    later = [(len(terms & stems(parts[i])), i) for i in range(opening, len(parts))]
+    wanted = sorted((t for t in later if t[0]), key=lambda t: (-t[0], t[1]))
+    room = BODY_CHARS_SHOWN // 2
+    extra: list[int] = []
+    for _, i in wanted:
+        if len(parts[i]) + 3 <= room:
+            extra.append(i)
+            room -= len(parts[i]) + 3
+    if not extra:
+        return cut
+    budget = BODY_CHARS_SHOWN - sum(len(parts[i]) + 3 for i in extra) - 2
+    head = ""
+    for part in parts[:opening]:
+        if len(head) + len(part) + 1 > budget:
+            break
+        head = f"{head} {part}" if head else part
+    out = head
+    last = -2
+    for i in sorted(extra):
+        out += (" " if i == last + 1 else " … ") + parts[i]
+        last = i
+    if last != len(parts) - 1:
+        out += " …"
+    return out[: BODY_CHARS_SHOWN - 1] + "…" if len(out) > BODY_CHARS_SHOWN else out
 
 
 # -- when the Notebook misses ---------------------------------------------------------

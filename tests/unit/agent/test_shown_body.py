@@ -1,0 +1,24 @@
+"""What of a long note the model is shown: its opening, and the lines past
+the cut that hold the query's words."""
+
+from __future__ import annotations
+
+from pixie.device.agent.tools import BODY_CHARS_SHOWN, shown_body
+
+
+def test_a_short_body_is_shown_whole() -> None:
+    assert shown_body("One line.\nTwo  lines.", "anything") == "One line. Two lines."
+
+
+def test_a_long_body_shows_the_lines_that_hold_the_query() -> None:
+    lines = [f"- Line {i} about the weather and nothing much at all today." for i in range(30)]
+    lines[25] = "- Wifi's live: network VM4471029, password PlumOtter42."
+    body = "Chat with Callum.\n" + "\n".join(lines)
+    shown = shown_body(body, "wifi password")
+    assert len(shown) <= BODY_CHARS_SHOWN
+    assert shown.startswith("Chat with Callum. - Line 0")
+    assert "… - Wifi's live: network VM4471029, password PlumOtter42. …" in shown
+    # Without query words past the cut, the opening as before.
+    plain = shown_body(body, "callum")
+    assert plain == " ".join(body.split())[: BODY_CHARS_SHOWN - 1] + "…"
+    assert shown_body(body) == plain
