@@ -86,6 +86,7 @@ class FactKind(enum.StrEnum):
     LIKES = "likes"
     DISLIKES = "dislikes"
     HOBBY = "hobby"
+    HEALTH = "health"
     NOTE = "note"
     OTHER = "other"
 

@@ -689,7 +689,7 @@ def _journal(request: DistillRequest) -> dict[str, object]:
     sentences = [
         _Said(line.at, ME, True, t.strip(), _score(t.strip()), i)
         for line in request.lines
-        for i, t in enumerate(_SENTENCE_END.split(" ".join(line.text.split())))
+        for i, t in enumerate(_journal_sentences(line.text))
         if t.strip()
     ]
     parts = [f"Journal, {long_day}."]
@@ -700,6 +700,7 @@ def _journal(request: DistillRequest) -> dict[str, object]:
     if key:
         parts.append("Wrote: " + " ".join(_quote(s.text) for s in key))
     facts = _facts_of_me(request)
+    facts += [f for f in own_statements(sentences) if f.text not in {g.text for g in facts}]
     if facts:
         parts.append("About you: " + "; ".join(_phrase(f) for f in facts) + ".")
     if len(request.lines) > 1:
@@ -709,7 +710,137 @@ def _journal(request: DistillRequest) -> dict[str, object]:
     topical = _topics((s.text for s in sentences), min_hits=1)
     answer = _answer(" ".join(parts), sentences, request, min_hits=1)
     answer["tags"] = _unique(["journal", weekday.casefold(), *topical])[: MAX_TAGS + 2]
+    answer["facts"] = [f.as_json() for f in merge_facts(facts, limit=MAX_ANSWER_FACTS)][
+        :MAX_ANSWER_FACTS
+    ]
     return answer
+
+
+_HEADING = re.compile(r"^\s*#{1,6}\s")
+_BULLET = re.compile(r"^\s*(?:[-*•+]|\d+[.)])\s+")
+
+
+def _journal_sentences(text: str) -> list[str]:
+    """A journal entry's sentences: headings left out (a Markdown "# Finger"
+    is a title, not something said), each list item a sentence of its own."""
+    out: list[str] = []
+    for raw in text.splitlines():
+        if not raw.strip() or _HEADING.match(raw) or raw.strip().startswith("Tags:"):
+            continue
+        line = _BULLET.sub("", raw).strip()
+        out += [t for t in _SENTENCE_END.split(" ".join(line.split())) if t.strip()]
+    return out
+
+
+# -- what your own words say about you ----------------------------------------------
+#
+# A journal is the user writing about themselves: beyond the patterns (where
+# they live, work, what they are allergic to), its first-person sentences
+# about their health, work, home, travels and plans are kept as facts about
+# them, in their own words turned to "you" ("hurt your left ring finger
+# climbing"), at most OWN_STATEMENTS an entry (health and plans first, then
+# the ones that say most). They land in the about-you note with the day they
+# were written, newest first, so a later entry ("the finger held up fine")
+# sits above the older one.
+
+OWN_STATEMENTS = 3
+OWN_CHARS = 160
+_FIRST_PERSON_WORD = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|my|me|myself)\b", re.I)
+_PLANNED = re.compile(
+    r"\b(?:resolutions?|plan(?:ning)? to|want to|going to|hope to|intend to|goal|"
+    r"this year i|next year|from now on|decided)\b",
+    re.I,
+)
+_SELF_TOPICS = {
+    "health": FactKind.HEALTH,
+    "running": FactKind.HEALTH,
+    "work": FactKind.OTHER,
+    "home": FactKind.OTHER,
+    "travel": FactKind.OTHER,
+    "money": FactKind.OTHER,
+}
+_HEALTH_WORDS = re.compile(
+    r"\b(?:injur\w*|hurt|pain(?:s|ful|killers?)?|aches?|aching|sore|physio\w*|doctor|gp|"
+    r"blood pressure|"
+    r"headaches?|migraines?|prescri\w+|medication|tablets?|diagnos\w+|strain\w*|sprain\w*|"
+    r"knee|back|finger|shoulder|ankle|tendon|pulley|pressão|médic[oa]|dor)\b",
+    re.I,
+)
+
+
+def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
+    """Facts about the user from their own first-person sentences (see above)."""
+    found: list[tuple[float, Fact]] = []
+    for said in sentences:
+        text = said.text.strip().lstrip("-•* ").strip()
+        if (
+            text.endswith("?")
+            or _content(text) < 4
+            or _is_small_talk(text)
+            or not _FIRST_PERSON_WORD.search(text)
+            or about_someone_else(text)
+        ):
+            continue
+        kinds = [_SELF_TOPICS[t] for t in _topic_hits(text) if t in _SELF_TOPICS]
+        if _HEALTH_WORDS.search(text):
+            kinds.insert(0, FactKind.HEALTH)
+        if _PLANNED.search(text):
+            kinds.insert(0, FactKind.PLAN)
+        if not kinds:
+            continue
+        found.append((said.score, Fact(kinds[0], _as_yours(text), said.at)))
+    # Health and plans first (they change what the agent should bring up),
+    # then what says most.
+    found.sort(key=lambda t: (t[1].kind is FactKind.OTHER, -t[0]))
+    return [f for _, f in found[:OWN_STATEMENTS]]
+
+
+_LEAD_ME = (
+    (re.compile(r"^(?:i'm|i’m|i am)\s+", re.IGNORECASE), "you're "),
+    (re.compile(r"^(?:i've|i’ve|i have)\s+", re.IGNORECASE), "you've "),
+    (re.compile(r"^(?:i'll|i’ll|i will)\s+", re.IGNORECASE), "you'll "),
+    (re.compile(r"^(?:i'd|i’d)\s+", re.IGNORECASE), "you'd "),
+    (re.compile(r"^i\s+", re.IGNORECASE), ""),
+)
+_YOURS = {
+    "i": "you",
+    "i'm": "you're",
+    "i’m": "you’re",
+    "i've": "you've",
+    "i’ve": "you’ve",
+    "i'd": "you'd",
+    "i’d": "you’d",
+    "i'll": "you'll",
+    "i’ll": "you’ll",
+    "me": "you",
+    "my": "your",
+    "mine": "yours",
+    "myself": "yourself",
+}
+_MY_WORD = re.compile(
+    r"(?<![\w'’])(?:i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|i|me|my|mine|myself)(?![\w'’])", re.I
+)
+
+
+_YOU_VERBS = {"am": "you are", "was": "you were", "wasn't": "you weren't"}
+_YOU_VERB = re.compile(r"\byou (am|was|wasn't)\b", re.IGNORECASE)
+
+
+def _as_yours(sentence: str) -> str:
+    """A sentence the user wrote of themselves, told to them: "I hurt my
+    finger" -> "hurt your finger"; cut at a word within OWN_CHARS."""
+    text = " ".join(sentence.split()).strip().rstrip(".!…")
+    for pattern, lead in _LEAD_ME:
+        if pattern.match(text):
+            text = pattern.sub(lead, text, count=1)
+            break
+    text = _MY_WORD.sub(lambda m: _YOURS[m.group(0).casefold()], text)
+    text = _YOU_VERB.sub(lambda m: _YOU_VERBS[m.group(1).casefold()], text)
+    if sentence[:1].isupper():
+        text = text[:1].upper() + text[1:]
+    if len(text) > OWN_CHARS:
+        text = text[: OWN_CHARS - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    return text.replace("; ", ", ")
 
 
 def _calendar(request: DistillRequest) -> dict[str, object]:

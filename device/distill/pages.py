@@ -70,6 +70,7 @@ LABELS: dict[FactKind, str] = {
     FactKind.LIKES: "Likes",
     FactKind.DISLIKES: "Dislikes",
     FactKind.HOBBY: "Hobby",
+    FactKind.HEALTH: "Health",
     FactKind.NOTE: "Note",
     FactKind.OTHER: "Also",
 }

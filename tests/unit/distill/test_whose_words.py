@@ -78,3 +78,28 @@ def test_a_request_of_media_alone_keeps_one_line() -> None:
     request = make_request(SourceKind.CONVERSATION, "Mum", "Mum", ["Mum"], lines)
     assert without_media(request).lines == request.lines[:1]
     distill(request)  # answers without a line to read
+
+
+def test_a_journal_says_things_about_you() -> None:
+    entry = "\n".join(
+        [
+            "# Finger",
+            "Third go on the crimpy blue and something in my left ring finger went with a pop.",
+            "- Two weeks completely off the wall.",
+            "Where I am: a tiny flat in Headingley, eight years at the hospital now.",
+            "My resolution for next year: run the Leeds half marathon in under two hours.",
+            "Lovely weather today.",
+        ]
+    )
+    line = Line(T0, ME, True, entry, "journal")
+    request = make_request(SourceKind.JOURNAL, "the user's journal", None, (), [line])
+    facts = {(f["kind"], f["text"]) for f in distill(request)["facts"]}  # type: ignore[union-attr]
+    assert (
+        "health",
+        "Third go on the crimpy blue and something in your left ring finger went with a pop",
+    ) in facts
+    assert (
+        "plan",
+        "Your resolution for next year: run the Leeds half marathon in under two hours",
+    ) in facts
+    assert not any("#" in text or "weather" in text for _, text in facts)
