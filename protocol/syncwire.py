@@ -69,6 +69,9 @@ DETAIL_CHARS: dict[str, int] = {
     "title": MAX_SHORT_CHARS,
     "birthday": MAX_SHORT_CHARS,
     "note": MAX_NOTE_DETAIL_CHARS,
+    # As the address book writes them: "mobile +44 7700 900123; work 0113 ...".
+    "phone": MAX_SHORT_CHARS,
+    "address": MAX_SHORT_CHARS,
 }
 DETAIL_FIELDS = tuple(DETAIL_CHARS)
 MAX_DETAIL_FIELD_CHARS = max(map(len, DETAIL_FIELDS))

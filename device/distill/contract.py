@@ -48,7 +48,7 @@ MAX_WITH = 8  # people named on one appointment
 # true, and the newest forty messages may not repeat it. They share the
 # transcript budget (at most a quarter of it).
 MAX_EARLIER_LINES = 12
-MAX_DETAILS = 4  # the person's contact card: org, title, birthday, note
+MAX_DETAILS = 6  # the person's contact card: org, title, birthday, phone, address, note
 # A repeating calendar entry is one request: its lines are the first
 # occurrence and the ones that differ from it, and ``occurrences`` holds when
 # every occurrence starts (at most this many, the earliest kept), so the
@@ -87,11 +87,14 @@ class FactKind(enum.StrEnum):
     DISLIKES = "dislikes"
     HOBBY = "hobby"
     HEALTH = "health"
+    PHONE = "phone"
     NOTE = "note"
     OTHER = "other"
 
 
-SINGLE_VALUED = frozenset({FactKind.WORK, FactKind.ROLE, FactKind.HOME, FactKind.BIRTHDAY})
+SINGLE_VALUED = frozenset(
+    {FactKind.WORK, FactKind.ROLE, FactKind.HOME, FactKind.BIRTHDAY, FactKind.PHONE}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,13 @@ FIRST_PERSON: tuple[Rule, ...] = (
         loose=True,
     ),
     _named("(?:i'm|i am) from", FactKind.OTHER, "is from {0}"),
+    # phone
+    _rule(
+        r"\b(?i:my (?:new )?(?:phone |mobile )?number is|my new number(?:'s)?:?|"
+        r"(?:this is )?my new (?:phone|mobile):?)\s*(\+?\d[\d \-().]{5,}\d)",
+        FactKind.PHONE,
+        "{0}",
+    ),
     # birthday, family, pets
     _rule(rf"\b(?i:my birthday is (?:on )?(?:the )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
     _rule(
@@ -324,7 +331,9 @@ def day_month(text: str) -> str | None:
 
 
 def card_facts(details: Iterable[tuple[str, str]]) -> list[Fact]:
-    """A contact card's details (org, title, birthday, note) as undated facts."""
+    """A contact card's details (org, title, birthday, phone, address, note)
+    as undated facts: a dated one of the same kind, said later in a message
+    ("my new number is ...", "we've moved to ..."), supersedes them."""
     out = []
     for field, value in details:
         if field == "org":
@@ -335,6 +344,10 @@ def card_facts(details: Iterable[tuple[str, str]]) -> list[Fact]:
             out.append(Fact(FactKind.BIRTHDAY, card_birthday(value)))
         elif field == "note":
             out.append(Fact(FactKind.NOTE, value))
+        elif field == "phone":
+            out.append(Fact(FactKind.PHONE, value))
+        elif field == "address":
+            out.append(Fact(FactKind.HOME, f"lives at {value}"))
     return out
 
 

@@ -71,6 +71,7 @@ LABELS: dict[FactKind, str] = {
     FactKind.DISLIKES: "Dislikes",
     FactKind.HOBBY: "Hobby",
     FactKind.HEALTH: "Health",
+    FactKind.PHONE: "Phone",
     FactKind.NOTE: "Note",
     FactKind.OTHER: "Also",
 }

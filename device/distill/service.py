@@ -996,7 +996,7 @@ _DIRECT_NEW_SQL = (
     f"AND contact_id = ? AND n > ? ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
 )
 _DETAILS_SQL = "SELECT field, value FROM contact_detail WHERE contact_id = ?"
-_CARD_ORDER = ("org", "title", "birthday", "note")
+_CARD_ORDER = ("org", "title", "birthday", "phone", "address", "note")
 _THREAD_PEOPLE_SQL = {
     family: (
         "SELECT DISTINCT contact_id FROM memory_event "

@@ -173,6 +173,8 @@ def _card(props: list[_Property]) -> ContactCard | None:
     nicknames: list[str] = []
     emails: list[str] = []
     phones: list[str] = []
+    written: list[str] = []  # phone numbers as the card writes them, with their kind
+    postal = None
     for prop in props:
         if prop.name == "FN" and not fn:
             fn = _line(_unescape(prop.value), MAX_NAME_CHARS)
@@ -198,6 +200,12 @@ def _card(props: list[_Property]) -> ContactCard | None:
             phone = phone_alias(_unescape(prop.value))
             if phone is not None:
                 phones.append(phone)
+                shown = _line(_unescape(prop.value).removeprefix("tel:"), 40)
+                kind = _phone_kind(prop)
+                written.append(f"{kind} {shown}" if kind else shown)
+        elif prop.name == "ADR" and postal is None:
+            parts = [" ".join(_split(p, ",")) for p in _split(prop.value, ";")]
+            postal = _line(", ".join(p.strip() for p in parts if p.strip())) or None
     name = fn or n or org or (emails[0] if emails else "")
     if not name:
         return None
@@ -209,7 +217,29 @@ def _card(props: list[_Property]) -> ContactCard | None:
         title=title,
         birthday=birthday,
         note=note,
+        phone=_fit("; ".join(dict.fromkeys(written))) or None,
+        address=postal,
     )
+
+
+_PHONE_KINDS = ("cell", "mobile", "iphone", "home", "work", "main", "fax", "pager")
+
+
+def _phone_kind(prop: _Property) -> str:
+    """A number's kind from its TYPE ("CELL", "type=WORK,VOICE", vCard 2.1's
+    bare "WORK"): mobile, home, work, ...; "" when it names none."""
+    values = [v.casefold() for key, vs in prop.params.items() for v in (*vs, key)]
+    for kind in _PHONE_KINDS:
+        if any(kind in v for v in values):
+            return "mobile" if kind in ("cell", "iphone") else kind
+    return ""
+
+
+def _fit(text: str) -> str:
+    """Within a short detail's bound, cut at a "; " if it must be cut."""
+    if len(text) <= MAX_SHORT_CHARS:
+        return text
+    return text[:MAX_SHORT_CHARS].rsplit("; ", 1)[0]
 
 
 class VcardImporter:

@@ -34,7 +34,14 @@ from pixie.protocol.syncwire import DETAIL_CHARS, DETAIL_FIELDS, MAX_DETAIL_AT
 MAX_NAME_CHARS = 200
 _FIELD_CHARS = 16  # the column; every field name is far shorter
 # What a message calls each detail.
-DETAIL_NAMES = {"org": "organisation", "title": "title", "birthday": "birthday", "note": "note"}
+DETAIL_NAMES = {
+    "org": "organisation",
+    "title": "title",
+    "birthday": "birthday",
+    "note": "note",
+    "phone": "phone",
+    "address": "address",
+}
 
 
 class Contact(Base):
@@ -81,6 +88,8 @@ class ContactDetails:
     title: str | None = None
     birthday: str | None = None  # "YYYY-MM-DD", or "--MM-DD" when the year is unknown
     note: str | None = None
+    phone: str | None = None  # the card's numbers as written, with their kinds
+    address: str | None = None  # the card's first postal address, on one line
 
     def as_dict(self) -> dict[str, str | None]:
         return {field: getattr(self, field) for field in DETAIL_FIELDS}
@@ -117,6 +126,8 @@ class ContactCard:
     title: str | None = None
     birthday: str | None = None  # "YYYY-MM-DD", or "--MM-DD" when the year is unknown
     note: str | None = None
+    phone: str | None = None  # numbers as written ("mobile +44 7700 900123")
+    address: str | None = None  # a postal address on one line
 
 
 _PHONE = re.compile(r"\+?[\d\s().\-/]{6,}")

@@ -47,11 +47,18 @@ def test_iphone_export() -> None:
         title="Mathematician",
         birthday="1815-12-10",
         note="Met at the Babbage salon.\nLikes poetry, and engines.",
+        # Numbers as written, with their kinds; the first postal address.
+        phone="mobile +44 7700 900123; home 020 7946 0018",
+        address="12 St James's Square, London, SW1Y 4JH, United Kingdom",
     )
     # A TEL that is no number is left out; the card still counts.
-    assert charles == ContactCard("Charles Babbage", ("+442079460999",))
+    assert charles == ContactCard(
+        "Charles Babbage", ("+442079460999",), phone="work +44 20 7946 0999"
+    )
     # An empty FN and N: the organisation names the card.
-    assert pizza == ContactCard("Pixie Pizza", ("+351210000000",), org="Pixie Pizza")
+    assert pizza == ContactCard(
+        "Pixie Pizza", ("+351210000000",), org="Pixie Pizza", phone="work +351 21 000 0000"
+    )
 
 
 def test_google_export() -> None:
@@ -85,6 +92,7 @@ def test_outlook_21_quoted_printable_latin1() -> None:
         title="Leiter Einkauf",
         birthday="1971-03-14",
         note="Erste Zeile\nZweite Zeile mit Umlaut ä und ein sehr langes Ende.",
+        phone="work +49 30 1234567; mobile 0170 1234567",
     )
 
 
@@ -96,6 +104,7 @@ def test_vcard_4() -> None:
         org="NASA, Flight Research Division",
         title="Research mathematician",
         birthday="--08-26",
+        phone="mobile +1-757-555-0100",
     )
 
 
@@ -173,7 +182,7 @@ def test_photos_are_passed_over(tmp_path: Path) -> None:
         "TEL:+1 555 0100 123\nEND:VCARD\n"
     )
     (card,) = read_path(write(tmp_path, body))
-    assert card == ContactCard("Ada", ("+15550100123",))
+    assert card == ContactCard("Ada", ("+15550100123",), phone="+1 555 0100 123")
 
 
 def test_over_long_values_are_cut_to_what_a_contact_holds(tmp_path: Path) -> None:

@@ -255,6 +255,8 @@ def test_contacts_list_shows_the_details(data_dir: Path) -> None:
         "title": "Programmer",
         "birthday": "1815-12-10",
         "note": "Met at the Babbage salon.\nPrefers letters.",
+        "phone": None,
+        "address": None,
     }
     assert by_name["Grace Hopper"]["org"] is None and by_name["Grace Hopper"]["note"] is None
     text = run_cli("--data", str(data_dir), "contacts", "list")

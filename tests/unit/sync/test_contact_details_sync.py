@@ -231,7 +231,7 @@ def _with_details(details: Any) -> Any:
         ([["org", b"A", 1]], "contact org must be text"),
         ([["org", "A"]], "contact detail must have 3 items"),
         ([[7, "A", 1]], "contact detail field"),
-        ([["org", "A", 1]] * 5, "contact details must be a list of at most 4"),
+        ([["org", "A", 1]] * 7, "contact details must be a list of at most 6"),
         ("org", "contact details must be a list"),
     ],
 )
