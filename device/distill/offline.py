@@ -574,6 +574,12 @@ _MONEY = re.compile(
     r"|\b\d(?:[\d,.]*\d)?\s?(?:GBP|EUR|USD|CAD|BRL|euros?|pounds?|dollars?|reais)\b",
     re.IGNORECASE,
 )
+# A phone number as people write one: "416-555-0177", "+44 7700 900123",
+# "(416) 555 0177"; at least eight digits, so that dates and amounts are not.
+_PHONE_NUMBER = re.compile(
+    r"(?<![\w+,.])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,5}\)[ .-]?)?\d{2,6}(?:[ .-]\d{2,6}){1,3}"
+    r"(?![\w,.]\d)(?<!\d{4}-\d{2}-\d{2})"
+)
 _AGREED = re.compile(
     r"\b(confirm\w*|agreed?|booked|booking|reservation|reference|scheduled|deadline|due|"
     r"refund\w*|deposit|invoice|receipt|order\w*|delivery|deliver\w*|appointment|"
@@ -665,7 +671,9 @@ def _mail(request: DistillRequest) -> dict[str, object]:
     numbers = _unique(
         m.group(0).strip()
         for line in request.lines
-        for m in (*_CODE.finditer(_mail_body(line.text)), *_MONEY.finditer(_mail_body(line.text)))
+        for pattern in (_CODE, _MONEY, _PHONE_NUMBER)
+        for m in pattern.finditer(_mail_body(line.text))
+        if pattern is not _PHONE_NUMBER or sum(c.isdigit() for c in m.group(0)) >= 8
     )
     if numbers:
         parts.append("Numbers: " + ", ".join(numbers[:8]) + ".")

@@ -36,6 +36,7 @@ Hi Hannah,
 
 Thanks for letting me know. I agree to the move-out date of 30 November.
 I will return the deposit of £850 within 10 days of the inspection.
+Call me on 0113 496 0123 if anything comes up.
 
 Best,
 Dave
@@ -134,6 +135,7 @@ async def test_a_mail_thread_is_one_digest_with_what_was_agreed(node: Node, tmp_
     assert "2 emails, 1 of them yours" in thread
     assert "move-out date of 30 November" in thread and "£850" in thread
     assert "28 November at 10am" in thread
+    assert "Numbers: £850, 0113 496 0123." in thread  # amounts and phone numbers
     assert "Hi Hannah" not in thread and "Best," not in thread  # greeting and sign-off
     assert thread.count("I agree to the move-out date") == 1  # the quote is not read again
     booking = notes["Email: Your booking confirmation — Rail Tickets"]
