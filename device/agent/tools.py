@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
+from pixie.device.notebook.clearview import TOP_RESULTS, ClearNotebook, ScoredNote
 from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold, query_terms, stems
 from pixie.device.store.contacts import (
     DETAIL_NAMES,
@@ -105,9 +105,12 @@ class NotebookAnswer:
 
     @property
     def missed(self) -> bool:
-        """Nothing matched: no note, or only notes near the query in meaning
-        (the chat loop then searches the log as well)."""
-        return all(s.by_meaning for s in self.notes)
+        """Nothing matched: no note, or none that holds a word of the query
+        (only notes near it in meaning, or a person's other notes); the chat
+        loop then searches the log as well."""
+        if self.query.strip():
+            return not any(s.score > 0 for s in self.notes)
+        return not self.notes
 
 
 class CheckNotebookTool:
@@ -200,6 +203,12 @@ class CheckNotebookTool:
             contact_id = self._resolve(person)
             if contact_id is None:
                 return NotebookAnswer(f'No notes are filed under that person ("{person}").', ())
+        asked = query
+        if contact_id is not None and query.strip():
+            # The person filter already holds them to their notes: their name
+            # among the words would only lift every note with it in its
+            # title over the one that answers ("Lívia teacher" for Lívia).
+            query = _without_name(query, person or "", self._contacts.info(contact_id).name)
         now = self._now()
         since = now - days_back * DAY_US if days_back else None
         until = None
@@ -208,6 +217,16 @@ class CheckNotebookTool:
             since = since if since is not None else now
             until = now + days_ahead * DAY_US
         results = self._notebook.search_clear(query, contact_id, topic, since, until)
+        if query != asked:
+            # Fewer notes of theirs match the other words than there are
+            # places: their newest other notes take the rest, as a search
+            # with their name among the words would have brought them.
+            matched = [r for r in results if not r.by_meaning]
+            if len(matched) < TOP_RESULTS:
+                seen = {r.note.id for r in matched}
+                theirs = self._notebook.search_clear("", contact_id, topic, since, until)
+                results = matched + [r for r in theirs if r.note.id not in seen]
+                results = results[:TOP_RESULTS]
         answer = render_results(results, query, person, topic, days_back, days_ahead)
         if contact_id is None:
             return NotebookAnswer(answer, tuple(results), query)
@@ -236,6 +255,14 @@ class CheckNotebookTool:
             if s.note.kind is NoteKind.PERSON and s.note.contact_id is not None
         }
         return pages.pop() if len(pages) == 1 else None
+
+
+def _without_name(query: str, *names: str) -> str:
+    """``query`` without the words of ``names`` (a possessive "'s" too), or
+    as it was when nothing else would be left."""
+    named = {fold(w) for name in names for w in _WORD.findall(name)}
+    kept = [w for w in query.split() if fold(re.sub(r"['’]s$", "", w).strip(".,;:!?")) not in named]
+    return " ".join(kept) if kept else query
 
 
 def _optional_days(arguments: Mapping[str, Any], key: str) -> int | None:
@@ -316,10 +343,13 @@ def render_results(
             return f"No notes in the Notebook {filters}."
         return "The Notebook has no notes yet."
     near = sum(1 for s in results if s.by_meaning)
-    matched = len(results) - near
+    matched = sum(1 for s in results if s.score > 0) if words else len(results) - near
+    more = len(results) - near - matched
     head = f"{matched} note{'s' if matched != 1 else ''}"
     if words:
         head += f" matching {words}"
+    if more:
+        head += f" and {more} more"
     if near:
         # Places no term match took, filled by notes near the query's meaning.
         nearby = f"{near} note{'s' if near != 1 else ''} near it in meaning"

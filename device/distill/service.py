@@ -81,6 +81,7 @@ from pixie.device.distill.contract import (
 )
 from pixie.device.distill.extract import (
     FIRST_PERSON,
+    MONTHS,
     SECOND_PERSON,
     appointment_in,
     card_facts,
@@ -245,6 +246,9 @@ class Loaded:
     details: tuple[tuple[str, str], ...] = ()  # the one other person's contact card
     occurrences: tuple[int, ...] = ()  # a repeating calendar entry's starts, earliest first
     now: int = 0  # for a repeating entry: when the pass read it
+    # For a thread longer than one request: each month with new messages and
+    # its newest messages, oldest first (see `month_items`).
+    months: tuple[tuple[str, tuple[Row, ...]], ...] = ()
 
 
 @dataclass
@@ -1165,6 +1169,7 @@ def _load(
     people: list[str] = []
     fresh: list[Row] = []
     occurrences: tuple[int, ...] = ()
+    months: tuple[tuple[str, tuple[Row, ...]], ...] = ()
     if source.thread is not None:
         family = source.kind
         top = conn.execute(_THREAD_TOP_SQL[family], (source.thread,)).fetchone()[0]
@@ -1182,6 +1187,7 @@ def _load(
         if family is SourceKind.CONVERSATION:
             since_n = 0 if everything or mark is None else mark
             fresh = _rows(conn.execute(_THREAD_NEW_SQL[family], (source.thread, since_n)))
+            months = _months(conn, source.thread, rows, fresh)
     elif source.contact_id is not None:
         top = conn.execute(_DIRECT_TOP_SQL, (source.contact_id,)).fetchone()[0]
         if top is None or (mark is not None and mark >= top and not everything):
@@ -1216,7 +1222,89 @@ def _load(
     loaded = _loaded(source, rows, top, people, fresh, names, card)
     if occurrences:
         loaded = replace(loaded, occurrences=occurrences)
+    if months:
+        loaded = replace(loaded, months=months)
     return loaded
+
+
+# -- a long thread, month by month ------------------------------------------------------
+#
+# A thread's digest covers its newest MAX_LINES messages: a year of chat with
+# a partner keeps only its last few weeks there, and the person page keeps
+# facts, not what was said. So a thread longer than one request also gets a
+# digest per calendar month (UTC) that has new messages: "Callum Reid — May
+# 2026", made by the built-in distiller from that month's newest MAX_LINES
+# messages (a model is not asked again for each month), filed under the
+# thread with the month in its identity, so a re-run rewrites the month in
+# place. A month with fewer than MIN_MONTH_MESSAGES messages gets none: the
+# thread digest and the person page hold what little it says.
+
+MIN_MONTH_MESSAGES = 5
+MAX_MONTHS = 24  # months written by one pass of one thread (the newest)
+_MONTH_SQL = (
+    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'message' "
+    f"AND at >= ? AND at < ? ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
+)
+_THREAD_COUNT_SQL = "SELECT count(*) FROM memory_event WHERE thread = ? AND kind = 'message'"
+
+
+def _months(
+    conn: sqlite3.Connection, thread: str, rows: Sequence[Row], fresh: Sequence[Row]
+) -> tuple[tuple[str, tuple[Row, ...]], ...]:
+    """The months of a long thread that have new messages, each with its
+    newest messages, oldest first; none for a thread one request holds."""
+    if len(rows) < MAX_LINES:
+        return ()
+    total = conn.execute(_THREAD_COUNT_SQL, (thread,)).fetchone()[0]
+    if total <= MAX_LINES:
+        return ()
+    touched = sorted({_month_of(r[2]) for r in fresh}, reverse=True)[:MAX_MONTHS]
+    out = []
+    for month in sorted(touched):
+        start, end = _month_span(month)
+        found = _rows(conn.execute(_MONTH_SQL, (thread, start, end)))
+        if len(found) >= MIN_MONTH_MESSAGES:
+            found.sort(key=lambda r: (r[2], r[0]))
+            out.append((month, tuple(found)))
+    return tuple(out)
+
+
+def _month_of(at: int) -> str:
+    day = dt.datetime.fromtimestamp(at / 1_000_000, tz=dt.UTC)
+    return f"{day.year:04d}-{day.month:02d}"
+
+
+def _month_span(month: str) -> tuple[int, int]:
+    year, number = int(month[:4]), int(month[5:])
+    start = dt.datetime(year, number, 1, tzinfo=dt.UTC)
+    end = dt.datetime(year + number // 12, number % 12 + 1, 1, tzinfo=dt.UTC)
+    return int(start.timestamp()) * 1_000_000, int(end.timestamp()) * 1_000_000
+
+
+def month_items(loaded: Loaded, request: DistillRequest, base: Distilled) -> list[Distilled]:
+    """A digest per month of a long thread (see above)."""
+    out: list[Distilled] = []
+    for month, rows in loaded.months:
+        shown = replace(loaded, rows=rows, earlier=(), months=())
+        sub = build_request(shown)
+        sub = replace(sub, details=(), earlier=())
+        answer = parse_result(OfflineDistiller().answer_now(replace(sub, person=None)))
+        label = f"{MONTHS[int(month[5:]) - 1]} {month[:4]}"
+        out.append(
+            Distilled(
+                kind=base.kind,
+                identity_key=f"{base.identity_key}@{month}"[:MAX_IDENTITY_CHARS],
+                title=_fit_title(f"{base.title} — {label}"),
+                body=answer.summary,
+                contact_id=base.contact_id,
+                tags=tuple(
+                    dict.fromkeys((*answer.tags, MONTHS[int(month[5:]) - 1].casefold(), month[:4]))
+                )[:MAX_TAGS],
+                source_ref=base.source_ref,
+                about_date=max(r[2] for r in rows),
+            )
+        )
+    return out
 
 
 def _timed(loaded: Loaded | None, now: Callable[[], int]) -> Loaded | None:
@@ -1333,6 +1421,8 @@ def _notes_for(
     """What ``result`` gives for ``loaded``'s source, merged with what is
     stored, read in ``session``'s write transaction."""
     items = digest_items(loaded, request, result)
+    if loaded.months:
+        items += month_items(loaded, request, items[0])
     newest = max(at for _, _, at, _, _, _ in loaded.rows)
     if loaded.source.kind is SourceKind.POST:
         items = [merge_post(session, items[0], loaded.rows[0][2])]

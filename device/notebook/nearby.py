@@ -4,14 +4,10 @@ Word search meets a note only on shared stems. This index keeps a meaning
 vector (`meaning`, a static embedding model shipped in a wheel) for every
 clear note, in the derived note_meaning table (`store.meanings`), and answers
 "which of these notes are nearest this query". `ClearNotebook.search_clear`
-uses it in two places only, so the spec's ranking stands (`search_clear`'s
-docstring says how):
-
-* among notes of equal term score, the nearer comes first (instead of the
-  newer: recency still breaks what similarity leaves tied);
-* when fewer than the top list's places match any query term, the nearest
-  other notes that pass the filters fill the places left, after every term
-  match, marked "by meaning".
+uses it in one place only, so the spec's ranking stands: when fewer than the
+top list's places match any query term, the nearest other notes that pass
+the filters fill the places left, after every term match, marked "by
+meaning".
 
 Vectors are made for the clear zone alone (`store.meanings.stale` reads no
 other): a sealed note's meaning is never computed. They are made in batches
@@ -30,7 +26,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pixie.device.notebook import meaning
@@ -125,23 +120,6 @@ class MeaningIndex:
         self._ns, self._matrix = ns, matrix
         self._row = {int(n): i for i, n in enumerate(ns)}
         self._generation = generation
-
-    def similarity(
-        self, conn: sqlite3.Connection, query: bytes, ns: Iterable[int]
-    ) -> dict[int, float]:
-        """How near each of the notes ``ns`` is to ``query`` (a packed query
-        vector); notes without a vector are left out."""
-        import numpy as np
-
-        with self._lock:
-            self._current(conn)
-            assert self._matrix is not None
-            rows = [(n, self._row[n]) for n in ns if n in self._row]
-            if not rows:
-                return {}
-            q = np.frombuffer(query, dtype="<f2").astype(np.float32)
-            sims = self._matrix[[i for _, i in rows]] @ q
-        return {n: float(s) for (n, _), s in zip(rows, sims, strict=True)}
 
     def nearest(
         self,

@@ -21,7 +21,7 @@ from pixie.device.ingest.ics import IMPORTER as ICS
 from pixie.device.ingest.load import load as load_items
 from pixie.device.ingest.mbox import IMPORTER as MBOX
 from pixie.device.node.keyed import Node
-from pixie.device.store.memlog import NewEvent
+from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
 
 MAILBOX = """\
@@ -303,3 +303,43 @@ async def test_a_series_says_which_occurrence_is_next_and_moves_on(
     await service.run_pass()
     assert "Next:" not in digests(node)["Climbing with Priya — weekly on Thursdays at 19:00"]
     assert not service.has_new_material()
+
+
+async def test_a_long_thread_gets_a_digest_per_month(node: Node) -> None:
+    start = int(dt.datetime(2026, 5, 1, 9, tzinfo=dt.UTC).timestamp()) * 1_000_000
+    day = 86_400_000_000
+    events = [
+        NewEvent(
+            EventKind.MESSAGE,
+            start + i * day,
+            f"Day {i}: the boiler is still making that noise, engineer booked"
+            if i != 3
+            else "Wifi's live! Network VM4471029, password PlumOtter42",
+            contact="Callum Reid",
+            thread="t-c",
+        )
+        for i in range(70)
+    ]
+    node.log.append(events, now=0)
+    await distil(node)
+    titles = sorted(digests(node))
+    assert titles == [
+        "Callum Reid",
+        "Callum Reid — July 2026",
+        "Callum Reid — June 2026",
+        "Callum Reid — May 2026",
+    ]
+    (may,) = [n for n in node.notebook.clear_notes() if n.title == "Callum Reid — May 2026"]
+    assert "may" in may.tags and may.contact_id is not None
+    # The thread digest holds the newest forty; May's words are in May's.
+    found = node.notebook.clear_view().search_clear("wifi password")
+    assert found[0].note.title == "Callum Reid — May 2026"
+    assert "PlumOtter42" in (found[0].note.body or "")
+    assert (await distil(node)).written == 0  # idempotent
+    # A short thread gets none.
+    node.log.append(
+        [NewEvent(EventKind.MESSAGE, start, "hi there, long time", contact="Ada", thread="t-a")],
+        now=0,
+    )
+    await distil(node)
+    assert not any(t.startswith("Ada —") for t in digests(node))

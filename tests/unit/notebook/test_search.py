@@ -284,7 +284,14 @@ def ref_search(
     terms = ref_terms(query)
 
     def own(n: Model) -> bool:
-        return contact_id is not None and n.kind is NoteKind.PERSON
+        # Their own page: a person note filed under them (a page of someone
+        # else that names them passes the filter, and ranks as any note).
+        return (
+            contact_id is not None
+            and n.kind is NoteKind.PERSON
+            and n.contact_id == contact_id
+            and n.identity is not None
+        )
 
     if not terms:
         newest = sorted(live, key=lambda n: (own(n), n.order, n.id), reverse=True)
