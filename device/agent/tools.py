@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.notebook.clearview import TOP_RESULTS, ClearNotebook, ScoredNote
+from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
 from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold, query_terms, stems
 from pixie.device.store.contacts import (
     DETAIL_NAMES,
@@ -203,12 +203,6 @@ class CheckNotebookTool:
             contact_id = self._resolve(person)
             if contact_id is None:
                 return NotebookAnswer(f'No notes are filed under that person ("{person}").', ())
-        asked = query
-        if contact_id is not None and query.strip():
-            # The person filter already holds them to their notes: their name
-            # among the words would only lift every note with it in its
-            # title over the one that answers ("Lívia teacher" for Lívia).
-            query = _without_name(query, person or "", self._contacts.info(contact_id).name)
         now = self._now()
         since = now - days_back * DAY_US if days_back else None
         until = None
@@ -217,16 +211,6 @@ class CheckNotebookTool:
             since = since if since is not None else now
             until = now + days_ahead * DAY_US
         results = self._notebook.search_clear(query, contact_id, topic, since, until)
-        if query != asked:
-            # Fewer notes of theirs match the other words than there are
-            # places: their newest other notes take the rest, as a search
-            # with their name among the words would have brought them.
-            matched = [r for r in results if not r.by_meaning]
-            if len(matched) < TOP_RESULTS:
-                seen = {r.note.id for r in matched}
-                theirs = self._notebook.search_clear("", contact_id, topic, since, until)
-                results = matched + [r for r in theirs if r.note.id not in seen]
-                results = results[:TOP_RESULTS]
         answer = render_results(results, query, person, topic, days_back, days_ahead)
         if contact_id is None:
             return NotebookAnswer(answer, tuple(results), query)
@@ -255,14 +239,6 @@ class CheckNotebookTool:
             if s.note.kind is NoteKind.PERSON and s.note.contact_id is not None
         }
         return pages.pop() if len(pages) == 1 else None
-
-
-def _without_name(query: str, *names: str) -> str:
-    """``query`` without the words of ``names`` (a possessive "'s" too), or
-    as it was when nothing else would be left."""
-    named = {fold(w) for name in names for w in _WORD.findall(name)}
-    kept = [w for w in query.split() if fold(re.sub(r"['’]s$", "", w).strip(".,;:!?")) not in named]
-    return " ".join(kept) if kept else query
 
 
 def _optional_days(arguments: Mapping[str, Any], key: str) -> int | None:

@@ -176,6 +176,23 @@ _VOCAB_RANGE = "SELECT term FROM temp.note_vocab WHERE term >= ? AND term < ?"
 _EFFECTIVE = "coalesce(about_date, updated_wall)"
 _COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
 _CONTACT_NAME = "SELECT name FROM contact WHERE id = ?"
+# A person's notes (parameters: contact id, their name tag), as a condition on
+# the note row and as a set of row numbers; and the notes that only name them
+# (parameters: the full-text query for their name, contact id, name tag).
+_THEIRS = "(note.contact_id = ? OR note.n IN (SELECT note_n FROM note_tag WHERE tag = ?))"
+_THEIRS_IN = (
+    "n IN (SELECT n FROM note WHERE contact_id = ? UNION SELECT note_n FROM note_tag WHERE tag = ?)"
+)
+_NAMING = (
+    "(note.n IN (SELECT rowid FROM note_fts WHERE note_fts MATCH ?) "
+    "AND coalesce(note.contact_id, '') != ? "
+    "AND note.n NOT IN (SELECT note_n FROM note_tag WHERE tag = ?))"
+)
+_NAMING_IN = (
+    "n IN (SELECT rowid FROM note_fts WHERE note_fts MATCH ? "
+    "EXCEPT SELECT n FROM note WHERE contact_id = ? "
+    "EXCEPT SELECT note_n FROM note_tag WHERE tag = ?)"
+)
 
 
 class ClearNotebook:
@@ -239,6 +256,11 @@ class ClearNotebook:
         the matches, and the person's other notes follow by score. With no terms, the filtered notes
         come back newest first, the person's own page leading.
 
+        A person filter runs in two stages: their notes (filed under them,
+        or tagged with their name as a source they shared with others is),
+        ranked as above with their page leading; then, for the places left,
+        the notes that only name them, ranked the same way.
+
         With meaning on (`nearby`), one thing changes and nothing else: when
         fewer than ``limit`` notes match any term, the nearest other notes
         that pass the same filters fill the places left, after every term
@@ -262,22 +284,6 @@ class ClearNotebook:
         conditions: list[str] = []
         filters: list[str] = []
         params: list[object] = []
-        if contact_id is not None:
-            # Their notes; the notes of sources they took part in with
-            # others, which carry their name as a tag (no one contact owns a
-            # group chat or a meeting of three); and notes that name them
-            # (a daughter who never writes is in her parents' notes).
-            tag, named = self._person_terms(contact_id)
-            conditions.append(
-                "(note.contact_id = ? OR note.n IN (SELECT note_n FROM note_tag WHERE tag = ?) "
-                "OR note.n IN (SELECT rowid FROM note_fts WHERE note_fts MATCH ?))"
-            )
-            filters.append(
-                "n IN (SELECT n FROM note WHERE contact_id = ? "
-                "UNION SELECT note_n FROM note_tag WHERE tag = ? "
-                "UNION SELECT rowid FROM note_fts WHERE note_fts MATCH ?)"
-            )
-            params += [contact_id, tag, named]
         if topic is not None:
             # The same normalisation tags get when they are written.
             conditions.append("note.n IN (SELECT note_n FROM note_tag WHERE tag = ?)")
@@ -288,6 +294,30 @@ class ClearNotebook:
                 conditions.append(f"{_EFFECTIVE} {op} ?")
                 filters.append(f"n IN (SELECT n FROM note WHERE {_LIVE} AND {_EFFECTIVE} {op} ?)")
                 params.append(value)
+        # With a person, two stages: their notes (filed under them, or of a
+        # source they shared with others, which carries their name as a
+        # tag: no one contact owns a group chat or a meeting of three), then,
+        # for the places those leave, notes that only name them (a daughter
+        # who never writes is in her parents' notes).
+        stages: list[tuple[list[str], list[str], list[object]]] = [(conditions, filters, params)]
+        broad = (conditions, params)
+        if contact_id is not None:
+            tag, named = self._person_terms(contact_id)
+            theirs = (
+                [_THEIRS, *conditions],
+                [_THEIRS_IN, *filters],
+                [contact_id, tag, *params],
+            )
+            naming = (
+                [_NAMING, *conditions],
+                [_NAMING_IN, *filters],
+                [named, contact_id, tag, *params],
+            )
+            stages = [theirs, naming]
+            broad = (
+                [f"({_THEIRS} OR {_NAMING})", *conditions],
+                [contact_id, tag, named, contact_id, tag, *params],
+            )
         terms = search_terms(query)
         near: bytes | None = None
         if terms and self._meaning_on():
@@ -295,20 +325,27 @@ class ClearNotebook:
             near = meaning.embed_query(query)
         # Straight to the driver: several small statements per search, and
         # each costs less than SQLAlchemy's wrapping of it.
+        found: list[ScoredNote] = []
+        taken: set[int] = set()
         with self._db.snapshot() as conn:
             own: list[int] = []
             if contact_id is not None:
                 own = [int(n) for (n,) in conn.execute(_OWN_PAGE, (contact_id,))]
-            if not terms:
-                rows = self._newest(conn, conditions, params, own, limit)
-                return [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
-            index = nearby.index_for(self._db) if near is not None else None
-            ranked = self._ranked(conn, terms, filters, params, own, limit)
-            found = [ScoredNote(clear_note_from_columns(r[2:]), int(r[1])) for r in ranked]
-            if index is not None and near is not None and len(found) < limit:
-                found += self._by_meaning(
-                    conn, index, near, conditions, params, {r[0] for r in ranked}, limit
-                )
+            for stage_conditions, stage_filters, stage_params in stages:
+                room = limit - len(found)
+                if room <= 0:
+                    break
+                if not terms:
+                    rows = self._newest(conn, stage_conditions, stage_params, own, room)
+                    found += [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
+                    continue
+                ranked = self._ranked(conn, terms, stage_filters, stage_params, own, room)
+                found += [ScoredNote(clear_note_from_columns(r[2:]), int(r[1])) for r in ranked]
+                taken |= {r[0] for r in ranked}
+                own = []  # the person's page leads the first stage only
+            if terms and near is not None and len(found) < limit:
+                index = nearby.index_for(self._db)
+                found += self._by_meaning(conn, index, near, *broad, taken, limit - len(found))
         return found
 
     def _person_terms(self, contact_id: str) -> tuple[str, str]:
@@ -345,7 +382,7 @@ class ClearNotebook:
         if conditions:
             where = " AND ".join([_LIVE, *conditions])
             allowed = {int(n) for (n,) in conn.execute(f"SELECT n FROM note WHERE {where}", params)}
-        nearest = index.nearest(conn, near, allowed, taken, limit - len(taken))
+        nearest = index.nearest(conn, near, allowed, taken, limit)
         if not nearest:
             return []
         marks = ", ".join("?" * len(nearest))

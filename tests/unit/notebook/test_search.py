@@ -243,12 +243,14 @@ def ref_score(note: Model, terms: list[str]) -> int:
     )
 
 
+def ref_tagged(note: Model, name: str) -> bool:
+    """Whether a note carries the person's name as a tag."""
+    return bool(name) and " ".join(ref_words(name)) in {" ".join(ref_words(t)) for t in note.tags}
+
+
 def ref_names(note: Model, name: str) -> bool:
-    """Whether a note is the person's by name: their name as a tag, or their
-    full name (or a first name that is no stopword) as words of its title or
-    body."""
-    if " ".join(ref_words(name)) in {" ".join(ref_words(t)) for t in note.tags}:
-        return True
+    """Whether a note names the person: their full name (or a first name
+    that is no stopword) as words of its title or body."""
     wanted = ref_words(name)
     phrases = [wanted] if wanted else []
     if len(wanted) > 1 and len(wanted[0]) > 2 and wanted[0] not in REF_STOPWORDS:
@@ -270,10 +272,16 @@ def ref_search(
     since: int | None = None,
     until: int | None = None,
     name: str = "",
+    own_of: str | None = None,
 ) -> list[tuple[str, int]]:
     live = [n for n in notes if not n.deleted]
     if contact_id is not None:
-        live = [n for n in live if n.contact_id == contact_id or ref_names(n, name)]
+        # Their notes first; notes that only name them fill the places left.
+        theirs = [n for n in live if n.contact_id == contact_id or ref_tagged(n, name)]
+        naming = [n for n in live if n not in theirs and ref_names(n, name)]
+        first = ref_search(theirs, query, None, topic, since, until, own_of=contact_id)
+        rest = ref_search(naming, query, None, topic, since, until)
+        return (first + rest)[:TOP_RESULTS]
     if topic is not None:
         wanted = " ".join(topic.casefold().split())
         live = [n for n in live if wanted in n.tags]
@@ -287,9 +295,9 @@ def ref_search(
         # Their own page: a person note filed under them (a page of someone
         # else that names them passes the filter, and ranks as any note).
         return (
-            contact_id is not None
+            own_of is not None
             and n.kind is NoteKind.PERSON
-            and n.contact_id == contact_id
+            and n.contact_id == own_of
             and n.identity is not None
         )
 

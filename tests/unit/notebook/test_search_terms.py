@@ -185,18 +185,9 @@ def test_a_person_filter_finds_the_notes_that_name_them(node: Node) -> None:
     assert [r.note.id for r in node.notebook.search_clear("", will)] == [full]
 
 
-def test_a_persons_name_among_the_words_does_not_outrank_the_answer(node: Node) -> None:
-    node.contacts.add("Lívia Souza", [], now=0)
-    tool = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
-    answer = _note(node, "c", "Claire Souza", "Lívia's teacher this year is Ms. Okafor.")
-    for i in range(9):
-        _note(node, f"l{i}", f"Lívia swim lesson {i}", "Swimmer 4 group.")
-    got = tool.lookup({"person": "Lívia", "query": "Lívia teacher name"})
-    # Her name is the filter, not a word to rank by: the answer leads, and
-    # her newest other notes fill the places no other note matched.
-    assert got.notes[0].note.id == answer
-    assert len(got.notes) == 8 and [s.score for s in got.notes][1:] == [0] * 7
-    assert got.text.splitlines()[0] == '1 note matching "teacher name" and 7 more about Lívia:'
-    assert not got.missed
-    # Only her name: the search is the one with it (every note of hers).
-    assert tool.lookup({"person": "Lívia", "query": "Lívia"}).notes[0].score > 0
+def test_their_notes_come_before_notes_that_only_name_them(node: Node) -> None:
+    zoe, _ = node.contacts.add("Zoë Martin", [], now=0)
+    theirs = _note(node, "c", "Chat", "A call about the garden.", contact=zoe)
+    naming = _note(node, "n", "Call Zoë Martin about the call", "Call, call, call.")
+    got = [r.note.id for r in node.notebook.search_clear("call", zoe)]
+    assert got == [theirs, naming]  # although the note naming her scores more
