@@ -179,9 +179,17 @@ _CONTACT_NAME = "SELECT name FROM contact WHERE id = ?"
 # A person's notes (parameters: contact id, their name tag), as a condition on
 # the note row and as a set of row numbers; and the notes that only name them
 # (parameters: the full-text query for their name, contact id, name tag).
-_THEIRS = "(note.contact_id = ? OR note.n IN (SELECT note_n FROM note_tag WHERE tag = ?))"
+_THEIRS = (
+    "note.n IN (SELECT n FROM note WHERE contact_id = ? "
+    "UNION ALL SELECT note_n FROM note_tag WHERE tag = ?)"
+)
 _THEIRS_IN = (
     "n IN (SELECT n FROM note WHERE contact_id = ? UNION SELECT note_n FROM note_tag WHERE tag = ?)"
+)
+# Notes tagged with a person's name and not filed under them (parameters:
+# name tag, contact id).
+_TAGGED_ONLY = (
+    "note.n IN (SELECT note_n FROM note_tag WHERE tag = ?) AND coalesce(note.contact_id, '') != ?"
 )
 _NAMING = (
     "(note.n IN (SELECT rowid FROM note_fts WHERE note_fts MATCH ?) "
@@ -299,10 +307,31 @@ class ClearNotebook:
         # tag: no one contact owns a group chat or a meeting of three), then,
         # for the places those leave, notes that only name them (a daughter
         # who never writes is in her parents' notes).
+        terms = search_terms(query)
+        near: bytes | None = None
+        if terms and self._meaning_on():
+            nearby.refresh(self._db, nearby.SEARCH_REFRESH)
+            near = meaning.embed_query(query)
+        # Straight to the driver: several small statements per search, and
+        # each costs less than SQLAlchemy's wrapping of it.
+        with self._db.snapshot() as conn:
+            return self._search(conn, terms, near, contact_id, conditions, filters, params, limit)
+
+    def _search(
+        self,
+        conn: Any,
+        terms: list[Term],
+        near: bytes | None,
+        contact_id: str | None,
+        conditions: list[str],
+        filters: list[str],
+        params: list[object],
+        limit: int,
+    ) -> list[ScoredNote]:
         stages: list[tuple[list[str], list[str], list[object]]] = [(conditions, filters, params)]
         broad = (conditions, params)
         if contact_id is not None:
-            tag, named = self._person_terms(contact_id)
+            tag, named = self._tag_and_name(conn, contact_id)
             theirs = (
                 [_THEIRS, *conditions],
                 [_THEIRS_IN, *filters],
@@ -318,42 +347,37 @@ class ClearNotebook:
                 [f"({_THEIRS} OR {_NAMING})", *conditions],
                 [contact_id, tag, named, contact_id, tag, *params],
             )
-        terms = search_terms(query)
-        near: bytes | None = None
-        if terms and self._meaning_on():
-            nearby.refresh(self._db, nearby.SEARCH_REFRESH)
-            near = meaning.embed_query(query)
-        # Straight to the driver: several small statements per search, and
-        # each costs less than SQLAlchemy's wrapping of it.
         found: list[ScoredNote] = []
         taken: set[int] = set()
-        with self._db.snapshot() as conn:
-            own: list[int] = []
-            if contact_id is not None:
-                own = [int(n) for (n,) in conn.execute(_OWN_PAGE, (contact_id,))]
-            for stage_conditions, stage_filters, stage_params in stages:
-                room = limit - len(found)
-                if room <= 0:
-                    break
-                if not terms:
+        own: list[int] = []
+        if contact_id is not None:
+            own = [int(n) for (n,) in conn.execute(_OWN_PAGE, (contact_id,))]
+        for stage, (stage_conditions, stage_filters, stage_params) in enumerate(stages):
+            room = limit - len(found)
+            if room <= 0:
+                break
+            if not terms:
+                if contact_id is not None and stage == 0:
+                    rows = self._their_newest(conn, contact_id, conditions, params, own, room)
+                else:
                     rows = self._newest(conn, stage_conditions, stage_params, own, room)
-                    found += [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
-                    continue
+                found += [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
+            else:
                 ranked = self._ranked(conn, terms, stage_filters, stage_params, own, room)
                 found += [ScoredNote(clear_note_from_columns(r[2:]), int(r[1])) for r in ranked]
                 taken |= {r[0] for r in ranked}
-                own = []  # the person's page leads the first stage only
-            if terms and near is not None and len(found) < limit:
-                index = nearby.index_for(self._db)
-                found += self._by_meaning(conn, index, near, *broad, taken, limit - len(found))
+            own = []  # the person's page leads the first stage only
+        if terms and near is not None and len(found) < limit:
+            index = nearby.index_for(self._db)
+            found += self._by_meaning(conn, index, near, *broad, taken, limit - len(found))
         return found
 
-    def _person_terms(self, contact_id: str) -> tuple[str, str]:
+    @staticmethod
+    def _tag_and_name(conn: Any, contact_id: str) -> tuple[str, str]:
         """The tag a note of several people carries for this contact, and a
         full-text query for notes that name them: their full name, or their
         first name where it is no common word ("Will", "May" are not)."""
-        with self._db.snapshot() as conn:
-            row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
+        row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
         name = " ".join(str(row[0]).split()) if row is not None else ""
         # Never the empty tag: a nameless contact matches by its id alone.
         tag = name_tag(name) or "\x00"
@@ -365,6 +389,33 @@ class ClearNotebook:
         # ranking's own terms are, so a name cannot inject FTS syntax.
         query = " OR ".join(f'"{p}"' for p in phrases) or '"\x01"'
         return tag, "{title body} : (" + query + ")"
+
+    @classmethod
+    def _their_newest(
+        cls,
+        conn: Any,
+        contact_id: str,
+        conditions: list[str],
+        params: list[object],
+        own: list[int],
+        limit: int,
+    ) -> list[Any]:
+        """A person's newest notes, their page leading: those filed under
+        them (read down the contact's index) and those tagged with their
+        name, each newest first, merged. One statement over both would sort
+        every note of theirs to return eight."""
+        tag, _ = cls._tag_and_name(conn, contact_id)
+        filed = cls._newest(
+            conn, ["note.contact_id = ?", *conditions], [contact_id, *params], own, limit
+        )
+        tagged = cls._newest(
+            conn, [_TAGGED_ONLY, *conditions], [tag, contact_id, *params], [], limit
+        )
+        lead = [r for r in filed if r[2] == "person" and r[6] == contact_id and r[3] is not None]
+        lead = lead[: len(own)]
+        rest = [r for r in filed if r not in lead] + tagged
+        rest.sort(key=lambda r: (r[11], r[1]), reverse=True)
+        return (lead + rest)[:limit]
 
     @staticmethod
     def _by_meaning(
