@@ -343,3 +343,34 @@ async def test_a_long_thread_gets_a_digest_per_month(node: Node) -> None:
     )
     await distil(node)
     assert not any(t.startswith("Ada —") for t in digests(node))
+
+
+def test_odd_series_are_read_or_left_alone() -> None:
+    day = 86_400_000_000
+    start = int(dt.datetime(2026, 1, 6, 18, tzinfo=dt.UTC).timestamp()) * 1_000_000
+    # No day in the text, two starts on one day, starts out of order.
+    assert series_of("Yoga", start, [start, start + day]) is None
+    assert series_of("Yoga\n2026-01-06 18:00–19:00", start, [start, start + 60]) is None
+    found = series_of("Yoga\n2026-01-06 18:00–19:00", start, [start + 7 * day, start])
+    assert found is not None and found.cadence == "weekly" and len(found.days) == 2
+    # Irregular gaps: a series all the same, with no skips claimed.
+    odd = series_of(
+        "Yoga\n2026-01-06 18:00–19:00", start, [start, start + 2 * day, start + 40 * day]
+    )
+    assert odd is not None and odd.skipped == ()
+
+
+def test_mail_headers_of_every_sort_are_read_without_a_traceback(tmp_path: Path) -> None:
+    odd = (
+        "From x Mon Oct 05 10:00:00 2026\nFrom: =?utf-8?q?broken\nTo:\nSubject:\n"
+        "Precedence: \nAuto-Submitted: no\nList-Id:\nDate: Mon, 05 Oct 2026 10:00:00 +0100\n\n"
+        "Body with no sender worth the name.\n"
+    )
+    path = tmp_path / "odd.mbox"
+    path.write_text(odd)
+    options = ImportOptions(me=(), tz=zoneinfo.ZoneInfo("UTC"), now_us=NOW)
+    (event,) = [item for item in MBOX.read(path, options, None) if isinstance(item, NewEvent)]
+    assert event.text.split("\n")[0] == "Subject: (no subject)"
+    line = Line(event.at, "someone", False, event.text, "email")
+    request = make_request(SourceKind.MAIL, "an email thread", None, (), [line])
+    assert str(distill(request)["summary"]).startswith("Email thread “(no subject)”")

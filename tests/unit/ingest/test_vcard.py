@@ -271,3 +271,22 @@ def test_every_fixture_merges_into_the_contact_book(node: Node) -> None:
     assert juergen.details.org == "Großhandel GmbH, Einkauf"
     # The second Ada card (noname.vcf) names her again: one contact.
     assert [c.name for c in node.contacts.all()].count("Ada Lovelace") == 1
+
+
+def test_odd_addresses_and_numbers_are_kept_or_left_out_whole(tmp_path: Path) -> None:
+    body = (
+        "BEGIN:VCARD\nVERSION:3.0\nFN:Odd\nADR;TYPE=HOME:;;;;;;\n"
+        "TEL;TYPE=CELL:not a number\nTEL:+44 (0)113 496 0000\nEND:VCARD\n"
+        "BEGIN:VCARD\nVERSION:3.0\nFN:Long\n"
+        + "".join(f"TEL;TYPE=WORK:+44 113 496 {i:04d}\n" for i in range(40))
+        + "ADR:;;"
+        + "x" * 500
+        + ";Leeds;;;UK\nEND:VCARD\n"
+    )
+    odd, long = read_path(write(tmp_path, body))
+    assert isinstance(odd, ContactCard) and isinstance(long, ContactCard)
+    assert odd.address is None  # an address of empty parts is none
+    assert odd.phone == "+44 (0)113 496 0000"  # what is no number is left out
+    assert long.phone is not None and len(long.phone) <= 200
+    assert long.phone.endswith("0") or long.phone[-1].isdigit()  # cut between numbers
+    assert long.address is not None and len(long.address) <= 200
