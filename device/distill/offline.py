@@ -41,6 +41,7 @@ from pixie.device.distill.contract import (
     MAX_PERSON_FACTS,
     MAX_SUMMARY_CHARS,
     ME,
+    Appointment,
     DistillRequest,
     Fact,
     FactKind,
@@ -217,42 +218,81 @@ def _their_statements(request: DistillRequest, name: str) -> list[Fact]:
 
 
 # Their own words, told of them: "I finished the marathon" -> "finished the
-# marathon", "my flat" -> "their flat". The leading pronoun goes; others turn.
+# marathon", "my flat" -> "their flat"; or told to the user: "my finger" ->
+# "your finger". The leading pronoun goes; the others turn.
 _LEAD_I = (
-    (re.compile(r"^(?:i'm|i’m|i am)\s+", re.IGNORECASE), "is "),
-    (re.compile(r"^(?:i've|i’ve|i have)\s+", re.IGNORECASE), "has "),
-    (re.compile(r"^(?:i'll|i’ll|i will)\s+", re.IGNORECASE), "will "),
-    (re.compile(r"^(?:i'd|i’d)\s+", re.IGNORECASE), "would "),
-    (re.compile(r"^i\s+", re.IGNORECASE), ""),
+    re.compile(r"^(?:i'm|i’m|i am)\s+", re.IGNORECASE),
+    re.compile(r"^(?:i've|i’ve|i have)\s+", re.IGNORECASE),
+    re.compile(r"^(?:i'll|i’ll|i will)\s+", re.IGNORECASE),
+    re.compile(r"^(?:i'd|i’d)\s+", re.IGNORECASE),
+    re.compile(r"^i\s+", re.IGNORECASE),
 )
-_THEIRS = {
-    "i": "they",
-    "i'm": "they're",
-    "i’m": "they’re",
-    "i've": "they've",
-    "i’ve": "they’ve",
-    "me": "them",
-    "my": "their",
-    "mine": "theirs",
-    "myself": "themselves",
+_LEADS = {
+    "they": ("is ", "has ", "will ", "would ", ""),
+    "you": ("you're ", "you've ", "you'll ", "you'd ", ""),
 }
-_PRONOUN = re.compile(r"(?<![\w'’])(?:i'm|i’m|i've|i’ve|i|me|my|mine|myself)(?![\w'’])", re.I)
+_TURNED = {
+    "they": {
+        "i": "they",
+        "i'm": "they're",
+        "i’m": "they’re",
+        "i've": "they've",
+        "i’ve": "they’ve",
+        "me": "them",
+        "my": "their",
+        "mine": "theirs",
+        "myself": "themselves",
+    },
+    "you": {
+        "i": "you",
+        "i'm": "you're",
+        "i’m": "you’re",
+        "i've": "you've",
+        "i’ve": "you’ve",
+        "i'd": "you'd",
+        "i’d": "you’d",
+        "i'll": "you'll",
+        "i’ll": "you’ll",
+        "me": "you",
+        "my": "your",
+        "mine": "yours",
+        "myself": "yourself",
+    },
+}
+_PRONOUN = {
+    who: re.compile(
+        r"(?<![\w'’])(?:" + "|".join(sorted(words, key=len, reverse=True)) + r")(?![\w'’])", re.I
+    )
+    for who, words in _TURNED.items()
+}
+_YOU_VERBS = {"am": "you are", "was": "you were", "wasn't": "you weren't"}
+_YOU_VERB = re.compile(r"\byou (am|was|wasn't)\b", re.IGNORECASE)
 
 
-def _as_theirs(sentence: str) -> str:
-    """A sentence someone said of themselves, as a short fact about them:
-    pronouns turned, end punctuation and quote marks gone, cut at a word
-    within SAID_CHARS."""
+def _retold(sentence: str, who: str, limit: int) -> str:
+    """A first-person sentence told of ``who`` ("they" or "you"): pronouns
+    turned, end punctuation and quote marks gone, cut at a word within
+    ``limit``."""
     text = " ".join(sentence.split()).strip().rstrip(".!…")
     text = text.replace("“", "").replace("”", "").replace('"', "")
-    for pattern, lead in _LEAD_I:
+    for pattern, lead in zip(_LEAD_I, _LEADS[who], strict=True):
         if pattern.match(text):
             text = pattern.sub(lead, text, count=1)
             break
-    text = _PRONOUN.sub(lambda m: _THEIRS[m.group(0).casefold()], text)
-    if len(text) > SAID_CHARS:
-        text = text[: SAID_CHARS - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    turned = _TURNED[who]
+    text = _PRONOUN[who].sub(lambda m: turned[m.group(0).casefold()], text)
+    if who == "you":
+        text = _YOU_VERB.sub(lambda m: _YOU_VERBS[m.group(1).casefold()], text)
+        if sentence.strip()[:1].isupper():
+            text = text[:1].upper() + text[1:]
+    if len(text) > limit:
+        text = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
     return text.replace("; ", ", ")
+
+
+def _as_theirs(sentence: str) -> str:
+    """A sentence someone said of themselves, as a short fact about them."""
+    return _retold(sentence, "they", SAID_CHARS)
 
 
 def _states(sentence: str) -> bool:
@@ -803,52 +843,10 @@ def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
     return [f for _, f in found[:OWN_STATEMENTS]]
 
 
-_LEAD_ME = (
-    (re.compile(r"^(?:i'm|i’m|i am)\s+", re.IGNORECASE), "you're "),
-    (re.compile(r"^(?:i've|i’ve|i have)\s+", re.IGNORECASE), "you've "),
-    (re.compile(r"^(?:i'll|i’ll|i will)\s+", re.IGNORECASE), "you'll "),
-    (re.compile(r"^(?:i'd|i’d)\s+", re.IGNORECASE), "you'd "),
-    (re.compile(r"^i\s+", re.IGNORECASE), ""),
-)
-_YOURS = {
-    "i": "you",
-    "i'm": "you're",
-    "i’m": "you’re",
-    "i've": "you've",
-    "i’ve": "you’ve",
-    "i'd": "you'd",
-    "i’d": "you’d",
-    "i'll": "you'll",
-    "i’ll": "you’ll",
-    "me": "you",
-    "my": "your",
-    "mine": "yours",
-    "myself": "yourself",
-}
-_MY_WORD = re.compile(
-    r"(?<![\w'’])(?:i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|i|me|my|mine|myself)(?![\w'’])", re.I
-)
-
-
-_YOU_VERBS = {"am": "you are", "was": "you were", "wasn't": "you weren't"}
-_YOU_VERB = re.compile(r"\byou (am|was|wasn't)\b", re.IGNORECASE)
-
-
 def _as_yours(sentence: str) -> str:
     """A sentence the user wrote of themselves, told to them: "I hurt my
     finger" -> "hurt your finger"; cut at a word within OWN_CHARS."""
-    text = " ".join(sentence.split()).strip().rstrip(".!…")
-    for pattern, lead in _LEAD_ME:
-        if pattern.match(text):
-            text = pattern.sub(lead, text, count=1)
-            break
-    text = _MY_WORD.sub(lambda m: _YOURS[m.group(0).casefold()], text)
-    text = _YOU_VERB.sub(lambda m: _YOU_VERBS[m.group(1).casefold()], text)
-    if sentence[:1].isupper():
-        text = text[:1].upper() + text[1:]
-    if len(text) > OWN_CHARS:
-        text = text[: OWN_CHARS - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
-    return text.replace("; ", ", ")
+    return _retold(sentence, "you", OWN_CHARS)
 
 
 def _calendar(request: DistillRequest) -> dict[str, object]:
@@ -867,11 +865,7 @@ def _calendar(request: DistillRequest) -> dict[str, object]:
         _, _, long_day = date_words(appointment.day)
         at_time = f" at {appointment.time}" if appointment.time else ""
         parts.append(f"Appointment: {appointment.what}, on {long_day}{at_time}.")
-        if appointment.place:
-            parts.append(f"Where: {appointment.place}.")
-        people = appointment.with_ or tuple(request.participants)
-        if people:
-            parts.append(f"With {_join(list(people))}.")
+        people = _where_and_who(parts, appointment, request)
         appointments.append(appointment.as_json() | {"with": list(people)})
     else:
         # The event's own time is all a calendar entry says of its day: no
@@ -892,6 +886,18 @@ def _calendar(request: DistillRequest) -> dict[str, object]:
 
 
 NOTES_CHARS = 400  # of an event's description, in its note
+
+
+def _where_and_who(
+    parts: list[str], appointment: Appointment, request: DistillRequest
+) -> tuple[str, ...]:
+    """Add where an entry is and with whom to ``parts``; the people."""
+    if appointment.place:
+        parts.append(f"Where: {appointment.place}.")
+    people = appointment.with_ or tuple(request.participants)
+    if people:
+        parts.append(f"With {_join(list(people))}.")
+    return people
 
 
 def calendar_notes(text: str) -> str:
@@ -916,11 +922,7 @@ def _series(request: DistillRequest, series: Series) -> dict[str, object]:
         parts.append(f"Next: {_occasion(upcoming)}.")
     if past is not None:
         parts.append(f"Last: {_occasion(past)}.")
-    if found.place:
-        parts.append(f"Where: {found.place}.")
-    people = found.with_ or tuple(request.participants)
-    if people:
-        parts.append(f"With {_join(list(people))}.")
+    _where_and_who(parts, found, request)
     for line in request.lines[1:]:  # an occurrence moved, retitled or re-noted
         changed = appointment_in(line.text, line.at)
         if changed is not None and changed.what != found.what:

@@ -436,14 +436,7 @@ class ClearNotebook:
         nearest = index.nearest(conn, near, allowed, taken, limit)
         if not nearest:
             return []
-        marks = ", ".join("?" * len(nearest))
-        whole = {
-            row[0]: row[1:]
-            for row in conn.execute(
-                f"SELECT note.n, {_COLUMNS} FROM note WHERE {_LIVE} AND note.n IN ({marks})",
-                tuple(n for n, _ in nearest),
-            )
-        }
+        whole = _rows_by_n(conn, [n for n, _ in nearest], live=True)
         return [
             ScoredNote(clear_note_from_columns(whole[n]), 0, by_meaning=True)
             for n, _ in nearest
@@ -532,14 +525,7 @@ class ClearNotebook:
         picked = [ranked[i] for i in varied([(bool(r[3]), r[2] or "") for r in ranked], limit)]
         if not picked:
             return []
-        marks = ", ".join("?" * len(picked))
-        whole = {
-            row[0]: row[1:]
-            for row in conn.execute(
-                f"SELECT note.n, {_COLUMNS} FROM note WHERE note.n IN ({marks})",
-                tuple(r[0] for r in picked),
-            )
-        }
+        whole = _rows_by_n(conn, [r[0] for r in picked])
         return [(r[0], r[1], *whole[r[0]]) for r in picked]
 
     def counts(self) -> dict[str, int]:
@@ -548,6 +534,15 @@ class ClearNotebook:
                 select(Note.kind, func.count()).where(self._clear()).group_by(Note.kind)
             ).all()
         return {str(kind): int(count) for kind, count in rows}
+
+
+def _rows_by_n(conn: Any, ns: list[int], *, live: bool = False) -> dict[int, tuple[Any, ...]]:
+    """The whole rows (`_COLUMNS`) of the notes numbered ``ns``, by number;
+    with ``live``, only those still live in the clear zone."""
+    marks = ", ".join("?" * len(ns))
+    where = f"{_LIVE} AND " if live else ""
+    sql = f"SELECT note.n, {_COLUMNS} FROM note WHERE {where}note.n IN ({marks})"
+    return {row[0]: tuple(row[1:]) for row in conn.execute(sql, tuple(ns))}
 
 
 # The query's words and stems come from `terms`; these names are the search's

@@ -78,9 +78,9 @@ def test_distill_reports_what_it_did(data_dir: Path) -> None:
     out = cli(data_dir, "distill")
     assert out.code == 0, out.err
     assert out.out == (
-        "distilled 2 threads, 1 post, 0 calls, 0 journal entries and 0 calendar entries with "
-        "3 model calls (3 offline); notes: 7 written (6 new, 1 updated), 0 unchanged, 0 kept "
-        "as you edited them\n"
+        "distilled 2 threads, 1 post, 0 calls, 0 journal entries, 0 calendar entries and "
+        "0 mail threads with 3 model calls (3 offline); notes: 7 written (6 new, 1 updated), "
+        "0 unchanged, 0 kept as you edited them\n"
     )
     again = cli(data_dir, "distill", "--json")
     report = again.json()

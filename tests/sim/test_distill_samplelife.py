@@ -6,13 +6,21 @@ life give the same Notebook."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
+from collections import Counter
 from pathlib import Path
 
 from pixie.device.agent.tools import CheckNotebookTool
+from pixie.device.distill.contract import MAX_LINES
 from pixie.device.distill.llm import LLMSettings
 from pixie.device.distill.pages import READ, THREADS, WHO
-from pixie.device.distill.service import NotetakingService, post_identity, router_for
+from pixie.device.distill.service import (
+    MIN_MONTH_MESSAGES,
+    NotetakingService,
+    post_identity,
+    router_for,
+)
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import ClearNote, NoteKind
@@ -40,14 +48,19 @@ async def distil(node: Node) -> tuple[int, int]:
 def log_facts(node: Node) -> dict[str, set[str]]:
     with node.db.reading() as session:
         rows = session.connection().exec_driver_sql(
-            "SELECT n, id, kind, thread, contact_id, source, from_me, text FROM memory_event"
+            "SELECT n, id, kind, thread, contact_id, source, from_me, text, at FROM memory_event"
         )
         facts: dict[str, set[str]] = {"threads": set(), "talkers": set(), "posts": set()}
         facts["calls"], facts["post_notes"] = set(), set()
         facts["journals"], facts["calendar"] = set(), set()
-        for n, event_id, kind, thread, contact_id, source, me, text in rows:
+        per_month: Counter[tuple[str, str]] = Counter()
+        per_thread: Counter[str] = Counter()
+        for n, event_id, kind, thread, contact_id, source, me, text, at in rows:
             if kind == "message":
                 facts["threads"].add(f"thread:{thread}")
+                per_thread[thread] += 1
+                day = dt.datetime.fromtimestamp(at / 1_000_000, tz=dt.UTC)
+                per_month[(thread, f"{day.year:04d}-{day.month:02d}")] += 1
                 if contact_id:
                     facts["talkers"].add(contact_id)
             elif kind == "post":
@@ -58,7 +71,17 @@ def log_facts(node: Node) -> dict[str, set[str]]:
             elif kind == "journal":
                 facts["journals"].add(source or f"event:{event_id}")
             elif kind == "calendar":
-                facts["calendar"].add(source or f"event:{event_id}")
+                # Every occurrence of a repeating entry shares its thread: one note.
+                facts["calendar"].add(
+                    f"series:{thread}" if thread else source or f"event:{event_id}"
+                )
+    # A thread longer than one request has a digest per month of five
+    # messages or more besides its own.
+    facts["months"] = {
+        f"thread:{thread}@{month}"
+        for (thread, month), count in per_month.items()
+        if per_thread[thread] > MAX_LINES and count >= MIN_MONTH_MESSAGES
+    }
     return facts
 
 
@@ -77,7 +100,9 @@ async def test_every_source_of_the_sample_life_gets_its_note(tmp_path: Path) -> 
         assert set(pages) == want["talkers"]  # every contact with messages, no one else
         digests = {n.identity_key or "" for n in notes(node, NoteKind.CONVERSATION_DIGEST)}
         weeks = {k for k in digests if k.startswith("journal-week:")}
-        assert weeks and digests - weeks == want["threads"] | want["journals"] | want["calendar"]
+        assert weeks and digests - weeks == (
+            want["threads"] | want["months"] | want["journals"] | want["calendar"]
+        )
         # Near-identical posts share one note, filed under their gist.
         posts = notes(node, NoteKind.POST_DIGEST)
         assert {n.identity_key for n in posts} == want["post_notes"]
