@@ -796,7 +796,7 @@ OWN_CHARS = 160
 _FIRST_PERSON_WORD = re.compile(r"\b(?:i|i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|my|me|myself)\b", re.I)
 _PLANNED = re.compile(
     r"\b(?:resolutions?|plan(?:ning)? to|want to|going to|hope to|intend to|goal|"
-    r"this year i|next year|from now on|decided)\b",
+    r"this year i|next year|from now on|decided to)\b",
     re.I,
 )
 _SELF_TOPICS = {
@@ -827,6 +827,7 @@ def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
             or _is_small_talk(text)
             or not _FIRST_PERSON_WORD.search(text)
             or about_someone_else(text)
+            or facts_in(text, None, FIRST_PERSON, loose=True)  # the patterns' own
         ):
             continue
         kinds = [_SELF_TOPICS[t] for t in _topic_hits(text) if t in _SELF_TOPICS]
