@@ -39,6 +39,11 @@ MAX_RESULT_TAGS = 8
 # A person page is a handful of dated facts and open threads, not a transcript:
 # a dozen facts cover work, home, family, birthday, pets and a plan or two.
 MAX_PERSON_FACTS = 12
+# Facts a source states about other people it names (not the user, not the
+# person of the request): "She kept talking about that teapot" after "Saw
+# Maria at the market" goes to Maria's page, at most this many a source.
+MAX_OTHERS = 6
+MAX_NAME_CHARS = 80
 MAX_OPEN_THREADS = 5
 MAX_APPOINTMENTS = 4
 MAX_WITH = 8  # people named on one appointment
@@ -185,6 +190,7 @@ class DistillResult:
     person_facts: tuple[Fact, ...] = ()  # about the person of the request
     open_threads: tuple[str, ...] = ()  # with that person: questions, promises
     appointments: tuple[Appointment, ...] = ()
+    others: tuple[tuple[str, Fact], ...] = ()  # (whom it is about, as named; the fact)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -195,6 +201,7 @@ class DistillResult:
             "person_facts": [f.as_json() for f in self.person_facts],
             "open_threads": list(self.open_threads),
             "appointments": [a.as_json() for a in self.appointments],
+            "others": [{"name": name, **fact.as_json()} for name, fact in self.others],
         }
 
 
@@ -325,8 +332,10 @@ __all__ = [
     "MAX_FACT_CHARS",
     "MAX_LINES",
     "MAX_LINE_CHARS",
+    "MAX_NAME_CHARS",
     "MAX_OCCURRENCES",
     "MAX_OPEN_THREADS",
+    "MAX_OTHERS",
     "MAX_PERSON_CHARS",
     "MAX_PERSON_FACTS",
     "MAX_RESULT_TAGS",

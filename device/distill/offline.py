@@ -37,6 +37,7 @@ from typing import cast
 
 from pixie.device.distill.contract import (
     MAX_OPEN_THREADS,
+    MAX_OTHERS,
     MAX_PERSON_CHARS,
     MAX_PERSON_FACTS,
     MAX_SUMMARY_CHARS,
@@ -59,6 +60,12 @@ from pixie.device.distill.extract import (
     date_words,
     facts_in,
     plan_in,
+)
+from pixie.device.distill.extract import (
+    MONTHS as MONTHS_EN,
+)
+from pixie.device.distill.extract import (
+    WEEKDAYS as WEEKDAYS_EN,
 )
 from pixie.device.distill.pages import merge_facts
 from pixie.device.distill.series import (
@@ -154,6 +161,7 @@ def _conversation(request: DistillRequest) -> dict[str, object]:
     if request.person:
         page = person_page(request, said, request.person)
         answer.update(page)
+    answer["others"] = others_in(request)
     return answer
 
 
@@ -589,6 +597,7 @@ def _call(request: DistillRequest) -> dict[str, object]:
         name = request.participants[0]
         facts = _their_facts(request, name)
         answer["person_facts"] = _page_facts(facts, _their_statements(request, name))
+    answer["others"] = others_in(request)
     return answer
 
 
@@ -726,6 +735,8 @@ def _mail(request: DistillRequest) -> dict[str, object]:
         name = request.participants[0]
         # Facts by the patterns only: a mail's sentences are the digest's.
         answer["person_facts"] = _page_facts(_their_facts(request, name), [])
+    if not automated:
+        answer["others"] = others_in(request)
     return answer
 
 
@@ -946,6 +957,102 @@ def _occasion(day: dt.date) -> str:
     return f"{date_words(day.isoformat())[2]} ({day.isoformat()})"
 
 
+# -- facts about people the source names -----------------------------------------------
+#
+# "Saw Maria at the market. She kept talking about that teal Le Creuset
+# teapot", said by Tom, is about Maria. A sentence that opens on a name's
+# possessive ("Maria's new job starts Monday") is about that name; one that
+# opens on a third person's pronoun (she, he, they) is about the last name
+# the same message named before it, or failing that the previous message
+# (by anyone). A name is a capitalised word (or two) that does not open its
+# sentence and is no common word, month or weekday; the people of the
+# request themselves and the user are no third person. The fact keeps the
+# sentence less its subject, and says who said it; the service files it on
+# the page of the contact the name resolves to, if they have one.
+
+OTHERS_CHARS = 160
+_NAME_WORD = re.compile(r"(?<![\w'’])([A-ZÀ-Þ][a-zà-ÿ]+)(?![\w'’])")
+_LEAD_PRONOUN = re.compile(
+    r"^(?:(she|he|they)(?:['’](s|re|d|ll|ve))?|(her|his|their))\b\s*", re.IGNORECASE
+)
+_LEAD_POSSESSIVE = re.compile(r"^([A-ZÀ-Þ][a-zà-ÿ]+)['’]s\s+")
+_CONTRACTED = {"s": "is ", "re": "are ", "d": "would ", "ll": "will ", "ve": "have "}
+_NOT_NAMES = frozenset(
+    w.casefold()
+    for w in (*WEEKDAYS_EN, *MONTHS_EN, "I", "Mum", "Mom", "Dad", "God", "Christmas", "Easter")
+)
+
+
+def _names_in(sentence: str) -> list[str]:
+    """The names a sentence mentions past its first word (see above): runs of
+    up to two capitalised words one space apart ("Le Creuset", "Maria")."""
+    found: list[str] = []
+    run: list[str] = []
+    end = -2
+    for match in _NAME_WORD.finditer(sentence):
+        word = match.group(1)
+        folded = word.casefold()
+        usable = match.start() > 0 and not (
+            folded in _NOT_NAMES or folded in _OPENERS or folded in _STOP
+        )
+        if usable and run and match.start() == end + 1 and len(run) < 2:
+            run.append(word)
+        else:
+            if run:
+                found.append(" ".join(run))
+            run = [word] if usable else []
+        end = match.end()
+    if run:
+        found.append(" ".join(run))
+    return found
+
+
+def others_in(request: DistillRequest) -> list[dict[str, object]]:
+    """Facts the request's lines state about other people they name."""
+    own = {n.casefold() for n in request.participants} | {ME.casefold()}
+    own |= {_first(n).casefold() for n in request.participants}
+    if request.person:
+        own |= {request.person.casefold(), _first(request.person).casefold()}
+    out: list[dict[str, object]] = []
+    last: str | None = None  # the last name named, in this message or the one before
+    for line in request.lines:
+        if line.kind not in ("message", "email", "call", "voicemail"):
+            continue
+        named_here: str | None = None
+        for sentence in _SENTENCE_END.split(" ".join(line.text.split())):
+            text = sentence.strip().lstrip("-•* ").strip()
+            if not text:
+                continue
+            whom, rest = None, ""
+            possessive = _LEAD_POSSESSIVE.match(text)
+            pronoun = _LEAD_PRONOUN.match(text)
+            if possessive is not None and possessive.group(1).casefold() not in _OPENERS:
+                whom, rest = possessive.group(1), text[possessive.end() :]
+            elif pronoun is not None and (named_here or last):
+                whom = named_here or last
+                verb = _CONTRACTED.get((pronoun.group(2) or "").casefold(), "")
+                rest = ("their " if pronoun.group(3) else verb) + text[pronoun.end() :]
+            for name in _names_in(text):
+                if name.casefold() not in own and _first(name).casefold() not in own:
+                    named_here = name
+            if whom is None or whom.casefold() in own or _first(whom).casefold() in own:
+                continue
+            rest = rest.strip().rstrip(".!…")
+            if text.endswith("?") or _content(rest) < 3 or _is_small_talk(rest):
+                continue
+            who = "you" if line.from_me else _first(line.speaker)
+            fact = Fact(FactKind.OTHER, _cut(f"{rest} (said by {who})", OTHERS_CHARS), line.at)
+            out.append({"name": whom, **fact.as_json()})
+            if len(out) >= MAX_OTHERS:
+                return out
+        last = named_here
+    return out
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
 def _answer(
     summary: str, said: Sequence[_Said], request: DistillRequest, min_hits: int
 ) -> dict[str, object]:
@@ -959,6 +1066,7 @@ def _answer(
         "person_facts": [],
         "open_threads": [],
         "appointments": [],
+        "others": [],
     }
 
 

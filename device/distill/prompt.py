@@ -18,7 +18,9 @@ from pixie.device.distill.contract import (
     MAX_APPOINTMENTS,
     MAX_FACT_CHARS,
     MAX_FACTS,
+    MAX_NAME_CHARS,
     MAX_OPEN_THREADS,
+    MAX_OTHERS,
     MAX_PERSON_CHARS,
     MAX_PERSON_FACTS,
     MAX_RESULT_TAGS,
@@ -62,6 +64,7 @@ RESULT_SCHEMA: dict[str, Any] = {
         "person_facts",
         "open_threads",
         "appointments",
+        "others",
     ],
     "properties": {
         "summary": {"type": "string", "minLength": 1, "maxLength": MAX_SUMMARY_CHARS},
@@ -77,6 +80,19 @@ RESULT_SCHEMA: dict[str, Any] = {
             "type": "array",
             "maxItems": MAX_OPEN_THREADS,
             "items": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS},
+        },
+        "others": {
+            "type": "array",
+            "maxItems": MAX_OTHERS,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "kind", "text", "date"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS},
+                    **_FACT_SCHEMA["properties"],
+                },
+            },
         },
         "appointments": {
             "type": "array",
@@ -163,7 +179,24 @@ def parse_result(answer: object) -> DistillResult:
             _array(answer.get("appointments", []), "appointments", MAX_APPOINTMENTS)
         )
     )
-    return DistillResult(summary, person, facts, clean, person_facts, tuple(threads), appointments)
+    others = _others(answer.get("others", []))
+    return DistillResult(
+        summary, person, facts, clean, person_facts, tuple(threads), appointments, others
+    )
+
+
+def _others(value: object) -> tuple[tuple[str, Fact], ...]:
+    """Facts about other people the source names, each {"name", "kind",
+    "text", "date"}."""
+    out: list[tuple[str, Fact]] = []
+    for i, item in enumerate(_array(value, "others", MAX_OTHERS)):
+        where = f"others[{i}]"
+        if not isinstance(item, dict):
+            raise SchemaViolation(f"{where} is a JSON {_json_type(item)}, not an object")
+        name = _line(item.get("name"), f"{where}.name", MAX_NAME_CHARS)
+        (fact,) = _facts([{k: v for k, v in item.items() if k != "name"}], where, 1)
+        out.append((name, fact))
+    return tuple(out)
 
 
 def _facts(value: object, what: str, limit: int) -> tuple[Fact, ...]:
@@ -299,6 +332,9 @@ live, family, birthday, pets, plans made with them; only the newest fact of \
 each kind that can change (work, role, home, birthday);
 "open_threads": questions left unanswered and promises still open with that \
 person, each one short line; an empty list when there are none;
+"others": durable facts the source states about other people it names (not \
+the user, not the person named in the request), each {{"name", "kind", "text", \
+"date"}} with the name as the source writes it; an empty list when there are none;
 "appointments": for a calendar entry, {{"what", "date" (YYYY-MM-DD), "time" \
 (HH:MM or null), "place" (or null), "with" (names)}}; otherwise an empty list.
 Use only what the source says.""".format(kinds=", ".join(k.value for k in FactKind))

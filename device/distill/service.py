@@ -122,7 +122,7 @@ from pixie.device.notebook.clear import (
     identity_for,
 )
 from pixie.device.store import config
-from pixie.device.store.contacts import name_key, name_tag, name_words
+from pixie.device.store.contacts import ContactBook, name_key, name_tag, name_words
 from pixie.device.store.db import Database
 from pixie.device.store.marks import DistillMark
 from pixie.device.store.notes import (
@@ -688,6 +688,42 @@ def person_items(
             keep_tags=True,
         )
     ]
+
+
+def other_pages(
+    session: Session, loaded: Loaded, result: DistillResult, written: Sequence[Distilled]
+) -> list[Distilled]:
+    """What a source says about people it names besides its own (the
+    answer's ``others``), added to the page of the contact each name
+    resolves to, when they have one; never to the source's own people, whose
+    pages the source writes in its own right."""
+    by_contact: dict[str, list[Fact]] = {}
+    own = {*loaded.participants, *(p.identity_key for p in written)}
+    for name, fact in result.others:
+        try:
+            contact = ContactBook.resolve_in(session, name, loose=True)
+        except BadInput:
+            contact = None
+        if contact is None or contact in own:
+            continue
+        by_contact.setdefault(contact, []).append(fact)
+    out = []
+    for contact, facts in by_contact.items():
+        stored = _stored_page(session, contact)
+        if stored is None or stored.body is None:
+            continue
+        page = _cap_agent_facts(merge_page(_page_base(session, contact, stored), facts))
+        out.append(
+            _page_item(
+                contact,
+                stored.title or loaded.names.get(contact, "someone"),
+                page,
+                tuple(json.loads(stored.tags)) if stored.tags else (),
+                stored.source_ref,
+                keep_tags=True,
+            )
+        )
+    return out
 
 
 def _page_item(
@@ -1430,6 +1466,7 @@ def _notes_for(
     about = _about_you(session, facts) if facts else None
     pages = person_items(session, loaded, request, result)
     pages += _group_pages(session, loaded, request)
+    pages += other_pages(session, loaded, result, pages)
     if loaded.source.kind is SourceKind.JOURNAL:
         pages.append(merge_week(session, loaded, result))
     return items + pages + ([about] if about is not None else [])

@@ -63,6 +63,7 @@ GOOD = {
     "person_facts": [],
     "open_threads": [],
     "appointments": [],
+    "others": [],
 }
 
 

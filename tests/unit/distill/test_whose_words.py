@@ -9,10 +9,21 @@ import datetime as dt
 import pytest
 
 from pixie.device.distill.contract import ME, Line, SourceKind, make_request
-from pixie.device.distill.offline import about_someone_else, distill, without_media
+from pixie.device.distill.llm import LLMRouter
+from pixie.device.distill.offline import (
+    OfflineDistiller,
+    about_someone_else,
+    distill,
+    without_media,
+)
+from pixie.device.distill.service import NotetakingService
+from pixie.device.node.keyed import Node
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.notes import NoteKind
 
 T0 = int(dt.datetime(2026, 10, 2, 9, tzinfo=dt.UTC).timestamp()) * 1_000_000
 MINUTE = 60_000_000
+DAY = 86_400_000_000
 
 
 def page_texts(answer: dict[str, object]) -> list[str]:
@@ -103,3 +114,67 @@ def test_a_journal_says_things_about_you() -> None:
         "Your resolution for next year: run the Leeds half marathon in under two hours",
     ) in facts
     assert not any("#" in text or "weather" in text for _, text in facts)
+
+
+def test_what_tom_says_of_maria_goes_to_marias_page() -> None:
+    lines = [
+        Line(T0, "Tom", False, "Saw Maria at the market yesterday, she looked well."),
+        Line(T0 + MINUTE, "Tom", False, "She kept talking about that teal Le Creuset teapot."),
+        Line(T0 + 2 * MINUTE, "Tom", False, "Priya's moving to Bristol in March for the job."),
+        Line(T0 + 3 * MINUTE, ME, True, "Did Tom's sister ever call you back?"),
+    ]
+    request = make_request(SourceKind.CONVERSATION, "Tom", "Tom", ["Tom"], lines)
+    others = distill(request)["others"]
+    assert others == [
+        {
+            "name": "Maria",
+            "kind": "other",
+            "text": "kept talking about that teal Le Creuset teapot (said by Tom)",
+            "date": "2026-10-02",
+        },
+        {
+            "name": "Priya",
+            "kind": "other",
+            "text": "moving to Bristol in March for the job (said by Tom)",
+            "date": "2026-10-02",
+        },
+    ]  # not a question, not about Tom himself
+
+
+async def test_a_fact_about_a_named_contact_reaches_their_page(node: Node) -> None:
+    chat = [
+        NewEvent(
+            EventKind.MESSAGE,
+            T0,
+            "Lovely to see you Saturday!",
+            contact="Maria Silva",
+            thread="t-m",
+        ),
+        NewEvent(
+            EventKind.MESSAGE,
+            T0 + MINUTE,
+            "You too, come again soon",
+            from_me=True,
+            contact="Maria Silva",
+            thread="t-m",
+        ),
+        NewEvent(
+            EventKind.MESSAGE,
+            T0 + DAY,
+            "Saw Maria at the market, she looked well.",
+            contact="Tom Reid",
+            thread="t-t",
+        ),
+        NewEvent(
+            EventKind.MESSAGE,
+            T0 + DAY + MINUTE,
+            "She kept talking about that teal Le Creuset teapot.",
+            contact="Tom Reid",
+            thread="t-t",
+        ),
+    ]
+    node.log.append(chat, now=0)
+    await NotetakingService(node.db, node.notebook, LLMRouter((OfflineDistiller(),))).run_pass()
+    pages = {n.title: n.body or "" for n in node.notebook.clear_notes(NoteKind.PERSON)}
+    assert "kept talking about that teal Le Creuset teapot (said by Tom)" in pages["Maria Silva"]
+    assert "teapot" not in pages["Tom Reid"]
