@@ -822,7 +822,7 @@ _HEALTH_WORDS = re.compile(
     r"\b(?:injur\w*|hurt|pain(?:s|ful|killers?)?|aches?|aching|sore|physio\w*|doctor|gp|"
     r"blood pressure|"
     r"headaches?|migraines?|prescri\w+|medication|tablets?|diagnos\w+|strain\w*|sprain\w*|"
-    r"knee|back|finger|shoulder|ankle|tendon|pulley|pressão|médic[oa]|dor)\b",
+    r"knee|back pain|finger|shoulder|ankle|tendon|pulley|pressão|médic[oa]|dor)\b",
     re.I,
 )
 
