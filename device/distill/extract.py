@@ -101,6 +101,23 @@ FIRST_PERSON: tuple[Rule, ...] = (
         "works at {1} as a {0}",
     ),
     _rule(r"\b(?i:i work as an?) ([a-z][a-z -]{2,40}[a-z])", FactKind.ROLE, "{0}"),
+    # a new role told as news: "I got head of geography!", "I've been
+    # promoted to senior engineer", "I'm the new deputy head" (a role word is
+    # needed: "I got the bread" is no job)
+    _rule(
+        r"\b"
+        + _lead(
+            "i(?:'ve| have)? (?:just )?got|i(?:'ve| have) been (?:promoted to|made)|"
+            "i'm now|i am now|i'm the new|i am the new"
+        )
+        + r" (?:the )?((?i:head|deputy head|director|manager|lead|chief|principal) of "
+        r"[a-z]+(?: (?!(?:at|in|for|with|on|from|and|to)\b)[a-z]+)?|"
+        r"(?i:senior|lead|principal|staff) [a-z]+(?: (?!(?:at|in|for|with|on|from|and|to)\b)"
+        r"[a-z]+)?|(?i:deputy head|head teacher|headteacher)|"
+        r"[a-z]+ (?i:manager|lead|director|supervisor))\b",
+        FactKind.ROLE,
+        "{0}",
+    ),
     _named(
         "(?:i've got|i have got|i got|i started|i'm starting|i am starting)"
         " (?:a|the|my) new job at",

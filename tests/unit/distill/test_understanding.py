@@ -60,6 +60,24 @@ def kinds(facts: list[Fact]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(
+    ("text", "fact"),
+    [
+        ("I got head of geography!! Starting in September", "head of geography"),
+        ("I've been promoted to senior engineer at last", "senior engineer"),
+        ("I'm the new deputy head", "deputy head"),
+        ("I got project manager!", "project manager"),
+    ],
+)
+def test_a_new_role_told_as_news(text: str, fact: str) -> None:
+    assert kinds(facts_in(text, T0)) == [("role", fact)]
+
+
+@pytest.mark.parametrize("text", ["I got the bread", "I got a cold", "I got head lice"])
+def test_what_is_no_role(text: str) -> None:
+    assert facts_in(text, T0) == []
+
+
+@pytest.mark.parametrize(
     ("text", "kind", "fact"),
     [
         ("I work at Northwind Labs these days", "work", "works at Northwind Labs"),
