@@ -848,7 +848,8 @@ def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
             kinds.insert(0, FactKind.PLAN)
         if not kinds:
             continue
-        found.append((said.score, Fact(kinds[0], _as_yours(text), said.at)))
+        told = _cut(f"{_as_yours(text)} (your journal)", OWN_CHARS + 15)
+        found.append((said.score, Fact(kinds[0], told, said.at)))
     # Health and plans first (they change what the agent should bring up),
     # then what says most.
     found.sort(key=lambda t: (t[1].kind is FactKind.OTHER, -t[0]))

@@ -107,11 +107,13 @@ def test_a_journal_says_things_about_you() -> None:
     facts = {(f["kind"], f["text"]) for f in distill(request)["facts"]}  # type: ignore[union-attr]
     assert (
         "health",
-        "Third go on the crimpy blue and something in your left ring finger went with a pop",
+        "Third go on the crimpy blue and something in your left ring finger went with a pop "
+        "(your journal)",
     ) in facts
     assert (
         "plan",
-        "Your resolution for next year: run the Leeds half marathon in under two hours",
+        "Your resolution for next year: run the Leeds half marathon in under two hours "
+        "(your journal)",
     ) in facts
     assert not any("#" in text or "weather" in text for _, text in facts)
 
