@@ -673,21 +673,28 @@ def person_items(
         ]
     if not facts or loaded.source.kind is SourceKind.CONVERSATION or len(loaded.participants) != 1:
         return []
-    contact = loaded.participants[0]
+    added = _added_to_page(session, loaded, loaded.participants[0], facts)
+    return [added] if added is not None else []
+
+
+def _added_to_page(
+    session: Session, loaded: Loaded, contact: str, facts: Sequence[Fact]
+) -> Distilled | None:
+    """``facts`` merged into the page ``contact`` already has (its title, tags
+    and source kept); None when they have none, or its body is parked on the
+    Homebase: a source about someone does not make them a page."""
     stored = _stored_page(session, contact)
     if stored is None or stored.body is None:
-        return []
+        return None
     page = _cap_agent_facts(merge_page(_page_base(session, contact, stored), facts))
-    return [
-        _page_item(
-            contact,
-            stored.title or loaded.names.get(contact, "someone"),
-            page,
-            tuple(json.loads(stored.tags)) if stored.tags else (),
-            stored.source_ref,
-            keep_tags=True,
-        )
-    ]
+    return _page_item(
+        contact,
+        stored.title or loaded.names.get(contact, "someone"),
+        page,
+        tuple(json.loads(stored.tags)) if stored.tags else (),
+        stored.source_ref,
+        keep_tags=True,
+    )
 
 
 def other_pages(
@@ -707,23 +714,8 @@ def other_pages(
         if contact is None or contact in own:
             continue
         by_contact.setdefault(contact, []).append(fact)
-    out = []
-    for contact, facts in by_contact.items():
-        stored = _stored_page(session, contact)
-        if stored is None or stored.body is None:
-            continue
-        page = _cap_agent_facts(merge_page(_page_base(session, contact, stored), facts))
-        out.append(
-            _page_item(
-                contact,
-                stored.title or loaded.names.get(contact, "someone"),
-                page,
-                tuple(json.loads(stored.tags)) if stored.tags else (),
-                stored.source_ref,
-                keep_tags=True,
-            )
-        )
-    return out
+    added = (_added_to_page(session, loaded, c, facts) for c, facts in by_contact.items())
+    return [item for item in added if item is not None]
 
 
 def _page_item(
