@@ -21,6 +21,7 @@ benchmark imports them so that it measures exactly that policy.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -207,9 +208,13 @@ class CheckNotebookTool:
         since = now - days_back * DAY_US if days_back else None
         until = None
         if days_ahead:
-            # The days ahead start now unless the days back start earlier.
-            since = since if since is not None else now
-            until = now + days_ahead * DAY_US
+            # An appointment's date is its day and time on the calendar's
+            # wall clock; the days ahead start at the start of today on this
+            # machine's (so later today is ahead), unless the days back
+            # start earlier.
+            today = _local_day_start(now)
+            since = since if since is not None else today
+            until = today + (days_ahead + 1) * DAY_US
         results = self._notebook.search_clear(query, contact_id, topic, since, until)
         answer = render_results(results, query, person, topic, days_back, days_ahead)
         if contact_id is None:
@@ -251,6 +256,14 @@ def _optional_days(arguments: Mapping[str, Any], key: str) -> int | None:
 
 
 DAY_US = 86_400_000_000
+
+
+def _local_day_start(now: int) -> int:
+    """The start of ``now``'s day on this machine's wall clock, as the wall
+    clock written in UTC (the way appointment dates are kept)."""
+    offset = dt.datetime.fromtimestamp(now / 1_000_000).astimezone().utcoffset()
+    wall = now + int(offset.total_seconds() * 1_000_000 if offset else 0)
+    return wall - wall % DAY_US
 
 
 def describe_filters(
@@ -321,6 +334,9 @@ def render_results(
     near = sum(1 for s in results if s.by_meaning)
     matched = sum(1 for s in results if s.score > 0) if words else len(results) - near
     more = len(results) - near - matched
+    if words and not matched and not near:
+        words = ""  # only common words: the filters alone answered
+        matched, more = more, 0
     head = f"{matched} note{'s' if matched != 1 else ''}"
     if words:
         head += f" matching {words}"

@@ -56,8 +56,9 @@ MAX_EARLIER_LINES = 12
 MAX_DETAILS = 6  # the person's contact card: org, title, birthday, phone, address, note
 # A repeating calendar entry is one request: its lines are the first
 # occurrence and the ones that differ from it, and ``occurrences`` holds when
-# every occurrence starts (at most this many, the earliest kept), so the
-# answer can say how often, since when, until when and which were skipped.
+# every occurrence starts (at most this many, the newest kept), so the answer
+# can say how often, since when, until when, what is next and which were
+# skipped.
 MAX_OCCURRENCES = 1_000
 
 
@@ -172,7 +173,7 @@ class DistillRequest:
     earlier: tuple[Line, ...] = ()
     details: tuple[tuple[str, str], ...] = ()
     # For a repeating calendar entry: every occurrence's start (microseconds
-    # UTC, ascending, at most MAX_OCCURRENCES); empty for anything else.
+    # UTC, ascending, the newest MAX_OCCURRENCES); empty for anything else.
     occurrences: tuple[int, ...] = ()
     # For a repeating calendar entry: when the pass runs (microseconds UTC),
     # so the answer can say which occurrence is next; 0 for anything else.
@@ -258,7 +259,7 @@ def make_request(
         tuple(pinned + kept),
         tuple(kept_earlier),
         card[:MAX_DETAILS],
-        tuple(sorted(occurrences)[:MAX_OCCURRENCES]),
+        tuple(sorted(occurrences)[-MAX_OCCURRENCES:]),
         now if occurrences else 0,
     )
 

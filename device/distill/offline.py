@@ -288,7 +288,7 @@ def _retold(sentence: str, who: str, limit: int) -> str:
             text = pattern.sub(lead, text, count=1)
             break
     turned = _TURNED[who]
-    text = _PRONOUN[who].sub(lambda m: turned[m.group(0).casefold()], text)
+    text = _PRONOUN[who].sub(lambda m: turned.get(m.group(0).casefold(), m.group(0)), text)
     if who == "you":
         text = _YOU_VERB.sub(lambda m: _YOU_VERBS[m.group(1).casefold()], text)
         if sentence.strip()[:1].isupper():

@@ -94,6 +94,7 @@ from pixie.device.distill.http import ChatCompletionsBackend
 from pixie.device.distill.offline import (
     OfflineDistiller,
     day_label,
+    is_automated,
     mail_subject,
     person_in_group,
 )
@@ -358,6 +359,9 @@ def build_request(loaded: Loaded) -> DistillRequest:
         what = "voicemail from" if loaded.rows[0][1] == "voicemail" else "call with"
         title = f"a {what} {_names(others) or 'someone'}"
     earlier = [line(r) for r in loaded.earlier]
+    # A card's numbers and address reach the person's page from the card
+    # itself (`card_facts`); a model, perhaps a remote one, is not shown them.
+    details = tuple((f, v) for f, v in loaded.details if f not in _NOT_FOR_MODELS)
     return make_request(
         src.kind,
         title,
@@ -365,7 +369,7 @@ def build_request(loaded: Loaded) -> DistillRequest:
         others,
         lines,
         earlier,
-        loaded.details,
+        details,
         loaded.occurrences,
         loaded.now,
     )
@@ -706,7 +710,9 @@ def other_pages(
     pages the source writes in its own right."""
     by_contact: dict[str, list[Fact]] = {}
     own = {*loaded.participants, *(p.identity_key for p in written)}
-    for name, fact in result.others:
+    newest = max(r[2] for r in loaded.rows)
+    for name, said in result.others:
+        (fact,) = _dated([said], newest)  # an undated fact is the source's, not the card's
         try:
             contact = ContactBook.resolve_in(session, name, loose=True)
         except BadInput:
@@ -1013,15 +1019,18 @@ SERIES_PREFIX = "series:"
 DUE_SERIES_SQL = (
     "SELECT note.source_ref FROM note WHERE note.zone = 'clear' AND NOT note.deleted "
     "AND note.kind = 'conversation_digest' AND note.source_ref LIKE 'series:%' "
-    "AND NOT note.user_edited AND note.about_date < ? AND EXISTS (SELECT 1 FROM memory_event e "
+    "AND NOT note.user_edited AND note.body IS NOT NULL "
+    "AND note.about_date < ? AND EXISTS (SELECT 1 FROM memory_event e "
     f"WHERE e.thread = substr(note.source_ref, {len('series:') + 1}) AND e.kind = 'calendar' "
     "AND e.at > note.about_date + 86400000000) LIMIT 1000"
 )
 DAY_US = 86_400_000_000
-# Every occurrence of a repeating calendar entry, earliest first (bounded).
+# The occurrences of a repeating calendar entry, the newest MAX_OCCURRENCES
+# (a daily entry over the importer's eleven years has four thousand: the
+# newest say what is next, the oldest only since when).
 _SERIES_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'calendar' "
-    f"ORDER BY at, n LIMIT {MAX_OCCURRENCES}"
+    f"ORDER BY at DESC, n DESC LIMIT {MAX_OCCURRENCES}"
 )
 _DIRECT_NEW_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
@@ -1029,6 +1038,7 @@ _DIRECT_NEW_SQL = (
 )
 _DETAILS_SQL = "SELECT field, value FROM contact_detail WHERE contact_id = ?"
 _CARD_ORDER = ("org", "title", "birthday", "phone", "address", "note")
+_NOT_FOR_MODELS = frozenset({"phone", "address"})
 _THREAD_PEOPLE_SQL = {
     family: (
         "SELECT DISTINCT contact_id FROM memory_event "
@@ -1206,6 +1216,7 @@ def _load(
             return None
         if family is SourceKind.CALENDAR:
             every = _rows(conn.execute(_SERIES_SQL, (source.thread,)))
+            every.reverse()
             occurrences = tuple(r[2] for r in every)
             rows = series_lines(every)
         else:
@@ -1309,6 +1320,15 @@ def _month_span(month: str) -> tuple[int, int]:
     return int(start.timestamp()) * 1_000_000, int(end.timestamp()) * 1_000_000
 
 
+def _month_identity(thread_key: str, month: str) -> str:
+    """A month digest's identity: the thread's, then the month; hashed when
+    that would be too long (cut, two months of a long thread id would meet)."""
+    key = f"{thread_key}@{month}"
+    if len(key) <= MAX_IDENTITY_CHARS:
+        return key
+    return f"month-sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+
+
 def month_items(loaded: Loaded, request: DistillRequest, base: Distilled) -> list[Distilled]:
     """A digest per month of a long thread (see above)."""
     out: list[Distilled] = []
@@ -1321,7 +1341,7 @@ def month_items(loaded: Loaded, request: DistillRequest, base: Distilled) -> lis
         out.append(
             Distilled(
                 kind=base.kind,
-                identity_key=f"{base.identity_key}@{month}"[:MAX_IDENTITY_CHARS],
+                identity_key=_month_identity(base.identity_key, month),
                 title=_fit_title(f"{base.title} — {label}"),
                 body=answer.summary,
                 contact_id=base.contact_id,
@@ -1456,6 +1476,10 @@ def _notes_for(
         items = [merge_post(session, items[0], loaded.rows[0][2])]
     facts = _dated(result.facts, newest)
     about = _about_you(session, facts) if facts else None
+    if loaded.source.kind is SourceKind.MAIL and all(is_automated(r[5]) for r in loaded.rows):
+        # Mail no person wrote says nothing about a person, whatever a model
+        # made of it: its digest, and nothing on anyone's page.
+        return items + ([about] if about is not None else [])
     pages = person_items(session, loaded, request, result)
     pages += _group_pages(session, loaded, request)
     pages += other_pages(session, loaded, result, pages)

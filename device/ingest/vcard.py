@@ -228,9 +228,14 @@ _PHONE_KINDS = ("cell", "mobile", "iphone", "home", "work", "main", "fax", "page
 def _phone_kind(prop: _Property) -> str:
     """A number's kind from its TYPE ("CELL", "type=WORK,VOICE", vCard 2.1's
     bare "WORK"): mobile, home, work, ...; "" when it names none."""
-    values = [v.casefold() for key, vs in prop.params.items() for v in (*vs, key)]
+    values = {
+        part.strip().casefold()
+        for key, vs in prop.params.items()
+        for v in (*vs, key)
+        for part in v.split(",")
+    }
     for kind in _PHONE_KINDS:
-        if any(kind in v for v in values):
+        if kind in values:
             return "mobile" if kind in ("cell", "iphone") else kind
     return ""
 

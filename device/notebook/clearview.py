@@ -9,7 +9,9 @@ so "the chat cannot reach the sealed zone" is a fact of the import graph.
 
 from __future__ import annotations
 
+import logging
 import re
+import sqlite3
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,7 @@ from sqlalchemy import (
     select,
 )
 
+from pixie.device.errors import DeviceError
 from pixie.device.notebook import meaning, nearby
 from pixie.device.notebook.terms import (
     MAX_QUERY_TERMS,
@@ -156,6 +159,8 @@ class ScoredNote:
     by_meaning: bool = False  # matched no query term: near the query in meaning
 
 
+log = logging.getLogger("pixie.notebook")
+
 _LIVE = "zone = 'clear' AND deleted = 0"
 # The full-text index's vocabulary, one row per word it holds: a view of the
 # index, kept in the connection's temporary schema (nothing is written to the
@@ -176,6 +181,18 @@ _VOCAB_RANGE = "SELECT term FROM temp.note_vocab WHERE term >= ? AND term < ?"
 _EFFECTIVE = "coalesce(about_date, updated_wall)"
 _COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
 _CONTACT_NAME = "SELECT name FROM contact WHERE id = ?"
+# Names that are also common words, months or weekdays: no note "names" May
+# Chen for saying "may", nor June for a date in June.
+_COMMON = dict.fromkeys(
+    [
+        *STOPWORDS,
+        *"january february march april may june july august september october november "
+        "december monday tuesday wednesday thursday friday saturday sunday will mark grace "
+        "rose hope joy faith bill pat art frank sue dawn summer autumn winter spring work "
+        "home family".split(),
+    ],
+    True,
+)
 # A person's notes (parameters: contact id, their name tag), as a condition on
 # the note row and as a set of row numbers; and the notes that only name them
 # (parameters: the full-text query for their name, contact id, name tag).
@@ -310,8 +327,14 @@ class ClearNotebook:
         terms = search_terms(query)
         near: bytes | None = None
         if terms and self._meaning_on():
-            nearby.refresh(self._db, nearby.SEARCH_REFRESH)
-            near = meaning.embed_query(query)
+            try:
+                nearby.refresh(self._db, nearby.SEARCH_REFRESH)
+                near = meaning.embed_query(query)
+            except (DeviceError, sqlite3.Error, OSError) as exc:
+                # A database that cannot be written now (locked, read-only)
+                # or a model that cannot load: the word ranking still answers.
+                log.warning("search by meaning skipped: %s", type(exc).__name__)
+                near = None
         # Straight to the driver: several small statements per search, and
         # each costs less than SQLAlchemy's wrapping of it.
         with self._db.snapshot() as conn:
@@ -383,7 +406,9 @@ class ClearNotebook:
         tag = name_tag(name) or "\x00"
         names = [w for w in words(name)]
         phrases = [" ".join(names)] if names else []
-        if len(names) > 1 and len(names[0]) > 2 and names[0] not in STOPWORDS:
+        if len(names) == 1 and _COMMON.get(names[0]):
+            phrases = []  # a one-word name that is a word ("June", "Work"): no mentions
+        if len(names) > 1 and len(names[0]) > 2 and not _COMMON.get(names[0]):
             phrases.append(names[0])
         # Each phrase quoted: bare words inside double quotes, as the
         # ranking's own terms are, so a name cannot inject FTS syntax.

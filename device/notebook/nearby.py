@@ -59,9 +59,9 @@ def refresh(db: Database, limit: int | None = None) -> int:
     and written with the stamp they had when read: a note changed meanwhile
     keeps a stale vector, which the next refresh replaces."""
     with db.snapshot() as conn:
-        top = meanings.top_stamp(conn)
-        if top == meanings.seen(conn):
-            return 0  # no note changed since everything was embedded
+        top = meanings.writes(conn)
+        if top and top == meanings.seen(conn):
+            return 0  # no note written since everything was embedded
     done = 0
     caught_up = False
     while limit is None or done < limit:

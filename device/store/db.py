@@ -58,6 +58,18 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " updated_at VARCHAR(90) NOT NULL,"
         " model VARCHAR(64) NOT NULL,"
         " vec BLOB NOT NULL)",
+        # Its triggers and counter: `meanings.MEANINGS_DDL`, spelt out here
+        # because this module cannot import the table's own (it imports this).
+        "INSERT OR IGNORE INTO meta (key, value) VALUES ('note_writes', '0')",
+        "CREATE TRIGGER IF NOT EXISTS note_meaning_on_insert AFTER INSERT ON note "
+        "BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'note_writes'; END",
+        "CREATE TRIGGER IF NOT EXISTS note_meaning_on_change AFTER UPDATE OF updated_at ON note "
+        "BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'note_writes'; END",
+        "CREATE TRIGGER IF NOT EXISTS note_meaning_on_gone AFTER UPDATE OF deleted, zone ON note "
+        "WHEN new.deleted OR new.zone != 'clear' "
+        "BEGIN DELETE FROM note_meaning WHERE note_n = new.n; END",
+        "CREATE TRIGGER IF NOT EXISTS note_meaning_on_delete AFTER DELETE ON note "
+        "BEGIN DELETE FROM note_meaning WHERE note_n = old.n; END",
     ),
 }
 BUSY_TIMEOUT_MS = 10_000

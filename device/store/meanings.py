@@ -93,29 +93,49 @@ def drop_orphans(conn: sqlite3.Connection) -> int:
     return dropped
 
 
-# The newest note stamp the last complete refresh saw: while no note has a
-# newer one, nothing can be stale and a search need not look.
+# Whether anything may be stale, without reading every note: a counter of
+# note writes that triggers move on every insert and every change of stamp
+# (a local write and a note merged from a sibling alike, whose stamp may be
+# older than the newest), and the value it had when a refresh last caught up.
+_WRITES_KEY = "note_writes"
 _SEEN_KEY = "meaning_seen"
-_TOP_STAMP_SQL = "SELECT max(updated_at) FROM note"
 _SEEN_SQL = (
     "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
     "SET value = excluded.value"
 )
+_COUNT_WRITE = f"UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = '{_WRITES_KEY}'"
+# The triggers and the counter's row, as a new data dir creates them and the
+# migration to schema 6 adds them. A note deleted, or (never, but checked)
+# out of the clear zone, loses its vector in the same statement: a vector
+# says what a note was about.
+MEANINGS_DDL: tuple[str, ...] = (
+    f"INSERT OR IGNORE INTO meta (key, value) VALUES ('{_WRITES_KEY}', '0')",
+    "CREATE TRIGGER IF NOT EXISTS note_meaning_on_insert AFTER INSERT ON note "
+    f"BEGIN {_COUNT_WRITE}; END",
+    "CREATE TRIGGER IF NOT EXISTS note_meaning_on_change AFTER UPDATE OF updated_at ON note "
+    f"BEGIN {_COUNT_WRITE}; END",
+    "CREATE TRIGGER IF NOT EXISTS note_meaning_on_gone AFTER UPDATE OF deleted, zone ON note "
+    "WHEN new.deleted OR new.zone != 'clear' "
+    "BEGIN DELETE FROM note_meaning WHERE note_n = new.n; END",
+    "CREATE TRIGGER IF NOT EXISTS note_meaning_on_delete AFTER DELETE ON note "
+    "BEGIN DELETE FROM note_meaning WHERE note_n = old.n; END",
+)
 
 
-def top_stamp(conn: sqlite3.Connection) -> str:
-    """The newest stamp of any note (a note written, edited or deleted moves it)."""
-    return str(conn.execute(_TOP_STAMP_SQL).fetchone()[0] or "")
+def writes(conn: sqlite3.Connection) -> str:
+    """The note-write counter (see above)."""
+    row = conn.execute(_GENERATION_SQL, (_WRITES_KEY,)).fetchone()
+    return str(row[0]) if row is not None else ""
 
 
 def seen(conn: sqlite3.Connection) -> str:
-    """The newest note stamp the last complete refresh had caught up with."""
+    """The counter's value when the last complete refresh began."""
     row = conn.execute(_GENERATION_SQL, (_SEEN_KEY,)).fetchone()
     return str(row[0]) if row is not None else ""
 
 
-def mark_seen(conn: sqlite3.Connection, stamp: str) -> None:
-    conn.execute(_SEEN_SQL, (_SEEN_KEY, stamp))
+def mark_seen(conn: sqlite3.Connection, value: str) -> None:
+    conn.execute(_SEEN_SQL, (_SEEN_KEY, value))
 
 
 def generation(conn: sqlite3.Connection) -> str:
@@ -130,6 +150,7 @@ def every(conn: sqlite3.Connection, model: str) -> list[tuple[int, bytes]]:
 
 
 __all__ = [
+    "MEANINGS_DDL",
     "NoteMeaning",
     "drop_orphans",
     "every",
@@ -138,5 +159,5 @@ __all__ = [
     "put",
     "seen",
     "stale",
-    "top_stamp",
+    "writes",
 ]

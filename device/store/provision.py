@@ -18,7 +18,7 @@ from pixie.device.store.db import SCHEMA_VERSION, Database, Meta, driver_sql
 from pixie.device.store.holdings import Holding  # noqa: F401  (its tables are created here too)
 from pixie.device.store.keystore import KeyStore, open_key_store
 from pixie.device.store.marks import DistillMark  # noqa: F401  (its table is created here too)
-from pixie.device.store.meanings import NoteMeaning  # noqa: F401  (its table is created here too)
+from pixie.device.store.meanings import MEANINGS_DDL
 from pixie.device.store.memlog import MEMLOG_DDL
 from pixie.device.store.notes import NOTEBOOK_DDL
 from pixie.device.store.siblings import Sibling  # noqa: F401  (its tables are created here too)
@@ -90,7 +90,7 @@ def _create(
             stale.unlink()
         db = Database(partial, create=True)
         try:
-            db.create_schema(MEMLOG_DDL + NOTEBOOK_DDL)
+            db.create_schema(MEMLOG_DDL + NOTEBOOK_DDL + MEANINGS_DDL)
             facts = [
                 ("schema_version", str(SCHEMA_VERSION)),
                 ("origin", origin),

@@ -374,3 +374,46 @@ def test_mail_headers_of_every_sort_are_read_without_a_traceback(tmp_path: Path)
     line = Line(event.at, "someone", False, event.text, "email")
     request = make_request(SourceKind.MAIL, "an email thread", None, (), [line])
     assert str(distill(request)["summary"]).startswith("Email thread “(no subject)”")
+
+
+class _Eager:
+    """A model that files facts about everyone it can."""
+
+    name = "eager"
+
+    async def answer(self, request: object) -> object:
+        lines = getattr(request, "lines", ())
+        if not any("This week in lettings" in line.text for line in lines):
+            return await OfflineDistiller().answer(request)  # type: ignore[arg-type]
+        return {
+            "summary": "News.",
+            "person": None,
+            "facts": [],
+            "tags": [],
+            "person_facts": [{"kind": "home", "text": "lives in Harrogate", "date": None}],
+            "open_threads": [],
+            "appointments": [],
+            "others": [{"name": "Dave", "kind": "other", "text": "is leaving", "date": None}],
+        }
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_mail_no_person_wrote_never_reaches_a_page_whatever_the_model(
+    node: Node, tmp_path: Path
+) -> None:
+    path = tmp_path / "inbox.mbox"
+    path.write_text(MAILBOX)
+    load(node, path)
+    # Dave has a page (a chat with him), and the newsletter is "from" him.
+    chat = [
+        NewEvent(EventKind.MESSAGE, NOW - 60_000_000 * i, text, contact="Dave Brook", thread="t-d")
+        for i, text in enumerate(["Keys are under the mat", "Thanks Dave, got them"])
+    ]
+    node.log.append(chat, now=0)
+    router = LLMRouter((_Eager(), OfflineDistiller()))  # type: ignore[arg-type]
+    await NotetakingService(node.db, node.notebook, router).run_pass()
+    pages = {p.title: p.body or "" for p in node.notebook.clear_notes(NoteKind.PERSON)}
+    assert "Dave Brook" in pages
+    assert all("Harrogate" not in body and "is leaving" not in body for body in pages.values())

@@ -180,3 +180,9 @@ async def test_a_fact_about_a_named_contact_reaches_their_page(node: Node) -> No
     pages = {n.title: n.body or "" for n in node.notebook.clear_notes(NoteKind.PERSON)}
     assert "kept talking about that teal Le Creuset teapot (said by Tom)" in pages["Maria Silva"]
     assert "teapot" not in pages["Tom Reid"]
+
+
+def test_a_turkish_capital_i_is_told_as_written() -> None:
+    line = Line(T0, ME, True, "İ. Yılmaz fixed my knee, I walk without pain now.", "journal")
+    request = make_request(SourceKind.JOURNAL, "the user's journal", None, (), [line])
+    distill(request)  # no KeyError: a letter the table does not know stays as it is

@@ -290,3 +290,9 @@ def test_odd_addresses_and_numbers_are_kept_or_left_out_whole(tmp_path: Path) ->
     assert long.phone is not None and len(long.phone) <= 200
     assert long.phone.endswith("0") or long.phone[-1].isdigit()  # cut between numbers
     assert long.address is not None and len(long.address) <= 200
+
+
+def test_a_number_kind_is_a_whole_type_word(tmp_path: Path) -> None:
+    body = "BEGIN:VCARD\nVERSION:3.0\nFN:Net\nTEL;TYPE=X-NETWORK:+44 113 496 0000\nEND:VCARD\n"
+    (card,) = read_path(write(tmp_path, body))
+    assert isinstance(card, ContactCard) and card.phone == "+44 113 496 0000"  # not "work"

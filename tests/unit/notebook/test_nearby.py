@@ -102,3 +102,32 @@ def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not nearby.enabled()
     monkeypatch.setenv(nearby.ENV, "1")
     assert nearby.enabled()
+
+
+def test_a_deleted_note_loses_its_vector_at_once(
+    book: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nearby.refresh(book.db)
+    note = book.notebook.clear_notes()[0]
+    monkeypatch.setenv(nearby.ENV, "0")  # even with meaning off afterwards
+    book.notebook.delete(note.id)
+    with book.db.snapshot() as conn:
+        (n,) = conn.execute("SELECT n FROM note WHERE id = ?", (note.id,)).fetchone()
+        assert conn.execute("SELECT 1 FROM note_meaning WHERE note_n = ?", (n,)).fetchone() is None
+
+
+def test_a_note_written_with_an_older_stamp_is_embedded_again(book: Node) -> None:
+    # A note merged from a sibling keeps the sibling's stamp, which may be
+    # older than the newest here: every write counts, whatever its stamp.
+    nearby.refresh(book.db)
+    note = book.notebook.clear_notes()[-1]  # the oldest
+    with book.db.writing() as session:
+        conn = session.connection().connection.driver_connection
+        (n, stamp) = conn.execute(
+            "SELECT n, updated_at FROM note WHERE id = ?", (note.id,)
+        ).fetchone()
+        conn.execute(
+            "UPDATE note SET body = 'Completely new words.', updated_at = ? WHERE n = ?",
+            (stamp[:-1] + chr(ord(stamp[-1]) + 1), n),
+        )
+    assert nearby.refresh(book.db) == 1

@@ -191,3 +191,12 @@ def test_their_notes_come_before_notes_that_only_name_them(node: Node) -> None:
     naming = _note(node, "n", "Call Zoë Martin about the call", "Call, call, call.")
     got = [r.note.id for r in node.notebook.search_clear("call", zoe)]
     assert got == [theirs, naming]  # although the note naming her scores more
+
+
+def test_a_name_that_is_a_word_does_not_claim_every_note(node: Node) -> None:
+    may, _ = node.contacts.add("May Chen", [], now=0)
+    june, _ = node.contacts.add("June", [], now=0)
+    _note(node, "m", "Plans", "We may go to the coast in June.")
+    full = _note(node, "f", "Lunch", "Lunch with May Chen on Friday.")
+    assert [r.note.id for r in node.notebook.search_clear("", may)] == [full]
+    assert node.notebook.search_clear("", june) == []
