@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
+from pixie.device.notebook.clearview import ClearNotebook, ScoredNote, search_terms
 from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold, query_terms, stems
 from pixie.device.store.contacts import (
     DETAIL_NAMES,
@@ -109,7 +109,7 @@ class NotebookAnswer:
         """Nothing matched: no note, or none that holds a word of the query
         (only notes near it in meaning, or a person's other notes); the chat
         loop then searches the log as well."""
-        if self.query.strip():
+        if search_terms(self.query):
             return not any(s.score > 0 for s in self.notes)
         return not self.notes
 

@@ -504,6 +504,12 @@ def appointment_in(text: str, at: int) -> Appointment | None:
     lines = [line.strip() for line in text.splitlines()]
     if len(lines) >= 2 and (iso := _ISO_WHEN.match(lines[1])):
         day = f"{iso.group(1)}-{iso.group(2)}-{iso.group(3)}"
+        try:  # a day or time no calendar has ("2026-02-30", "24:00") names none
+            dt.date.fromisoformat(day)
+            if iso.group(4):
+                dt.time.fromisoformat(iso.group(4))
+        except ValueError:
+            return None
         place = next(
             (x[len("Location:") :].strip() for x in lines if x.startswith("Location:")), None
         )

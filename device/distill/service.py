@@ -1211,8 +1211,9 @@ def _load(
     if source.thread is not None:
         family = source.kind
         top = conn.execute(_THREAD_TOP_SQL[family], (source.thread,)).fetchone()[0]
-        covered = mark is not None and mark >= top and not everything and not source.again
-        if top is None or covered:
+        if top is None:
+            return None
+        if mark is not None and mark >= top and not everything and not source.again:
             return None
         if family is SourceKind.CALENDAR:
             every = _rows(conn.execute(_SERIES_SQL, (source.thread,)))

@@ -402,8 +402,12 @@ class ClearNotebook:
         first name where it is no common word ("Will", "May" are not)."""
         row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
         name = " ".join(str(row[0]).split()) if row is not None else ""
-        # Never the empty tag: a nameless contact matches by its id alone.
+        # Never the empty tag: a nameless contact matches by its id alone;
+        # nor a one-word name that is a word ("June" is also every note
+        # tagged with the month).
         tag = name_tag(name) or "\x00"
+        if " " not in tag and _COMMON.get(tag):
+            tag = "\x00"
         names = [w for w in words(name)]
         phrases = [" ".join(names)] if names else []
         if len(names) == 1 and _COMMON.get(names[0]):

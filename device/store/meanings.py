@@ -40,7 +40,7 @@ _STALE_SQL = (
     "SELECT note.n, note.updated_at, note.title, note.tags, note.body FROM note "
     "LEFT JOIN note_meaning m ON m.note_n = note.n "
     f"WHERE {_LIVE_CLEAR} AND (m.note_n IS NULL OR m.updated_at != note.updated_at "
-    "OR m.model != ?) ORDER BY note.n LIMIT ?"
+    "OR m.model != ?) ORDER BY note.n DESC LIMIT ?"
 )
 _PUT_SQL = (
     "INSERT INTO note_meaning (note_n, updated_at, model, vec) VALUES (?, ?, ?, ?) "
@@ -63,8 +63,9 @@ _GENERATION_SQL = "SELECT value FROM meta WHERE key = ?"
 
 
 def stale(conn: sqlite3.Connection, model: str, limit: int) -> list[tuple[int, str, str]]:
-    """Up to ``limit`` live clear notes whose vector is missing or stale:
-    (note n, its stamp, the text to embed: title, tags, body)."""
+    """Up to ``limit`` live clear notes whose vector is missing or stale, the
+    newest first (the ones most likely asked about, when a search catches up
+    on a backlog): (note n, its stamp, the text to embed: title, tags, body)."""
     out = []
     for n, stamp, title, tags, body in conn.execute(_STALE_SQL, (model, limit)):
         words = " ".join(t for t in _tags(tags))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.distill.contract import Line, SourceKind, make_request
+from pixie.device.distill.extract import appointment_in
 from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller, distill
 from pixie.device.distill.prompt import render_prompt
@@ -417,3 +418,20 @@ async def test_mail_no_person_wrote_never_reaches_a_page_whatever_the_model(
     pages = {p.title: p.body or "" for p in node.notebook.clear_notes(NoteKind.PERSON)}
     assert "Dave Brook" in pages
     assert all("Harrogate" not in body and "is leaving" not in body for body in pages.values())
+
+
+def test_a_day_no_calendar_has_names_no_appointment() -> None:
+    for text in ("Dentist\n2026-02-30 10:00–11:00", "Dentist\n2026-03-01 24:00"):
+        assert appointment_in(text, NOW) is None
+        line = Line(NOW, "Me", True, text, "calendar")
+        request = make_request(SourceKind.CALENDAR, "a calendar entry", None, (), [line])
+        assert str(distill(request)["summary"]).startswith("Calendar entry: Dentist")
+        series = make_request(
+            SourceKind.CALENDAR,
+            "a repeating calendar entry",
+            None,
+            (),
+            [line],
+            occurrences=[NOW, NOW + WEEK],
+        )
+        distill(series)  # read as an entry, not a series: no ValueError
