@@ -294,6 +294,7 @@ class Failure(enum.StrEnum):
     OVERSIZED = "oversized"
     MALFORMED = "malformed"
     SCHEMA = "schema violation"
+    BROKEN = "internal error"  # the built-in distiller failed on this source
 
 
 class BackendFailure(Exception):

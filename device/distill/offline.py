@@ -43,9 +43,11 @@ from pixie.device.distill.contract import (
     MAX_SUMMARY_CHARS,
     ME,
     Appointment,
+    BackendFailure,
     DistillRequest,
     Fact,
     FactKind,
+    Failure,
     Line,
     SourceKind,
     fact_key,
@@ -91,13 +93,22 @@ class OfflineDistiller:
     name = "offline"
 
     async def answer(self, request: DistillRequest) -> object:
-        return distill(request)
+        return self.answer_now(request)
 
     def answer_now(self, request: DistillRequest) -> object:
         """The same answer, without a checkpoint: it waits on nothing, so a
         pass may ask for it on the worker thread that reads and writes the
-        source (`LLMRouter.distill_now`)."""
-        return distill(request)
+        source (`LLMRouter.distill_now`).
+
+        It reads whatever people wrote; should a source it cannot read
+        raise, that source fails (and is tried again next pass) and the pass
+        goes on: one odd message must not stop every other source, or a
+        daemon that restarts into the same source. Only the error's type is
+        said, never the text that caused it."""
+        try:
+            return distill(request)
+        except Exception as exc:  # any bug on any text: this source fails, not the pass
+            raise BackendFailure(Failure.BROKEN, type(exc).__name__) from None
 
     async def aclose(self) -> None:
         return None

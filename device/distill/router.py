@@ -126,7 +126,10 @@ class LLMRouter:
         failures: list[tuple[str, Failure]],
     ) -> None:
         failures.append((name, failure.reason))
-        self._strikes[name] += 1
+        # A source the built-in distiller broke on says nothing of the next
+        # one: no strike, so it never sits out the pass for it.
+        if failure.reason is not Failure.BROKEN:
+            self._strikes[name] += 1
         benched = failure.permanent or self._strikes[name] >= self.trip_after
         log.warning(
             "backend %s gave no usable answer for a %s of %d lines (%s)%s",

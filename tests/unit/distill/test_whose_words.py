@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from pixie.device.distill.contract import ME, Line, SourceKind, make_request
+from pixie.device.distill.contract import ME, DistillRequest, Line, SourceKind, make_request
 from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import (
     OfflineDistiller,
@@ -186,3 +186,34 @@ def test_a_turkish_capital_i_is_told_as_written() -> None:
     line = Line(T0, ME, True, "İ. Yılmaz fixed my knee, I walk without pain now.", "journal")
     request = make_request(SourceKind.JOURNAL, "the user's journal", None, (), [line])
     distill(request)  # no KeyError: a letter the table does not know stays as it is
+
+
+async def test_a_source_the_distiller_breaks_on_fails_alone(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pixie.device.distill.offline as offline
+
+    real = offline._conversation
+
+    def fragile(request: DistillRequest) -> dict[str, object]:
+        if any("boom" in line.text for line in request.lines):
+            raise KeyError("a bug on an odd message")
+        return real(request)
+
+    monkeypatch.setattr(offline, "_conversation", fragile)
+    events = [
+        NewEvent(EventKind.MESSAGE, T0 + i * MINUTE, text, contact=who, thread=thread)
+        for i, (who, thread, text) in enumerate(
+            [
+                ("Ada", "t-a", "boom goes the message"),
+                *[("Bo", f"t-{k}", "hello there, how is the new job going") for k in range(5)],
+            ]
+        )
+    ]
+    node.log.append(events, now=0)
+    report = await NotetakingService(
+        node.db, node.notebook, LLMRouter((OfflineDistiller(),))
+    ).run_pass()
+    assert report.failed == 1 and report.sources == 5  # the rest were distilled
+    titles = {n.title for n in node.notebook.clear_notes(NoteKind.CONVERSATION_DIGEST)}
+    assert "Ada" not in titles and "Bo" in titles
