@@ -70,6 +70,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "BEGIN DELETE FROM note_meaning WHERE note_n = new.n; END",
         "CREATE TRIGGER IF NOT EXISTS note_meaning_on_delete AFTER DELETE ON note "
         "BEGIN DELETE FROM note_meaning WHERE note_n = old.n; END",
+        # The series notes a daemon's poll reads (`notes.SERIES_INDEX_DDL`).
+        "CREATE INDEX IF NOT EXISTS ix_note_series_due ON note (about_date) "
+        "WHERE kind = 'conversation_digest' AND source_ref LIKE 'series:%'",
     ),
 }
 BUSY_TIMEOUT_MS = 10_000

@@ -178,10 +178,17 @@ def identity_note_id(kind: str, identity: str) -> str:
 
 # The full-text index covers live clear notes only, and triggers keep it (and
 # the tag table) exact whatever path writes a note. Sealed rows never enter it.
+SERIES_INDEX_DDL = (
+    "CREATE INDEX IF NOT EXISTS ix_note_series_due ON note (about_date) "
+    "WHERE kind = 'conversation_digest' AND source_ref LIKE 'series:%'"
+)
 NOTEBOOK_DDL = (
     # check_notebook's date window, answered from the index alone.
     """CREATE INDEX IF NOT EXISTS ix_note_effective_date
        ON note (coalesce(about_date, updated_wall)) WHERE zone = 'clear' AND deleted = 0""",
+    # The repeating entries whose next occurrence has passed, which every
+    # daemon poll asks after: the series notes alone, by the day they are about.
+    SERIES_INDEX_DDL,
     """CREATE VIRTUAL TABLE IF NOT EXISTS note_fts USING fts5(
            title, tags, body, tokenize = 'unicode61 remove_diacritics 2')""",
     """CREATE TRIGGER IF NOT EXISTS note_index_insert AFTER INSERT ON note
