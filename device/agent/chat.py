@@ -28,8 +28,8 @@ for the duplicate check, and it is skipped when the guards would refuse it.
 The turn is written to the memory log as agent_chat_user / agent_chat_agent
 events, which grep_memory never returns (see `memlog.SEARCHABLE_KINDS`).
 
-This module reaches the Notebook only through the tools and `ClearNotebook`;
-an import contract checks that nothing here can open a sealed note.
+This module reaches the Notebook only through the tools; an import contract
+checks that nothing here can open a sealed note.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ from pixie.device.agent.tools import (
 )
 from pixie.device.distill.contract import BackendFailure
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.notebook.clearview import ClearNotebook
 from pixie.device.notebook.terms import STOPWORDS, fold
 from pixie.device.store.contacts import ContactBook, clean_name
 from pixie.device.store.memlog import EventKind, MemoryLog, NewEvent
@@ -410,7 +409,7 @@ def plan_calls(question: str, contacts: ContactBook) -> list[dict[str, Any]]:
 
 
 def would_fetch(
-    question: str, check: CheckNotebookTool, notebook: ClearNotebook, contacts: ContactBook
+    question: str, check: CheckNotebookTool, contacts: ContactBook
 ) -> list[tuple[dict[str, Any], str]]:
     """What check_notebook returns for a question without a model
     (`plan_calls`): each call's arguments and its result, exactly as a model

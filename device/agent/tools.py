@@ -107,8 +107,8 @@ class NotebookAnswer:
     @property
     def missed(self) -> bool:
         """Nothing matched: no note, or none that holds a word of the query
-        (only notes near it in meaning, or a person's other notes); the chat
-        loop then searches the log as well."""
+        (only notes near it in meaning); the chat loop then searches the log
+        as well."""
         if search_terms(self.query):
             return not any(s.score > 0 for s in self.notes)
         return not self.notes
@@ -332,16 +332,12 @@ def render_results(
             return f"No notes in the Notebook {filters}."
         return "The Notebook has no notes yet."
     near = sum(1 for s in results if s.by_meaning)
-    matched = sum(1 for s in results if s.score > 0) if words else len(results) - near
-    more = len(results) - near - matched
-    if words and not matched and not near:
-        words = ""  # only common words: the filters alone answered
-        matched, more = more, 0
+    matched = len(results) - near
+    if words and not near and not any(s.score for s in results):
+        words = ""  # a query with no terms: the filters alone answered
     head = f"{matched} note{'s' if matched != 1 else ''}"
     if words:
         head += f" matching {words}"
-    if more:
-        head += f" and {more} more"
     if near:
         # Places no term match took, filled by notes near the query's meaning.
         nearby = f"{near} note{'s' if near != 1 else ''} near it in meaning"

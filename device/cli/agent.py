@@ -83,7 +83,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         tools = memory_tools(node)
         if model is None:
             check = CheckNotebookTool(node.notebook.clear_view(), node.contacts)
-            fetched = would_fetch(question, check, node.notebook.clear_view(), node.contacts)
+            fetched = would_fetch(question, check, node.contacts)
             if args.json:
                 emit_json(
                     {

@@ -54,7 +54,9 @@ from pixie.device.distill.contract import (
 )
 from pixie.device.distill.extract import (
     FIRST_PERSON,
+    MONTHS,
     SECOND_PERSON,
+    WEEKDAYS,
     Said,
     appointment_in,
     arranges,
@@ -62,12 +64,6 @@ from pixie.device.distill.extract import (
     date_words,
     facts_in,
     plan_in,
-)
-from pixie.device.distill.extract import (
-    MONTHS as MONTHS_EN,
-)
-from pixie.device.distill.extract import (
-    WEEKDAYS as WEEKDAYS_EN,
 )
 from pixie.device.distill.pages import merge_facts
 from pixie.device.distill.series import (
@@ -78,6 +74,7 @@ from pixie.device.distill.series import (
     short,
     skipped_words,
 )
+from pixie.device.store.memlog import MAIL_AUTOMATED_MARK
 
 HIGHLIGHTS = 4  # lines quoted in a conversation summary
 KEY_LINES = 3  # sentences kept in a journal digest
@@ -149,11 +146,7 @@ def _conversation(request: DistillRequest) -> dict[str, object]:
     first, last = request.lines[0].at, request.lines[-1].at
     count = len(request.lines)
     noun = "message" if count == 1 else "messages"
-    span = (
-        f"on {day_label(first)}"
-        if day_label(first) == day_label(last)
-        else f"from {day_label(first)} to {day_label(last)}"
-    )
+    span = _span(first, last)
     parts = [f"{count} {noun} with {who} {span}." if who else f"{count} {noun}, all yours, {span}."]
     topics = _topics(s.text for s in said)
     if topics:
@@ -440,11 +433,7 @@ def _read(
         pace = "You keep in touch"
     else:
         pace = "You write now and then"
-    span = (
-        f"on {day_label(first)}"
-        if day_label(first) == day_label(last)
-        else f"from {day_label(first)} to {day_label(last)}"
-    )
+    span = _span(first, last)
     noun = "message" if count == 1 else "messages"
     if mine * 3 > count * 2:
         balance = "mostly from you"
@@ -538,11 +527,7 @@ def person_in_group(request: DistillRequest, name: str) -> dict[str, object] | N
     facts = [f for line in theirs for f in facts_in(line.text, line.at, FIRST_PERSON, loose=True)]
     first, last = theirs[0].at, theirs[-1].at
     noun = "message" if len(theirs) == 1 else "messages"
-    span = (
-        f"on {day_label(first)}"
-        if day_label(first) == day_label(last)
-        else f"from {day_label(first)} to {day_label(last)}"
-    )
+    span = _span(first, last)
     read = [f"Seen in the {request.title}: {len(theirs)} {noun} of theirs {span}."]
     topics = _topics(s.text for s in said)
     if topics:
@@ -623,7 +608,6 @@ def _call(request: DistillRequest) -> dict[str, object]:
 # anyone's person page.
 
 MAIL_KEY_LINES = 4
-AUTOMATED_MARK = "Automated mail"  # how the importer's marker line starts
 _SUBJECT = re.compile(r"^Subject: (.*)$", re.MULTILINE)
 _ATTACHED = re.compile(r"^\[attachments?: .*\]$", re.MULTILINE)
 # A code a person quotes back (booking reference, order number): letters and
@@ -656,15 +640,14 @@ def mail_subject(text: str) -> str:
 
 def is_automated(text: str) -> bool:
     """Whether the importer marked this mail as sent by no person."""
-    lines = text.split("\n", 2)
-    return len(lines) > 1 and lines[1].startswith(AUTOMATED_MARK)
+    return automated_reason(text) is not None
 
 
 def _mail_body(text: str) -> str:
     """The mail's own words: no subject, marker or attachment lines, and no
     greeting or sign-off line ("Hi Hannah,", "Best wishes,")."""
     lines = text.split("\n")
-    start = 2 if len(lines) > 1 and lines[1].startswith(AUTOMATED_MARK) else 1
+    start = 2 if is_automated(text) else 1
     kept = [
         line
         for line in lines[start:]
@@ -676,9 +659,9 @@ def _mail_body(text: str) -> str:
 def automated_reason(text: str) -> str | None:
     """What the importer's marker says ("mailing list"), or None."""
     lines = text.split("\n", 2)
-    if len(lines) < 2 or not lines[1].startswith(AUTOMATED_MARK):
+    if len(lines) < 2 or not lines[1].startswith(MAIL_AUTOMATED_MARK):
         return None
-    return lines[1][len(AUTOMATED_MARK) :].strip(" ()") or "automated"
+    return lines[1][len(MAIL_AUTOMATED_MARK) :].strip(" ()") or "automated"
 
 
 _SALUTATION = re.compile(
@@ -708,11 +691,7 @@ def _mail(request: DistillRequest) -> dict[str, object]:
             sentences.append(said)
     who = _names(request.participants)
     count = len(request.lines)
-    span = (
-        f"on {day_label(first.at)}"
-        if day_label(first.at) == day_label(request.lines[-1].at)
-        else f"from {day_label(first.at)} to {day_label(request.lines[-1].at)}"
-    )
+    span = _span(first.at, request.lines[-1].at)
     if automated:
         parts = [f"Automated email from {who or 'a sender'} {span}: “{_quote(subject, 200)}”."]
     else:
@@ -778,11 +757,14 @@ def _journal(request: DistillRequest) -> dict[str, object]:
             f"{len(request.lines)} entries, the last on {day_label(request.lines[-1].at)}."
         )
     topical = _topics((s.text for s in sentences), min_hits=1)
-    answer = _answer(" ".join(parts), sentences, request, min_hits=1)
+    answer = _answer(
+        " ".join(parts),
+        sentences,
+        request,
+        min_hits=1,
+        facts=merge_facts(facts, limit=MAX_ANSWER_FACTS),
+    )
     answer["tags"] = _unique(["journal", weekday.casefold(), *topical])[: MAX_TAGS + 2]
-    answer["facts"] = [f.as_json() for f in merge_facts(facts, limit=MAX_ANSWER_FACTS)][
-        :MAX_ANSWER_FACTS
-    ]
     return answer
 
 
@@ -859,8 +841,7 @@ def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
             kinds.insert(0, FactKind.PLAN)
         if not kinds:
             continue
-        told = _cut(f"{_as_yours(text)} (your journal)", OWN_CHARS + 15)
-        found.append((said.score, Fact(kinds[0], told, said.at)))
+        found.append((said.score, Fact(kinds[0], f"{_as_yours(text)} (your journal)", said.at)))
     # Health and plans first (they change what the agent should bring up),
     # then what says most.
     found.sort(key=lambda t: (t[1].kind is FactKind.OTHER, -t[0]))
@@ -991,7 +972,7 @@ _LEAD_POSSESSIVE = re.compile(r"^([A-ZÀ-Þ][a-zà-ÿ]+)['’]s\s+")
 _CONTRACTED = {"s": "is ", "re": "are ", "d": "would ", "ll": "will ", "ve": "have "}
 _NOT_NAMES = frozenset(
     w.casefold()
-    for w in (*WEEKDAYS_EN, *MONTHS_EN, "I", "Mum", "Mom", "Dad", "God", "Christmas", "Easter")
+    for w in (*WEEKDAYS, *MONTHS, "I", "Mum", "Mom", "Dad", "God", "Christmas", "Easter")
 )
 
 
@@ -1062,18 +1043,25 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
 
 
 def _cut(text: str, limit: int) -> str:
+    """``text`` within ``limit``, cut at a word, with "…"."""
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def _answer(
-    summary: str, said: Sequence[_Said], request: DistillRequest, min_hits: int
+    summary: str,
+    said: Sequence[_Said],
+    request: DistillRequest,
+    min_hits: int,
+    facts: Sequence[Fact] | None = None,
 ) -> dict[str, object]:
     tags = _topics((s.text for s in said), min_hits=min_hits)
     tags += [t for t in _hashtags(request.lines) if t not in tags]
     return {
         "summary": _fit(summary, MAX_SUMMARY_CHARS),
         "person": None,
-        "facts": [f.as_json() for f in _facts_of_me(request)][:MAX_ANSWER_FACTS],
+        "facts": [f.as_json() for f in (_facts_of_me(request) if facts is None else facts)][
+            :MAX_ANSWER_FACTS
+        ],
         "tags": tags[:MAX_TAGS],
         "person_facts": [],
         "open_threads": [],
@@ -1387,6 +1375,13 @@ def _fit(text: str, limit: int) -> str:
     while lines and len("\n".join(lines)) > limit - 2:
         lines.pop()
     return "\n".join(lines) + "\n…" if lines else text[: limit - 1] + "…"
+
+
+def _span(first: int, last: int) -> str:
+    """ "on 3 May 2026", or "from 3 May 2026 to 9 Jun 2026"."""
+    if day_label(first) == day_label(last):
+        return f"on {day_label(first)}"
+    return f"from {day_label(first)} to {day_label(last)}"
 
 
 def _when(at: int, ref: int) -> str:

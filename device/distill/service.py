@@ -428,8 +428,6 @@ def _date_facets(loaded: Loaded, request: DistillRequest) -> tuple[tuple[str, ..
         first = request.lines[0]
         repeating = series_of(first.text, first.at, request.occurrences)
         if repeating is not None:
-            # The series is about its last occurrence's day, on the wall
-            # clock as a one-off appointment's day is.
             weekday = (repeating.weekday or "").casefold()
             facets = ("calendar", "series", repeating.cadence, weekday)
             # The series is about its next occurrence when the pass ran (a
@@ -495,11 +493,10 @@ def _people_tags(loaded: Loaded, contact: str | None) -> list[str]:
         found = appointment_in(loaded.rows[0][5], loaded.rows[0][2])
         if found is not None:
             names = list(dict.fromkeys([*names, *found.with_]))
-    own = name_tag(loaded.names.get(contact, "")) if contact else ""
-    tags = [t for t in dict.fromkeys(name_tag(n)[:MAX_TAG_CHARS] for n in names) if t and t != own]
     if len(names) > MAX_PEOPLE_TAGS:
         return []
-    return tags
+    own = name_tag(loaded.names.get(contact, "")) if contact else ""
+    return [t for t in dict.fromkeys(name_tag(n)[:MAX_TAG_CHARS] for n in names) if t and t != own]
 
 
 # -- near-identical posts -----------------------------------------------------------
@@ -1016,15 +1013,15 @@ _THREAD_NEW_SQL = {
 # on the calendar's wall clock and the log's times in UTC; a daily series in
 # a zone far from UTC may so keep a stale "Next" until its next change.
 SERIES_PREFIX = "series:"
+DAY_US = 86_400_000_000
 DUE_SERIES_SQL = (
     "SELECT note.source_ref FROM note WHERE note.zone = 'clear' AND NOT note.deleted "
-    "AND note.kind = 'conversation_digest' AND note.source_ref LIKE 'series:%' "
+    f"AND note.kind = 'conversation_digest' AND note.source_ref LIKE '{SERIES_PREFIX}%' "
     "AND NOT note.user_edited AND note.body IS NOT NULL "
     "AND note.about_date < ? AND EXISTS (SELECT 1 FROM memory_event e "
-    f"WHERE e.thread = substr(note.source_ref, {len('series:') + 1}) AND e.kind = 'calendar' "
-    "AND e.at > note.about_date + 86400000000) LIMIT 1000"
+    f"WHERE e.thread = substr(note.source_ref, {len(SERIES_PREFIX) + 1}) "
+    f"AND e.kind = 'calendar' AND e.at > note.about_date + {DAY_US}) LIMIT 1000"
 )
-DAY_US = 86_400_000_000
 # The occurrences of a repeating calendar entry, the newest MAX_OCCURRENCES
 # (a daily entry over the importer's eleven years has four thousand: the
 # newest say what is next, the oldest only since when).
@@ -1198,6 +1195,7 @@ def _load(
     new_rows: tuple[int, ...],
     since: int,
     everything: bool,
+    now: int = 0,
 ) -> Loaded | None:
     """`NotetakingService.load`, inside a transaction of the caller's (a few
     small statements: on a connection already in a transaction they cost
@@ -1260,10 +1258,10 @@ def _load(
     if len(people) == 1:
         card = dict(conn.execute(_DETAILS_SQL, (people[0],)).fetchall())
     loaded = _loaded(source, rows, top, people, fresh, names, card)
-    if occurrences:
-        loaded = replace(loaded, occurrences=occurrences)
-    if months:
-        loaded = replace(loaded, months=months)
+    if occurrences or months:
+        loaded = replace(
+            loaded, occurrences=occurrences, now=now if occurrences else 0, months=months
+        )
     return loaded
 
 
@@ -1330,14 +1328,14 @@ def _month_identity(thread_key: str, month: str) -> str:
     return f"month-sha256:{hashlib.sha256(key.encode()).hexdigest()}"
 
 
-def month_items(loaded: Loaded, request: DistillRequest, base: Distilled) -> list[Distilled]:
+def month_items(loaded: Loaded, base: Distilled) -> list[Distilled]:
     """A digest per month of a long thread (see above)."""
     out: list[Distilled] = []
     for month, rows in loaded.months:
-        shown = replace(loaded, rows=rows, earlier=(), months=())
-        sub = build_request(shown)
-        sub = replace(sub, details=(), earlier=())
-        answer = parse_result(OfflineDistiller().answer_now(replace(sub, person=None)))
+        shown = replace(loaded, rows=rows, earlier=(), details=(), months=())
+        answer = parse_result(
+            OfflineDistiller().answer_now(replace(build_request(shown), person=None))
+        )
         label = f"{MONTHS[int(month[5:]) - 1]} {month[:4]}"
         out.append(
             Distilled(
@@ -1354,13 +1352,6 @@ def month_items(loaded: Loaded, request: DistillRequest, base: Distilled) -> lis
             )
         )
     return out
-
-
-def _timed(loaded: Loaded | None, now: Callable[[], int]) -> Loaded | None:
-    """A repeating entry's source with the moment it was read."""
-    if loaded is None or not loaded.occurrences:
-        return loaded
-    return replace(loaded, now=now())
 
 
 def series_lines(every: Sequence[Row]) -> list[Row]:
@@ -1471,19 +1462,19 @@ def _notes_for(
     stored, read in ``session``'s write transaction."""
     items = digest_items(loaded, request, result)
     if loaded.months:
-        items += month_items(loaded, request, items[0])
+        items += month_items(loaded, items[0])
     newest = max(at for _, _, at, _, _, _ in loaded.rows)
     if loaded.source.kind is SourceKind.POST:
         items = [merge_post(session, items[0], loaded.rows[0][2])]
     facts = _dated(result.facts, newest)
     about = _about_you(session, facts) if facts else None
-    if loaded.source.kind is SourceKind.MAIL and all(is_automated(r[5]) for r in loaded.rows):
-        # Mail no person wrote says nothing about a person, whatever a model
-        # made of it: its digest, and nothing on anyone's page.
-        return items + ([about] if about is not None else [])
-    pages = person_items(session, loaded, request, result)
-    pages += _group_pages(session, loaded, request)
-    pages += other_pages(session, loaded, result, pages)
+    pages: list[Distilled] = []
+    # Mail no person wrote says nothing about a person, whatever a model made
+    # of it: its digest, and nothing on anyone's page.
+    if not (loaded.source.kind is SourceKind.MAIL and all(is_automated(r[5]) for r in loaded.rows)):
+        pages = person_items(session, loaded, request, result)
+        pages += _group_pages(session, loaded, request)
+        pages += other_pages(session, loaded, result, pages)
     if loaded.source.kind is SourceKind.JOURNAL:
         pages.append(merge_week(session, loaded, result))
     return items + pages + ([about] if about is not None else [])
@@ -1652,8 +1643,7 @@ class NotetakingService:
             top = conn.exec_driver_sql("SELECT max(n) FROM memory_event").scalar() or 0
             found: dict[str, tuple[Source, list[int]]] = {}
             first: dict[str, int] = {}
-            now = self.now()
-            for (ref,) in conn.exec_driver_sql(DUE_SERIES_SQL, (now - DAY_US,)):
+            for (ref,) in self._due_series(conn):
                 thread = ref[len(SERIES_PREFIX) :]
                 due = Source(SourceKind.CALENDAR, ref, thread=thread, again=True)
                 found[due.mark_key] = (due, [])
@@ -1688,7 +1678,7 @@ class NotetakingService:
             if not isinstance(loaded, _Unread):
                 return loaded
         with self.db.reading() as session:
-            return _timed(_load(_driver(session), source, new_rows, since, everything), self.now)
+            return _load(_driver(session), source, new_rows, since, everything, self.now())
 
     def commit(
         self, loaded: Loaded, request: DistillRequest, result: DistillResult
@@ -1756,8 +1746,7 @@ class NotetakingService:
             for source, new_rows in group:
                 if taken and time.perf_counter() - started > MAX_GROUP_SECONDS:
                     break
-                loaded = _timed(_load(conn, source, new_rows, since, everything), self.now)
-                done = _Done(loaded=loaded)
+                done = _Done(loaded=_load(conn, source, new_rows, since, everything, self.now()))
                 if done.loaded is None:
                     taken.append((done, 0))
                     continue
@@ -1886,10 +1875,12 @@ class NotetakingService:
                 f"SELECT 1 FROM memory_event WHERE n > ? AND kind IN {_DISTILLED_KINDS} LIMIT 1",
                 (since,),
             )
-            if found.first() is not None:
-                return True
-            now = self.now()
-            return conn.exec_driver_sql(DUE_SERIES_SQL, (now - DAY_US,)).first() is not None
+            return found.first() is not None or self._due_series(conn).first() is not None
+
+    def _due_series(self, conn: Any) -> Any:
+        """The source references of repeating entries whose next day has
+        passed (`DUE_SERIES_SQL`), as a result to iterate."""
+        return conn.exec_driver_sql(DUE_SERIES_SQL, (self.now() - DAY_US,))
 
 
 def _rows(result: Any) -> list[Row]:

@@ -60,7 +60,7 @@ from pixie.device.ingest.base import (
     to_us,
     where,
 )
-from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.memlog import MAIL_AUTOMATED_MARK, EventKind, NewEvent
 from pixie.protocol.syncwire import MAX_SHORT_CHARS
 from pixie.protocol.timestamps import MAX_US, MIN_US
 
@@ -640,7 +640,7 @@ class MboxImporter:
         lines = [f"Subject: {subject or '(no subject)'}"]
         automated = automated_by(message, sender.address if sender is not None else "")
         if automated:
-            lines.append(f"{AUTOMATED_MARK} ({automated})")
+            lines.append(f"{MAIL_AUTOMATED_MARK} ({automated})")
         if trimmed:
             lines += ["", trimmed]
         if attachments:
@@ -670,10 +670,9 @@ class MboxImporter:
 
 
 # Mail no person wrote: a mailing list or newsletter, bulk mail, a robot's
-# notice. It is marked on the line after the subject ("Automated mail
-# (mailing list)"), which distillation reads: such mail gets a digest of its
-# own but never adds to anyone's person page.
-AUTOMATED_MARK = "Automated mail"
+# notice. It is marked on the line after the subject (`MAIL_AUTOMATED_MARK`),
+# which distillation reads: such mail gets a digest of its own but never adds
+# to anyone's person page.
 _NO_REPLY = re.compile(
     r"^(?:no[-_.]?reply|do[-_.]?not[-_.]?reply|notifications?|mailer-daemon|bounces?|"
     r"newsletters?|alerts?|marketing)(?:[-_.+].*)?@",

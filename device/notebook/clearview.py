@@ -183,15 +183,11 @@ _COLUMNS = ", ".join(f"note.{name}" for name in CLEAR_COLUMNS)
 _CONTACT_NAME = "SELECT name FROM contact WHERE id = ?"
 # Names that are also common words, months or weekdays: no note "names" May
 # Chen for saying "may", nor June for a date in June.
-_COMMON = dict.fromkeys(
-    [
-        *STOPWORDS,
-        *"january february march april may june july august september october november "
-        "december monday tuesday wednesday thursday friday saturday sunday will mark grace "
-        "rose hope joy faith bill pat art frank sue dawn summer autumn winter spring work "
-        "home family".split(),
-    ],
-    True,
+_COMMON = STOPWORDS | frozenset(
+    "january february march april may june july august september october november "
+    "december monday tuesday wednesday thursday friday saturday sunday will mark grace "
+    "rose hope joy faith bill pat art frank sue dawn summer autumn winter spring work "
+    "home family".split()
 )
 # A person's notes (parameters: contact id, their name tag), as a condition on
 # the note row and as a set of row numbers; and the notes that only name them
@@ -225,9 +221,10 @@ class ClearNotebook:
 
     def __init__(self, db: Database, *, meaning: bool | None = None) -> None:
         self._db = db
-        # Meaning-level tie-breaks and fill (`nearby`); None: on where the
-        # model loads and PIXIE_EMBEDDINGS does not turn it off, decided at
-        # the first search with terms (finding out imports the libraries).
+        # The places term matches leave, filled by meaning (`nearby`); None:
+        # on where the model loads and PIXIE_EMBEDDINGS does not turn it off,
+        # decided at the first search with terms (finding out imports the
+        # libraries).
         self._meaning = meaning
 
     def _meaning_on(self) -> bool:
@@ -319,11 +316,6 @@ class ClearNotebook:
                 conditions.append(f"{_EFFECTIVE} {op} ?")
                 filters.append(f"n IN (SELECT n FROM note WHERE {_LIVE} AND {_EFFECTIVE} {op} ?)")
                 params.append(value)
-        # With a person, two stages: their notes (filed under them, or of a
-        # source they shared with others, which carries their name as a
-        # tag: no one contact owns a group chat or a meeting of three), then,
-        # for the places those leave, notes that only name them (a daughter
-        # who never writes is in her parents' notes).
         terms = search_terms(query)
         near: bytes | None = None
         if terms and self._meaning_on():
@@ -351,6 +343,11 @@ class ClearNotebook:
         params: list[object],
         limit: int,
     ) -> list[ScoredNote]:
+        # With a person, two stages: their notes (filed under them, or of a
+        # source they shared with others, which carries their name as a
+        # tag: no one contact owns a group chat or a meeting of three), then,
+        # for the places those leave, notes that only name them (a daughter
+        # who never writes is in her parents' notes).
         stages: list[tuple[list[str], list[str], list[object]]] = [(conditions, filters, params)]
         broad = (conditions, params)
         if contact_id is not None:
@@ -406,13 +403,13 @@ class ClearNotebook:
         # nor a one-word name that is a word ("June" is also every note
         # tagged with the month).
         tag = name_tag(name) or "\x00"
-        if " " not in tag and _COMMON.get(tag):
+        if " " not in tag and tag in _COMMON:
             tag = "\x00"
         names = [w for w in words(name)]
         phrases = [" ".join(names)] if names else []
-        if len(names) == 1 and _COMMON.get(names[0]):
+        if len(names) == 1 and names[0] in _COMMON:
             phrases = []  # a one-word name that is a word ("June", "Work"): no mentions
-        if len(names) > 1 and len(names[0]) > 2 and not _COMMON.get(names[0]):
+        if len(names) > 1 and len(names[0]) > 2 and names[0] not in _COMMON:
             phrases.append(names[0])
         # Each phrase quoted: bare words inside double quotes, as the
         # ranking's own terms are, so a name cannot inject FTS syntax.

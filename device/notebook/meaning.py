@@ -230,6 +230,13 @@ def embed_query(text: str) -> bytes | None:
     return None if not any(vector) else vector
 
 
+def unpack(packed: bytes) -> npt.NDArray[np.float32]:
+    """Packed vectors (one or several, end to end) as rows of float32."""
+    import numpy as np
+
+    return np.frombuffer(packed, dtype=_PACKED).astype(np.float32).reshape(-1, DIM)
+
+
 def _check(vector: bytes, what: str) -> None:
     if len(vector) != VECTOR_BYTES:
         raise ValueError(f"{what} is {len(vector)} bytes, not {VECTOR_BYTES} ({MODEL_NAME})")
@@ -252,8 +259,6 @@ def similarities(query: bytes, vectors: Sequence[bytes]) -> list[float]:
     except ImportError as exc:
         raise MeaningUnavailable(f"numpy is not installed ({exc})") from exc
 
-    q = np.frombuffer(query, dtype=_PACKED).astype(np.float32)
-    matrix = np.frombuffer(b"".join(vectors), dtype=_PACKED).reshape(len(vectors), DIM)
-    scores = matrix.astype(np.float32) @ q
+    scores = unpack(b"".join(vectors)) @ unpack(query)[0]
     np.clip(scores, -1.0, 1.0, out=scores)
     return [float(score) for score in scores]

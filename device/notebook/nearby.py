@@ -54,10 +54,10 @@ def enabled() -> bool:
 
 def refresh(db: Database, limit: int | None = None) -> int:
     """Embed the clear notes whose vector is missing or stale, at most
-    ``limit`` (all when None), and drop the vectors of deleted notes; how
-    many were embedded. The notes are read, embedded outside any write lock,
-    and written with the stamp they had when read: a note changed meanwhile
-    keeps a stale vector, which the next refresh replaces."""
+    ``limit`` (all when None); how many were embedded. The notes are read,
+    embedded outside any write lock, and written with the stamp they had
+    when read: a note changed meanwhile keeps a stale vector, which the next
+    refresh replaces. (A deleted note's vector goes with it, by a trigger.)"""
     with db.snapshot() as conn:
         top = meanings.writes(conn)
         if top and top == meanings.seen(conn):
@@ -82,15 +82,8 @@ def refresh(db: Database, limit: int | None = None) -> int:
         if len(rows) < want:
             caught_up = True
             break
-    with db.snapshot() as conn:
-        orphans = conn.execute(
-            "SELECT 1 FROM note_meaning WHERE note_n NOT IN "
-            "(SELECT n FROM note WHERE zone = 'clear' AND NOT deleted) LIMIT 1"
-        ).fetchone()
-    with db.bookkeeping() as conn:  # derived data: no fsync owed
-        if orphans is not None:
-            meanings.drop_orphans(conn)
-        if caught_up:
+    if caught_up:
+        with db.bookkeeping() as conn:  # derived data: no fsync owed
             meanings.mark_seen(conn, top)
     return done
 
@@ -115,8 +108,7 @@ class MeaningIndex:
 
         found = meanings.every(conn, meaning.MODEL_NAME)
         ns = np.fromiter((n for n, _ in found), dtype=np.int64, count=len(found))
-        raw = b"".join(vec for _, vec in found)
-        matrix = np.frombuffer(raw, dtype="<f2").astype(np.float32).reshape(-1, meaning.DIM)
+        matrix = meaning.unpack(b"".join(vec for _, vec in found))
         self._ns, self._matrix = ns, matrix
         self._row = {int(n): i for i, n in enumerate(ns)}
         self._generation = generation
@@ -142,8 +134,7 @@ class MeaningIndex:
             assert self._matrix is not None and self._ns is not None
             if not len(self._ns):
                 return []
-            q = np.frombuffer(query, dtype="<f2").astype(np.float32)
-            sims = self._matrix @ q
+            sims = self._matrix @ meaning.unpack(query)[0]
             if allowed is not None:
                 wanted = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
                 sims[~np.isin(self._ns, wanted)] = -np.inf

@@ -5,7 +5,8 @@ note's ``updated_at`` stamp when it was made (a later stamp means the note
 changed and the vector is stale) and the name of what made it (vectors of
 two models do not compare). Like the text mirror it is derived data: local to
 this database, never synced or exported, rebuilt by re-embedding whatever is
-missing or stale (`stale`), and dropped with its note.
+missing or stale (`stale`), and dropped with its note (by a trigger, in the
+same statement that deletes it).
 
 Only clear notes ever get a row: `stale` reads the clear zone alone, so a
 sealed note's meaning is never computed, let alone stored. The statements
@@ -42,14 +43,14 @@ _STALE_SQL = (
     f"WHERE {_LIVE_CLEAR} AND (m.note_n IS NULL OR m.updated_at != note.updated_at "
     "OR m.model != ?) ORDER BY note.n DESC LIMIT ?"
 )
+# A vector goes in only while its note is a live clear note: one deleted
+# while it was embedded outside the lock gets none (the triggers below drop
+# the vectors of notes deleted later).
 _PUT_SQL = (
-    "INSERT INTO note_meaning (note_n, updated_at, model, vec) VALUES (?, ?, ?, ?) "
+    "INSERT INTO note_meaning (note_n, updated_at, model, vec) "
+    f"SELECT note.n, ?, ?, ? FROM note WHERE note.n = ? AND {_LIVE_CLEAR} "
     "ON CONFLICT (note_n) DO UPDATE SET updated_at = excluded.updated_at, "
     "model = excluded.model, vec = excluded.vec"
-)
-# Vectors whose note is gone, deleted, or (never, but checked) not clear.
-_ORPHANS_SQL = (
-    f"DELETE FROM note_meaning WHERE note_n NOT IN (SELECT n FROM note WHERE {_LIVE_CLEAR})"
 )
 _ALL_SQL = "SELECT note_n, vec FROM note_meaning WHERE model = ? ORDER BY note_n"
 # A generation number in the meta table, moved on by every write here: a
@@ -81,17 +82,10 @@ def _tags(tags: str | None) -> list[str]:
 
 
 def put(conn: sqlite3.Connection, model: str, rows: Iterable[tuple[int, str, bytes]]) -> None:
-    """Store (note n, its stamp, vector) rows, in the caller's transaction."""
-    conn.executemany(_PUT_SQL, ((n, stamp, model, vec) for n, stamp, vec in rows))
+    """Store (note n, its stamp, vector) rows, in the caller's transaction;
+    a row whose note is no longer a live clear note is left out."""
+    conn.executemany(_PUT_SQL, ((stamp, model, vec, n) for n, stamp, vec in rows))
     conn.execute(_BUMP_SQL, (_GENERATION_KEY,))
-
-
-def drop_orphans(conn: sqlite3.Connection) -> int:
-    """Remove the vectors of notes deleted or gone; how many went."""
-    dropped = conn.execute(_ORPHANS_SQL).rowcount
-    if dropped:
-        conn.execute(_BUMP_SQL, (_GENERATION_KEY,))
-    return dropped
 
 
 # Whether anything may be stale, without reading every note: a counter of
@@ -153,7 +147,6 @@ def every(conn: sqlite3.Connection, model: str) -> list[tuple[int, bytes]]:
 __all__ = [
     "MEANINGS_DDL",
     "NoteMeaning",
-    "drop_orphans",
     "every",
     "generation",
     "mark_seen",

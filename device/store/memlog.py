@@ -63,6 +63,12 @@ class EventKind(enum.StrEnum):
     AGENT_CHAT_AGENT = "agent_chat_agent"
 
 
+# An email event's text: "Subject: ..." on its first line, then, for mail no
+# person wrote (a mailing list, bulk mail, a no-reply sender), a line that
+# starts with this mark and says why ("Automated mail (mailing list)"), then
+# the body. The importer writes it; distillation reads it.
+MAIL_AUTOMATED_MARK = "Automated mail"
+
 # Each kind's stored text, by kind: a dict lookup per appended event instead
 # of the enum's slower `.value`.
 _KIND_TEXT: dict[EventKind, str] = {kind: kind.value for kind in EventKind}

@@ -176,12 +176,12 @@ def identity_note_id(kind: str, identity: str) -> str:
     return id_text(bytes(raw))
 
 
-# The full-text index covers live clear notes only, and triggers keep it (and
-# the tag table) exact whatever path writes a note. Sealed rows never enter it.
 SERIES_INDEX_DDL = (
     "CREATE INDEX IF NOT EXISTS ix_note_series_due ON note (about_date) "
     "WHERE kind = 'conversation_digest' AND source_ref LIKE 'series:%'"
 )
+# The full-text index covers live clear notes only, and triggers keep it (and
+# the tag table) exact whatever path writes a note. Sealed rows never enter it.
 NOTEBOOK_DDL = (
     # check_notebook's date window, answered from the index alone.
     """CREATE INDEX IF NOT EXISTS ix_note_effective_date
