@@ -376,33 +376,40 @@ def shown_body(body: str, query: str = "") -> str:
     if not terms:
         return cut
     parts = [p for p in (" ".join(x.split()) for x in _SEGMENT.split(body)) if p]
-    opening, used = 0, 0
-    while opening < len(parts) and used + len(parts[opening]) + 1 <= BODY_CHARS_SHOWN:
-        used += len(parts[opening]) + 1
-        opening += 1
-    later = [(len(terms & stems(parts[i])), i) for i in range(opening, len(parts))]
-    wanted = sorted((t for t in later if t[0]), key=lambda t: (-t[0], t[1]))
+    # The lines holding the query's words are chosen first, wherever they
+    # sit past the first (a page's gift idea may sit inside what would have
+    # been its opening, and a later line must not push it out), then the
+    # opening fills the room left around them.
+    holding = [(len(terms & stems(parts[i])), i) for i in range(1, len(parts))]
+    wanted = sorted((t for t in holding if t[0]), key=lambda t: (-t[0], t[1]))
     room = BODY_CHARS_SHOWN // 2
-    extra: list[int] = []
+    extra: set[int] = set()
     for _, i in wanted:
         if len(parts[i]) + 3 <= room:
-            extra.append(i)
+            extra.add(i)
             room -= len(parts[i]) + 3
     if not extra:
         return cut
     budget = BODY_CHARS_SHOWN - sum(len(parts[i]) + 3 for i in extra) - 2
-    head = ""
-    for part in parts[:opening]:
-        if len(head) + len(part) + 1 > budget:
+    shown = set(extra)
+    used = 0
+    for i, part in enumerate(parts):
+        if i in extra:
+            continue
+        if used + len(part) + 1 > budget:
             break
-        head = f"{head} {part}" if head else part
-    out = head
-    last = -2
-    for i in sorted(extra):
-        out += (" " if i == last + 1 else " … ") + parts[i]
+        shown.add(i)
+        used += len(part) + 1
+    pieces: list[str] = []
+    last = -1
+    for i in sorted(shown):
+        if i != last + 1:
+            pieces.append("…")  # text left out
+        pieces.append(parts[i])
         last = i
     if last != len(parts) - 1:
-        out += " …"
+        pieces.append("…")
+    out = " ".join(pieces)
     return out[: BODY_CHARS_SHOWN - 1] + "…" if len(out) > BODY_CHARS_SHOWN else out
 
 

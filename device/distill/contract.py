@@ -95,6 +95,10 @@ class FactKind(enum.StrEnum):
     HEALTH = "health"
     PHONE = "phone"
     NOTE = "note"
+    # Something they said they would love, or keep hinting at: a gift idea
+    # ("keeps sending me links to that Stagg kettle", "I'd love to learn the
+    # wheel one day").
+    WISH = "wish"
     OTHER = "other"
 
 

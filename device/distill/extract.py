@@ -228,6 +228,19 @@ FIRST_PERSON: tuple[Rule, ...] = (
         "dislikes {0}",
     ),
     _rule(r"\b(?i:i play the) ([a-z]+)\b", FactKind.HOBBY, "plays the {0}"),
+    # a wish: a gift idea ("I'd love a proper pour-over kettle", "I've always
+    # wanted to learn the cello"); not the social kind ("I'd love to catch up")
+    _rule(
+        r"\b"
+        + _lead(
+            "i'd (?:really |so )?love|i would (?:really |so )?love|i(?:'ve| have) always wanted|"
+            "i really want|i'm dying to|i am dying to"
+        )
+        + r" ((?!(?i:to (?:see|catch up|hear|meet|help|come|join|chat|talk|know|have you|go)\b))"
+        r"(?:(?i:a|an|the|that|those|one of|some|to|more) )[^.!?;]{3,90}?)(?=[.!?;]|$)",
+        FactKind.WISH,
+        "would love {0}",
+    ),
 )
 
 SECOND_PERSON: tuple[Rule, ...] = (
@@ -248,7 +261,6 @@ SECOND_PERSON: tuple[Rule, ...] = (
     _rule(rf"\b(?i:your birthday is (?:on )?(?:the )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
 )
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _NAME_STOP = frozenset(
     "I I'm I’m The A An And But So Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
 )
@@ -283,9 +295,13 @@ def _facts_in(text: str, rules: Sequence[Rule], loose: bool) -> tuple[Fact, ...]
     out: list[Fact] = []
     seen: set[tuple[FactKind, str]] = set()
     anything = _any_rule(rules, loose)
-    for part in _SENTENCE.split(text):
-        sentence = part.strip()
-        if not sentence or sentence.endswith("?") or anything.search(sentence) is None:
+    for sentence in (s for line in text.splitlines() for s in sentences(line)):
+        if (
+            not sentence
+            or sentence.endswith("?")
+            or quoted(sentence)
+            or anything.search(sentence) is None
+        ):
             continue
         for rule in rules:
             if rule.loose and not loose:
@@ -574,28 +590,48 @@ __all__ = [
     "day_start_us",
     "facts_in",
     "plan_in",
+    "quoted",
+    "sentences",
 ]
 
 
 # -- who someone is, as the agent once put it ------------------------------------------
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
-# A short capitalised word with a full stop ("Dr.", "L.", "Mrs.") ends no sentence.
-_ABBREVIATION = re.compile(r"(?:^|\s)[A-Z][a-z]{0,2}\.$")
+# A full stop, "!" or "?" (and any closing quote or bracket) before a space.
+_SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"”’)]))\s+")
+# A title or an initial with its full stop ("Ms. Okafor", "Dr. Kwan", "J. R.
+# Smith") ends no sentence. Named rather than guessed from its shape: "Yes.",
+# "Ok." and "Hi." are short capitalised words that do end one.
+_ABBREVIATION = re.compile(
+    r"(?:^|[\s(“\"])(?:Mr|Mrs|Ms|Mx|Dr|Prof|St|Sr|Sra|Jr|Mt|Rev|Fr|Sgt|Capt|Lt|Col|Gen|Hon|"
+    r"Dra|Srta|Mme|Mlle|approx|vs|[A-Z])\.$"
+)
 _IDENTITY = re.compile(r"^([^\s,;:!?“”\"()][^,;:!?“”\"()]{0,59}?) is (.+)$")
 MAX_STATEMENT_CHARS = 300
 
 
+def quoted(sentence: str) -> bool:
+    """Whether a sentence is someone's words quoted ("“I'd love to learn
+    that one day.”"): whose they are, the sentence does not say, so no
+    pattern reads it as its writer's."""
+    return sentence[:1] in _OPENING_QUOTES
+
+
+_OPENING_QUOTES = frozenset('"“‘„«')
+
+
 def sentences(text: str) -> list[str]:
-    """``text`` cut into sentences, a title or an initial ("Dr.", "L.") not
-    ending one."""
+    """``text`` cut into sentences at a full stop, "!" or "?" and the space
+    after it (runs of whitespace folded to one space), a title or an initial
+    ("Ms. Okafor", "Dr. Kwan", "L. Souza") not ending one. A line break does
+    not end a sentence here: callers that read lines split them first."""
     out: list[str] = []
-    for part in _SENTENCE_BREAK.split(text):
+    for part in _SENTENCE_BREAK.split(" ".join(text.split())):
         if out and _ABBREVIATION.search(out[-1]):
             out[-1] = f"{out[-1]} {part}"
-        else:
+        elif part:
             out.append(part)
-    return [" ".join(s.split()) for s in out if s.strip()]
+    return out
 
 
 def identity_statements(text: str) -> list[tuple[str, str]]:

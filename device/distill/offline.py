@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import cast
 
 from pixie.device.distill.contract import (
+    MAX_FACT_CHARS,
     MAX_OPEN_THREADS,
     MAX_OTHERS,
     MAX_PERSON_CHARS,
@@ -64,6 +65,8 @@ from pixie.device.distill.extract import (
     date_words,
     facts_in,
     plan_in,
+    quoted,
+    sentences,
 )
 from pixie.device.distill.pages import merge_facts
 from pixie.device.distill.series import (
@@ -77,7 +80,7 @@ from pixie.device.distill.series import (
 from pixie.device.store.memlog import MAIL_AUTOMATED_MARK
 
 HIGHLIGHTS = 4  # lines quoted in a conversation summary
-KEY_LINES = 3  # sentences kept in a journal digest
+JOURNAL_WROTE_CHARS = 800  # of a journal entry's own sentences kept in its digest
 QUOTE_CHARS = 180
 MAX_TAGS = 4
 MAX_ANSWER_FACTS = 10  # MAX_FACTS, the bound on an answer
@@ -161,12 +164,49 @@ def _conversation(request: DistillRequest) -> dict[str, object]:
     plan = plan_in([Said(s.at, s.text) for s in said])
     if plan is not None:
         parts.append(f"Plans: {plan.text} (arranged {_when(plan.at or last, last)}).")
+    numbers = _numbers_said(request.lines, "\n".join(parts), last, _NUMBERS)
+    if numbers:
+        parts.append("Numbers: " + "; ".join(numbers) + ".")
+    emails = _numbers_said(request.lines, "\n".join(parts), last, (_EMAIL,))
+    if emails:
+        parts.append("Emails: " + "; ".join(emails) + ".")
     answer = _answer("\n".join(parts), said, request, min_hits=2)
     if request.person:
         page = person_page(request, said, request.person)
         answer.update(page)
     answer["others"] = others_in(request)
     return answer
+
+
+CHAT_NUMBERS = 6  # numbers (and emails) listed in a conversation summary
+
+
+def _numbers_said(
+    lines: Sequence[Line], shown: str, last: int, patterns: Sequence[re.Pattern[str]]
+) -> list[str]:
+    """What the lines give by ``patterns`` (phone numbers, codes and amounts;
+    email addresses) that the summary does not already quote, each with who
+    gave it and when ("0113 496 0324 (Priya Shah, 24 Jan)"), the newest
+    CHAT_NUMBERS in the order said: a number given in passing is what is
+    asked for later, and a highlight rarely holds it."""
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for line in lines:
+        if line.kind not in ("message", "call", "voicemail"):
+            continue
+        for pattern in patterns:
+            for match in pattern.finditer(line.text):
+                number = match.group(0).strip()
+                if pattern is _PHONE_NUMBER and sum(c.isdigit() for c in number) < 8:
+                    continue
+                if number in seen or number in shown:
+                    continue
+                seen.add(number)
+                who = "you" if line.from_me else line.speaker
+                found.append((number, f"{number} ({who}, {_when(line.at, last)})"))
+    # A code inside a phone number already listed is the same number.
+    kept = [text for number, text in found if not any(number in o for o, _ in found if o != number)]
+    return kept[-CHAT_NUMBERS:]
 
 
 def person_page(request: DistillRequest, said: Sequence[_Said], name: str) -> dict[str, object]:
@@ -218,7 +258,7 @@ def _their_statements(request: DistillRequest, name: str) -> list[Fact]:
         else:
             continue
         for text in texts:
-            for part in _SENTENCE_END.split(" ".join(text.split())):
+            for part in sentences(text):
                 sentence = part.strip()
                 if _states(sentence):
                     said.append(_Said(line.at, name, False, sentence, _score(sentence), len(said)))
@@ -615,7 +655,8 @@ _ATTACHED = re.compile(r"^\[attachments?: .*\]$", re.MULTILINE)
 _CODE = re.compile(r"\b(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9][A-Z0-9-]{4,}\b|\b\d{6,}\b")
 _MONEY = re.compile(
     r"(?:[£€$¥]|R\$|CA\$|US\$)\s?\d(?:[\d,.]*\d)?"
-    r"|\b\d(?:[\d,.]*\d)?\s?(?:GBP|EUR|USD|CAD|BRL|euros?|pounds?|dollars?|reais)\b",
+    r"|\b\d(?:[\d,.]*\d)?\s?(?:GBP|EUR|USD|CAD|BRL|euros?|pounds?|dollars?|reais)\b"
+    r"|\b(?:GBP|EUR|USD|CAD|BRL|AUD)\s?\d(?:[\d,.]*\d)?",
     re.IGNORECASE,
 )
 # A phone number as people write one: "416-555-0177", "+44 7700 900123",
@@ -624,6 +665,8 @@ _PHONE_NUMBER = re.compile(
     r"(?<![\w+,.])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,5}\)[ .-]?)?\d{2,6}(?:[ .-]\d{2,6}){1,3}"
     r"(?![\w,.]\d)(?<!\d{4}-\d{2}-\d{2})"
 )
+_NUMBERS = (_PHONE_NUMBER, _CODE, _MONEY)
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+(?![\w-])")
 _AGREED = re.compile(
     r"\b(confirm\w*|agreed?|booked|booking|reservation|reference|scheduled|deadline|due|"
     r"refund\w*|deposit|invoice|receipt|order\w*|delivery|deliver\w*|appointment|"
@@ -678,17 +721,16 @@ def _mail(request: DistillRequest) -> dict[str, object]:
     first = request.lines[0]
     subject = mail_subject(first.text) or "(no subject)"
     automated = all(is_automated(line.text) for line in request.lines)
-    sentences: list[_Said] = []
+    said: list[_Said] = []
     for line in request.lines:
         body = " ".join(_mail_body(line.text).split())
-        for i, piece in enumerate(_SENTENCE_END.split(body)):
+        for i, piece in enumerate(sentences(body)):
             part = piece.strip()
             if not part or _is_small_talk(part):
                 continue
             bonus = 3.0 * bool(_CODE.search(part) or _MONEY.search(part))
             bonus += 2.0 * bool(_AGREED.search(part))
-            said = _Said(line.at, line.speaker, line.from_me, part, _score(part) + bonus, i)
-            sentences.append(said)
+            said.append(_Said(line.at, line.speaker, line.from_me, part, _score(part) + bonus, i))
     who = _names(request.participants)
     count = len(request.lines)
     span = _span(first.at, request.lines[-1].at)
@@ -703,7 +745,7 @@ def _mail(request: DistillRequest) -> dict[str, object]:
             f"Email thread “{_quote(subject, 200)}” with {who or 'nobody else'}: "
             f"{count} {noun}{by}, {span}."
         ]
-    key = _distinct((s for s in sorted(sentences, key=lambda s: -s.score) if s.score > 0), 99)
+    key = _distinct((s for s in sorted(said, key=lambda s: -s.score) if s.score > 0), 99)
     key = key[:MAIL_KEY_LINES]
     key.sort(key=lambda s: (s.at, s.n))
     parts.extend(f"- {_who(s)}: “{_quote(s.text, 240)}”" for s in key)
@@ -716,7 +758,7 @@ def _mail(request: DistillRequest) -> dict[str, object]:
     )
     if numbers:
         parts.append("Numbers: " + ", ".join(numbers[:8]) + ".")
-    answer = _answer("\n".join(parts), sentences, request, min_hits=1)
+    answer = _answer("\n".join(parts), said, request, min_hits=1)
     reasons = {automated_reason(line.text) for line in request.lines}
     kind = "newsletter" if "mailing list" in reasons else "automated" if automated else ""
     topical = cast(list[str], answer["tags"])
@@ -735,36 +777,38 @@ def _journal(request: DistillRequest) -> dict[str, object]:
     sentences, and what it says about the user."""
     first = request.lines[0]
     weekday, _, long_day = date_words(_iso(first.at))
-    sentences = [
+    said = [
         _Said(line.at, ME, True, t.strip(), _score(t.strip()), i)
         for line in request.lines
         for i, t in enumerate(_journal_sentences(line.text))
         if t.strip()
     ]
     parts = [f"Journal, {long_day}."]
-    topics = _topics((s.text for s in sentences), min_hits=1)
+    topics = _topics((s.text for s in said), min_hits=1)
     if topics:
         parts.append(f"About {_join(topics)}.")
-    key = [s for s in _best(sentences, KEY_LINES) if not _is_small_talk(s.text)]
+    key = _most_within(said, JOURNAL_WROTE_CHARS)
     if key:
         parts.append("Wrote: " + " ".join(_quote(s.text) for s in key))
     facts = _facts_of_me(request)
-    facts += [f for f in own_statements(sentences) if f.text not in {g.text for g in facts}]
+    facts += [f for f in own_statements(said) if f.text not in {g.text for g in facts}]
     if facts:
         parts.append("About you: " + "; ".join(_phrase(f) for f in facts) + ".")
     if len(request.lines) > 1:
         parts.append(
             f"{len(request.lines)} entries, the last on {day_label(request.lines[-1].at)}."
         )
-    topical = _topics((s.text for s in sentences), min_hits=1)
+    topical = _topics((s.text for s in said), min_hits=1)
     answer = _answer(
         " ".join(parts),
-        sentences,
+        said,
         request,
         min_hits=1,
         facts=merge_facts(facts, limit=MAX_ANSWER_FACTS),
     )
-    answer["tags"] = _unique(["journal", weekday.casefold(), *topical])[: MAX_TAGS + 2]
+    natures = [n for n in (health_nature(s.text) for s in said) if n]
+    answer["tags"] = _unique(["journal", weekday.casefold(), *natures, *topical])[: MAX_TAGS + 2]
+    answer["others"] = others_in(request)
     return answer
 
 
@@ -780,7 +824,7 @@ def _journal_sentences(text: str) -> list[str]:
         if not raw.strip() or _HEADING.match(raw) or raw.strip().startswith("Tags:"):
             continue
         line = _BULLET.sub("", raw).strip()
-        out += [t for t in _SENTENCE_END.split(" ".join(line.split())) if t.strip()]
+        out += sentences(line)
     return out
 
 
@@ -811,13 +855,56 @@ _SELF_TOPICS = {
     "travel": FactKind.OTHER,
     "money": FactKind.OTHER,
 }
+# What a health sentence is about, named in the fact (and as a tag of the
+# entry), so that "an injury" or "symptoms" finds what the sentence only
+# describes ("something in my finger went with a pop", "a pounding head").
+_INJURY = re.compile(
+    r"\b(?:injur\w*|sprain\w*|strain(?:ed)?|(?:went|go|goes) with a pop|popped|"
+    r"tore|torn|broke (?:my|his|her)|broken (?:arm|leg|wrist|ankle|toe|finger|rib|nose)|"
+    r"fractur\w+|twisted|pulled (?:a|my) (?:muscle|hamstring|calf|back)|dislocat\w+|"
+    r"bruised|concussion|whiplash|rolled (?:my|an) ankle)\b",
+    re.I,
+)
+_SYMPTOM = re.compile(
+    r"\b(?:headaches?|migraines?|pounding head|ringing in (?:my|the|both) ears|tinnitus|"
+    r"dizz\w*|light-?headed|nause\w*|vomit\w*|fever|temperature of|cough\w*|rash|"
+    r"itch\w*|swollen|swelling|puffiness|puffy|throbbing|numb\w*|tingl\w*|palpitations|"
+    r"short of breath|breathless|insomnia|can['’]t sleep|chest pain|back pain|sore throat|"
+    r"stomach ache|aches?|aching|dor de cabeça|tontura|febre|tosse)\b",
+    re.I,
+)
 _HEALTH_WORDS = re.compile(
     r"\b(?:injur\w*|hurt|pain(?:s|ful|killers?)?|aches?|aching|sore|physio\w*|doctor|gp|"
     r"blood pressure|"
     r"headaches?|migraines?|prescri\w+|medication|tablets?|diagnos\w+|strain\w*|sprain\w*|"
-    r"knee|back pain|finger|shoulder|ankle|tendon|pulley|pressão|médic[oa]|dor)\b",
+    r"knee|back pain|finger|shoulder|ankle|tendon|pulley|pressão|médic[oa]|dor)\b|"
+    + _INJURY.pattern
+    + "|"
+    + _SYMPTOM.pattern,
     re.I,
 )
+
+
+# A dose ("10 mg", "0.5 ml") of something that is not food.
+_DOSE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ml|iu)\b", re.I)
+_NUTRIENT = re.compile(r"\b(?:sodium|salt|sugar|caffeine|protein|calories|fibre|fiber|fat)\b", re.I)
+
+
+def medication(text: str) -> bool:
+    """Whether a sentence gives a dose of a medicine."""
+    return bool(_DOSE.search(text)) and not _NUTRIENT.search(text)
+
+
+def health_nature(text: str) -> str | None:
+    """ "medication", "injury" or "symptoms" when a sentence tells of one,
+    else None."""
+    if medication(text):
+        return "medication"
+    if _INJURY.search(text):
+        return "injury"
+    if _SYMPTOM.search(text):
+        return "symptoms"
+    return None
 
 
 def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
@@ -825,23 +912,29 @@ def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
     found: list[tuple[float, Fact]] = []
     for said in sentences:
         text = said.text.strip().lstrip("-•* ").strip()
+        # A dose in the writer's own journal is theirs, whoever the sentence
+        # opens on ("She increased amlodipine to 10 mg every morning").
+        dosed = medication(text)
         if (
             text.endswith("?")
             or _content(text) < 4
             or _is_small_talk(text)
-            or not _FIRST_PERSON_WORD.search(text)
-            or about_someone_else(text)
+            or not (dosed or _FIRST_PERSON_WORD.search(text))
+            or (about_someone_else(text) and not dosed)
+            or quoted(text)
             or facts_in(text, None, FIRST_PERSON, loose=True)  # the patterns' own
         ):
             continue
         kinds = [_SELF_TOPICS[t] for t in _topic_hits(text) if t in _SELF_TOPICS]
-        if _HEALTH_WORDS.search(text):
+        if dosed or _HEALTH_WORDS.search(text):
             kinds.insert(0, FactKind.HEALTH)
         if _PLANNED.search(text):
             kinds.insert(0, FactKind.PLAN)
         if not kinds:
             continue
-        found.append((said.score, Fact(kinds[0], f"{_as_yours(text)} (your journal)", said.at)))
+        nature = health_nature(text) if kinds[0] is FactKind.HEALTH else None
+        source = f"{nature}, your journal" if nature else "your journal"
+        found.append((said.score, Fact(kinds[0], f"{_as_yours(text)} ({source})", said.at)))
     # Health and plans first (they change what the agent should bring up),
     # then what says most.
     found.sort(key=lambda t: (t[1].kind is FactKind.OTHER, -t[0]))
@@ -1008,38 +1101,92 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
         own |= {request.person.casefold(), _first(request.person).casefold()}
     out: list[dict[str, object]] = []
     last: str | None = None  # the last name named, in this message or the one before
+    asked: str | None = None  # the name a question of the message before asked about
     for line in request.lines:
-        if line.kind not in ("message", "email", "call", "voicemail"):
+        if line.kind not in ("message", "email", "call", "voicemail", "journal"):
             continue
         named_here: str | None = None
-        for sentence in _SENTENCE_END.split(" ".join(line.text.split())):
+        asked_here: str | None = None
+        before: tuple[str, str] | None = None  # the sentence before: (whom, what of them)
+        parts = _journal_sentences(line.text) if line.kind == "journal" else sentences(line.text)
+        for sentence in parts:
             text = sentence.strip().lstrip("-•* ").strip()
             if not text:
                 continue
-            whom, rest = None, ""
+            whom, rest, kind = None, "", FactKind.OTHER
             possessive = _LEAD_POSSESSIVE.match(text)
             pronoun = _LEAD_PRONOUN.match(text)
-            if possessive is not None and possessive.group(1).casefold() not in _OPENERS:
+            quoted = _quoted_wish(text)
+            if quoted is not None and before is not None:
+                # “I'd love to learn that one day.” after a sentence about
+                # someone: their words, and what "that" was.
+                whom, kind = before[0], FactKind.WISH
+                rest = f"{quoted} ({before[1]})" if _POINTS_BACK.search(quoted) else quoted
+            elif possessive is not None and possessive.group(1).casefold() not in _OPENERS:
                 whom, rest = possessive.group(1), text[possessive.end() :]
-            elif pronoun is not None and (named_here or last):
-                whom = named_here or last
+            elif pronoun is not None and (named_here or asked or last):
+                # An answer's pronoun is whom the question asked about ("Any
+                # ideas for Callum?" "He keeps sending me links to ...").
+                whom = named_here or asked or last
                 verb = _CONTRACTED.get((pronoun.group(2) or "").casefold(), "")
                 rest = ("their " if pronoun.group(3) else verb) + text[pronoun.end() :]
-            for name in _names_in(text):
-                if name.casefold() not in own and _first(name).casefold() not in own:
-                    named_here = name
+            names = [
+                n
+                for n in _names_in(text)
+                if n.casefold() not in own and _first(n).casefold() not in own
+            ]
+            if names:
+                named_here = names[-1]
+                if text.endswith("?") and asked_here is None:
+                    asked_here = names[0]
+            before = None
             if whom is None or whom.casefold() in own or _first(whom).casefold() in own:
                 continue
             rest = rest.strip().rstrip(".!…")
             if text.endswith("?") or _content(rest) < 3 or _is_small_talk(rest):
                 continue
+            before = (whom, rest)
+            if kind is FactKind.OTHER and _WISH.search(rest):
+                kind = FactKind.WISH
             who = "you" if line.from_me else _first(line.speaker)
-            fact = Fact(FactKind.OTHER, _cut(f"{rest} (said by {who})", OTHERS_CHARS), line.at)
+            if line.from_me:  # "sending me links" is sending you links
+                rest = _PRONOUN["you"].sub(lambda m: _TURNED["you"][m.group(0).casefold()], rest)
+            fact = Fact(kind, _cut(f"{rest} (said by {who})", _OTHERS_LIMIT[kind]), line.at)
             out.append({"name": whom, **fact.as_json()})
             if len(out) >= MAX_OTHERS:
                 return out
         last = named_here
+        asked = asked_here
     return out
+
+
+# Something a person would love, said of them: "keeps sending me links to
+# that kettle", "has been eyeing the red one", "would love a ...". What they
+# are told to want by someone else is not a wish of theirs, but the memory
+# cannot tell; a wish is only ever offered as a gift idea.
+_WISH = re.compile(
+    r"\b(?:would (?:really |so )?love|['’]d (?:really |so )?love|always wanted|"
+    r"(?:keeps?|kept) (?:sending|showing|texting|talking about|mentioning|looking at|"
+    r"going on about|hinting)|(?:has|have|had) been (?:eyeing|hinting|going on about)|"
+    r"eyeing up|dropping hints|hinting at|wish ?list|dreams? of|(?:his|her|their) eye on|"
+    r"adoraria|gostaria muito|queria muito|sonha com)\b",
+    re.IGNORECASE,
+)
+# “I'd love to learn that one day.”: someone's wish quoted in another's words.
+_QUOTED_WISH = re.compile(r"^[\"“‘']\s*(.+?)[\"”’']?$")
+# A wish that points back at the sentence before it ("that", "one of those").
+_POINTS_BACK = re.compile(r"\b(?:that|this|those|these|it|one)\b", re.IGNORECASE)
+_OTHERS_LIMIT = {FactKind.OTHER: OTHERS_CHARS, FactKind.WISH: MAX_FACT_CHARS}
+
+
+def _quoted_wish(text: str) -> str | None:
+    """A quoted first-person wish, told of its speaker ("would love to learn
+    that one day"), or None."""
+    quoted = _QUOTED_WISH.match(text)
+    if quoted is None:
+        return None
+    wishes = [f for f in facts_in(quoted.group(1), None) if f.kind is FactKind.WISH]
+    return wishes[0].text if wishes else None
 
 
 def _cut(text: str, limit: int) -> str:
@@ -1119,7 +1266,6 @@ def _iso(at: int) -> str:
 # -- lines and how much they say ---------------------------------------------------
 
 _SPEAKER_LINE = re.compile(r"^([^:\n]{1,60}):\s+(.+)$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"[^\W_][\w'’-]*")
 
 
@@ -1131,7 +1277,7 @@ def _utterances(lines: Sequence[Line]) -> list[_Said]:
         if line.kind == "call":
             turns = [_turn(t, line) for t in line.text.splitlines() if t.strip()]
         elif line.kind == "voicemail":
-            turns = [(line.speaker, False, t) for t in _SENTENCE_END.split(line.text) if t.strip()]
+            turns = [(line.speaker, False, t) for t in sentences(line.text)]
         else:
             turns = [(line.speaker, line.from_me, " ".join(line.text.split()))]
         for speaker, from_me, said in turns:
@@ -1143,10 +1289,10 @@ def _utterances(lines: Sequence[Line]) -> list[_Said]:
 def _trim(text: str) -> str:
     """The line without the small talk around what it says ("Of course. Long
     run today, 32 km." keeps its second sentence). Unchanged if nothing is left."""
-    sentences = _SENTENCE_END.split(text)
-    if len(sentences) < 2:
+    parts = sentences(text)
+    if len(parts) < 2:
         return text
-    kept = [t for t in sentences if _content(t) >= 2 and not _is_small_talk(t)]
+    kept = [t for t in parts if _content(t) >= 2 and not _is_small_talk(t)]
     return " ".join(kept) if kept else text
 
 
@@ -1241,6 +1387,22 @@ def _best(said: Sequence[_Said], k: int) -> list[_Said]:
     """The k lines that say most (ties go to the newer), back in order."""
     ranked = sorted((s for s in said if s.score > 0), key=lambda s: (-s.score, -s.n))
     return sorted(_distinct(ranked, k), key=lambda s: s.n)
+
+
+def _most_within(said: Sequence[_Said], chars: int) -> list[_Said]:
+    """The lines that say most, as many as fit in ``chars`` quoted, back in
+    order: a journal entry is the user's own words, short as a rule, and
+    what they will ask about is rarely its one most telling sentence."""
+    ranked = sorted((s for s in said if s.score > 0), key=lambda s: (-s.score, -s.n))
+    out: list[_Said] = []
+    used = 0
+    for s in _distinct(ranked, len(ranked)):
+        size = len(_quote(s.text)) + 1
+        if used + size > chars:
+            continue
+        out.append(s)
+        used += size
+    return sorted(out, key=lambda s: s.n)
 
 
 def _distinct(said: Iterable[_Said], limit: int) -> list[_Said]:

@@ -73,13 +73,14 @@ LABELS: dict[FactKind, str] = {
     FactKind.HEALTH: "Health",
     FactKind.PHONE: "Phone",
     FactKind.NOTE: "Note",
+    FactKind.WISH: "Gift idea",
     FactKind.OTHER: "Also",
 }
 _BY_LABEL = {label.casefold(): kind for kind, label in LABELS.items()}
 _ORDER = {kind: i for i, kind in enumerate(FactKind)}
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _FACT_LINE = re.compile(
-    r"^([A-Z][A-Za-z]{1,20}): (.+?)"
+    r"^([A-Z][A-Za-z]{1,20}(?: [a-z]{2,12})?): (.+?)"
     r"(?:; (?:as of (\d{1,2} [A-Z][a-z]{2} \d{4})|(from your contacts)))?$"
 )
 _DAY_US = 86_400_000_000

@@ -733,6 +733,10 @@ def _page_item(
     kinds = (
         () if keep_tags else tuple(_PAGE_TAGS[f.kind] for f in page.facts if f.kind in _PAGE_TAGS)
     )
+    # A gift idea tags the page whoever's source it came from (a page kept
+    # as it was still gains them), ahead of the topics: "present ideas for
+    # Callum" should find it among a dozen other tags.
+    gifts = WISH_TAGS if any(f.kind is FactKind.WISH for f in page.facts) else ()
     aliases = alias_tags(page, name)
     return Distilled(
         kind=NoteKind.PERSON,
@@ -740,7 +744,7 @@ def _page_item(
         title=_fit_title(name),
         body=render_person_page(page),
         contact_id=contact,
-        tags=tuple(dict.fromkeys((*aliases, *tags, *kinds)))[:MAX_PAGE_TAGS],
+        tags=tuple(dict.fromkeys((*aliases, *gifts, *tags, *kinds)))[:MAX_PAGE_TAGS],
         source_ref=source_ref,
     )
 
@@ -888,6 +892,7 @@ _PAGE_TAGS = {
     FactKind.PET: "pets",
     FactKind.PLAN: "plans",
 }
+WISH_TAGS = ("gift ideas", "presents")  # a page with a wish: the words people ask with
 MAX_PAGE_TAGS = 12
 
 
@@ -1543,6 +1548,10 @@ class NotetakingService:
         try:
             scan = await self._db(self.scan, everything)
             total = len(scan.candidates)
+            if total:
+                # The notes written are embedded at the end; the model loads
+                # meanwhile, mostly while the pass waits on its commits.
+                nearby.preload()
             done = 0
             while done < total:
                 if total > GROUP_BACKLOG and self.router.answers_now:
@@ -1968,6 +1977,7 @@ def _about_you(session: Session, facts: Sequence[Fact]) -> Distilled | None:
 
 
 _ABOUT_TAGS = {
+    FactKind.WISH: "wishes",
     FactKind.BIRTHDAY: "birthday",
     FactKind.PET: "pets",
     FactKind.ALLERGY: "allergies",

@@ -52,6 +52,7 @@ importing this module costs a command's start-up nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import threading
@@ -178,6 +179,31 @@ def _model() -> _Model:
     return model
 
 
+_preloading: threading.Thread | None = None
+
+
+def preload() -> None:
+    """Start loading the model on a thread of its own, if it is not loaded
+    yet, and return at once; the first `embed` then waits for it (or loads
+    it itself). A caller that will embed after other work (a distillation
+    pass embeds its notes at its end) calls this first: most of the work it
+    overlaps waits on SQLite's fsync with the interpreter's lock released,
+    so the load's tenth of a second mostly comes free. A model that cannot
+    load is left for `embed` to report; this never raises."""
+    global _preloading  # noqa: PLW0603 - once per process
+    with _lock:
+        if _loaded is not None or _preloading is not None:
+            return
+        _preloading = threading.Thread(target=_quietly_load, name="pixie-meaning-load", daemon=True)
+        _preloading.start()
+
+
+def _quietly_load() -> None:
+    # Whatever stops the load is reported by the embed that needs the model.
+    with contextlib.suppress(Exception):
+        _model()
+
+
 def _prepare(text: str) -> str:
     """Cut to `MAX_CHARS`, then fold runs of whitespace to one space.
 
@@ -206,7 +232,8 @@ def embed(texts: Sequence[str]) -> list[bytes]:
     todo = [i for i, text in enumerate(prepared) if text]
     for start in range(0, len(todo), BATCH):
         rows = todo[start : start + BATCH]
-        encodings = model.tokenizer.encode_batch(
+        # The fast form skips the character offsets, which nothing here reads.
+        encodings = model.tokenizer.encode_batch_fast(
             [prepared[i] for i in rows], add_special_tokens=False
         )
         for row, encoding in zip(rows, encodings, strict=True):

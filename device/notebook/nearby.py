@@ -44,12 +44,23 @@ SEARCH_REFRESH = 512  # notes a search embeds at most before it looks
 MIN_SIMILARITY = 0.02
 
 
+def switched_off() -> bool:
+    """Whether the environment turns meaning-level retrieval off (no import,
+    no file read: cheap enough for any path)."""
+    return os.environ.get(ENV, "").strip().casefold() in ("0", "off", "no", "false")
+
+
 def enabled() -> bool:
     """Whether meaning-level retrieval is on: not turned off, and the model
     can be loaded here."""
-    if os.environ.get(ENV, "").strip().casefold() in ("0", "off", "no", "false"):
-        return False
-    return meaning.available()
+    return not switched_off() and meaning.available()
+
+
+def preload() -> None:
+    """Start loading the model in the background unless turned off (see
+    `meaning.preload`): for a caller that will embed after other work."""
+    if not switched_off():
+        meaning.preload()
 
 
 def refresh(db: Database, limit: int | None = None) -> int:
@@ -160,4 +171,13 @@ def index_for(db: Database) -> MeaningIndex:
         return found
 
 
-__all__ = ["ENV", "MIN_SIMILARITY", "MeaningIndex", "enabled", "index_for", "refresh"]
+__all__ = [
+    "ENV",
+    "MIN_SIMILARITY",
+    "MeaningIndex",
+    "enabled",
+    "index_for",
+    "preload",
+    "refresh",
+    "switched_off",
+]

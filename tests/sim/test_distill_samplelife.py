@@ -114,6 +114,9 @@ async def test_every_source_of_the_sample_life_gets_its_note(tmp_path: Path) -> 
         assert sorted(line.split(";")[0] for line in (about.body or "").splitlines()) == [
             "- Allergy: allergic to peanuts",
             "- Birthday: 14 March",
+            # Whole sentences: "Dr." ends none ("Talked to Dr. Nowak about ...").
+            "- Health: Talked to Dr. Nowak about your check-up today (your journal)",
+            "- Health: Thinking about Dr. Nowak and your check-up (your journal)",
             "- Hobby: plays the cello",
             "- Home: lives in Porto",
             "- Pet: a cat called Miso",

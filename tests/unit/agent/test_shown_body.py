@@ -22,3 +22,18 @@ def test_a_long_body_shows_the_lines_that_hold_the_query() -> None:
     plain = shown_body(body, "callum")
     assert plain == " ".join(body.split())[: BODY_CHARS_SHOWN - 1] + "…"
     assert shown_body(body) == plain
+
+
+def test_a_line_with_the_query_inside_the_opening_is_not_pushed_out_by_a_later_one() -> None:
+    head = [f"- Fact {i}: something long enough to fill the opening of the page." for i in range(7)]
+    wish = "- Gift idea: would love to learn the wheel at Clayworks Studio; as of 8 Nov 2026"
+    tail = [f"- Also: a later line {i} of little interest at all, padding." for i in range(8)]
+    tail[5] = "- Also: Christmas Eve in Kingston before we fly; as of 25 Nov 2026"
+    body = "\n".join(["Who they are", *head, wish, *tail])
+    assert " ".join(body.split()).index("Gift idea") < BODY_CHARS_SHOWN  # in the opening
+    shown = shown_body(body, "gift ideas for Christmas")
+    assert len(shown) <= BODY_CHARS_SHOWN
+    assert wish[2:] in shown  # the line with the most query words stays
+    assert "Christmas Eve in Kingston" in shown
+    assert shown.startswith("Who they are - Fact 0")
+    assert shown.endswith("…")

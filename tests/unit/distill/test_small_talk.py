@@ -10,6 +10,7 @@ import pytest
 
 from pixie.device.distill import offline, pages
 from pixie.device.distill.contract import Fact, FactKind
+from pixie.device.distill.extract import sentences
 from pixie.device.errors import BadInput
 from pixie.device.store.notes import clean_tags
 from pixie.sim.samplelife import write_jsonl
@@ -19,8 +20,8 @@ def _sample_texts() -> list[str]:
     out = io.StringIO()
     write_jsonl(out, seed=5, events=1500)
     texts = [json.loads(line)["text"] for line in out.getvalue().splitlines()]
-    sentences = [s for t in texts for s in offline._SENTENCE_END.split(t)]
-    return texts + sentences
+    split = [s for t in texts for s in sentences(t)]
+    return texts + split
 
 
 HANDPICKED = [

@@ -8,7 +8,15 @@ import datetime as dt
 
 import pytest
 
-from pixie.device.distill.contract import ME, DistillRequest, Line, SourceKind, make_request
+from pixie.device.distill.contract import (
+    ME,
+    DistillRequest,
+    FactKind,
+    Line,
+    SourceKind,
+    make_request,
+)
+from pixie.device.distill.extract import facts_in
 from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import (
     OfflineDistiller,
@@ -108,7 +116,7 @@ def test_a_journal_says_things_about_you() -> None:
     assert (
         "health",
         "Third go on the crimpy blue and something in your left ring finger went with a pop "
-        "(your journal)",
+        "(injury, your journal)",
     ) in facts
     assert (
         "plan",
@@ -130,7 +138,7 @@ def test_what_tom_says_of_maria_goes_to_marias_page() -> None:
     assert others == [
         {
             "name": "Maria",
-            "kind": "other",
+            "kind": "wish",  # a gift idea, filed as one
             "text": "kept talking about that teal Le Creuset teapot (said by Tom)",
             "date": "2026-10-02",
         },
@@ -178,8 +186,80 @@ async def test_a_fact_about_a_named_contact_reaches_their_page(node: Node) -> No
     node.log.append(chat, now=0)
     await NotetakingService(node.db, node.notebook, LLMRouter((OfflineDistiller(),))).run_pass()
     pages = {n.title: n.body or "" for n in node.notebook.clear_notes(NoteKind.PERSON)}
-    assert "kept talking about that teal Le Creuset teapot (said by Tom)" in pages["Maria Silva"]
+    assert (
+        "Gift idea: kept talking about that teal Le Creuset teapot (said by Tom)"
+        in pages["Maria Silva"]
+    )
     assert "teapot" not in pages["Tom Reid"]
+    (maria,) = [n for n in node.notebook.clear_notes(NoteKind.PERSON) if n.title == "Maria Silva"]
+    assert {"gift ideas", "presents"} <= set(maria.tags)
+    (tom,) = [n for n in node.notebook.clear_notes(NoteKind.PERSON) if n.title == "Tom Reid"]
+    assert "gift ideas" not in tom.tags
+
+
+def test_an_answer_s_pronoun_is_whom_the_question_asked_about() -> None:
+    lines = [
+        Line(T0, "Chioma", False, "Any ideas for Callum yet? I'm completely stuck on Marcus"),
+        Line(
+            T0 + MINUTE,
+            ME,
+            True,
+            "He keeps sending me links to that Fellow Stagg pour-over kettle, the matte black one.",
+        ),
+    ]
+    request = make_request(SourceKind.CONVERSATION, "Chioma", "Chioma", ["Chioma"], lines)
+    assert distill(request)["others"] == [
+        {
+            "name": "Callum",  # not Marcus, named last: the question was about Callum
+            "kind": "wish",
+            "text": "keeps sending you links to that Fellow Stagg pour-over kettle, "
+            "the matte black one (said by you)",
+            "date": "2026-10-02",
+        }
+    ]
+
+
+def test_a_quoted_wish_in_a_journal_is_the_wish_of_whom_the_sentence_before_was_about() -> None:
+    entry = (
+        "# 2026-11-08\n\nSunday walk back from Dundas with Claire. She stopped again at the "
+        "window of Clayworks Studio and watched someone throwing a bowl on the wheel. "
+        '"I\'d love to learn that one day." Third time this fall.'
+    )
+    line = Line(T0, ME, True, entry, "journal")
+    request = make_request(SourceKind.JOURNAL, "the user's journal", None, (), [line])
+    answer = distill(request)
+    others = answer["others"]
+    assert isinstance(others, list)
+    wishes = [o for o in others if o["kind"] == "wish"]
+    assert wishes == [
+        {
+            "name": "Claire",
+            "kind": "wish",
+            "text": "would love to learn that one day (stopped again at the window of "
+            "Clayworks Studio and watched someone throwing a bowl on the wheel) (said by you)",
+            "date": "2026-10-02",
+        }
+    ]
+    # Her words, not the writer's: nothing about the user from the quote.
+    facts = answer["facts"]
+    assert isinstance(facts, list)
+    assert not any("learn" in str(f["text"]) for f in facts)
+
+
+@pytest.mark.parametrize(
+    ("said", "wish"),
+    [
+        ("I'd love a proper pour-over kettle.", "would love a proper pour-over kettle"),
+        ("I've always wanted to learn the cello", "would love to learn the cello"),
+        ("I would really love one of those linen aprons!", "would love one of those linen aprons"),
+        ("I'd love to catch up soon!", None),
+        ("Would love to see you both", None),
+        ("I'd love to know what you think?", None),
+    ],
+)
+def test_a_wish_in_someone_s_own_words(said: str, wish: str | None) -> None:
+    found = [f.text for f in facts_in(said, None) if f.kind is FactKind.WISH]
+    assert found == ([wish] if wish else [])
 
 
 def test_a_turkish_capital_i_is_told_as_written() -> None:
@@ -217,3 +297,28 @@ async def test_a_source_the_distiller_breaks_on_fails_alone(
     assert report.failed == 1 and report.sources == 5  # the rest were distilled
     titles = {n.title for n in node.notebook.clear_notes(NoteKind.CONVERSATION_DIGEST)}
     assert "Ada" not in titles and "Bo" in titles
+
+
+def test_a_health_sentence_says_whether_it_tells_of_an_injury_or_of_symptoms() -> None:
+    entry = "\n".join(
+        [
+            "Third go on the crimpy blue and something in my left ring finger went with a pop.",
+            "Third morning this week I woke up with a pounding head and a ringing in my ears.",
+            "My new running shoes are great for long runs on the canal path.",
+        ]
+    )
+    line = Line(T0, ME, True, entry, "journal")
+    request = make_request(SourceKind.JOURNAL, "the user's journal", None, (), [line])
+    answer = distill(request)
+    facts = {str(f["text"]) for f in answer["facts"]}  # type: ignore[union-attr]
+    assert (
+        "Third go on the crimpy blue and something in your left ring finger went with a pop "
+        "(injury, your journal)"
+    ) in facts
+    assert (
+        "Third morning this week you woke up with a pounding head and a ringing in your ears "
+        "(symptoms, your journal)"
+    ) in facts
+    tags = answer["tags"]
+    assert isinstance(tags, list)
+    assert {"injury", "symptoms"} <= set(tags)
