@@ -24,6 +24,7 @@ sentence ending in "?" gives no fact.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -117,6 +118,15 @@ FIRST_PERSON: tuple[Rule, ...] = (
         r"[a-z]+ (?i:manager|lead|director|supervisor))\b",
         FactKind.ROLE,
         "{0}",
+    ),
+    # a role at an organisation, told in passing ("head of chemistry at St
+    # Werburgh's Academy"): loose, the other person's own lines only
+    _rule(
+        r"\b((?i:head|deputy head|director|manager|lead|chief|principal) of [a-z]+"
+        r"(?: [a-z]+)?) at " + f"({NAME})",
+        FactKind.WORK,
+        "works at {1} as {0}",
+        loose=True,
     ),
     _named(
         "(?:i've got|i have got|i got|i started|i'm starting|i am starting)"
@@ -602,12 +612,20 @@ _SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"”’)]))\s+")
 # A title or an initial with its full stop ("Ms. Okafor", "Dr. Kwan", "J. R.
 # Smith") ends no sentence. Named rather than guessed from its shape: "Yes.",
 # "Ok." and "Hi." are short capitalised words that do end one.
-_ABBREVIATION = re.compile(
-    r"(?:^|[\s(“\"])(?:Mr|Mrs|Ms|Mx|Dr|Prof|St|Sr|Sra|Jr|Mt|Rev|Fr|Sgt|Capt|Lt|Col|Gen|Hon|"
-    r"Dra|Srta|Mme|Mlle|approx|vs|[A-Z])\.$"
+_TITLES = frozenset(
+    "Mr Mrs Ms Mx Dr Prof St Sr Sra Jr Mt Rev Fr Sgt Capt Lt Col Gen Hon Dra Srta Mme Mlle "
+    "approx vs".split()
 )
 _IDENTITY = re.compile(r"^([^\s,;:!?“”\"()][^,;:!?“”\"()]{0,59}?) is (.+)$")
 MAX_STATEMENT_CHARS = 300
+
+
+def _ends_in_title(part: str) -> bool:
+    """Whether ``part`` ends on a title or an initial with its full stop."""
+    if not part.endswith("."):
+        return False
+    word = part[part.rfind(" ") + 1 : -1].lstrip('(“"')
+    return word in _TITLES or (len(word) == 1 and word.isupper())
 
 
 def quoted(sentence: str) -> bool:
@@ -620,18 +638,21 @@ def quoted(sentence: str) -> bool:
 _OPENING_QUOTES = frozenset('"“‘„«')
 
 
-def sentences(text: str) -> list[str]:
-    """``text`` cut into sentences at a full stop, "!" or "?" and the space
-    after it (runs of whitespace folded to one space), a title or an initial
-    ("Ms. Okafor", "Dr. Kwan", "L. Souza") not ending one. A line break does
-    not end a sentence here: callers that read lines split them first."""
+@functools.lru_cache(maxsize=8192)
+def sentences(text: str) -> tuple[str, ...]:
+    """``text`` cut into sentences at a full stop, "!" or "?" (and any
+    closing quote or bracket) and the space after it, runs of whitespace
+    folded to one space, a title or an initial ("Ms. Okafor", "Dr. Kwan",
+    "L. Souza") not ending one. A line break does not end a sentence here:
+    callers that read lines split them first. Cached: a pass reads the same
+    line for its digest, its facts and whom it is about."""
     out: list[str] = []
     for part in _SENTENCE_BREAK.split(" ".join(text.split())):
-        if out and _ABBREVIATION.search(out[-1]):
+        if out and _ends_in_title(out[-1]):
             out[-1] = f"{out[-1]} {part}"
         elif part:
             out.append(part)
-    return out
+    return tuple(out)
 
 
 def identity_statements(text: str) -> list[tuple[str, str]]:

@@ -194,6 +194,8 @@ def _numbers_said(
     for line in lines:
         if line.kind not in ("message", "call", "voicemail"):
             continue
+        if not (_HAS_DIGIT.search(line.text) or "@" in line.text):
+            continue  # every pattern needs one or the other
         for pattern in patterns:
             for match in pattern.finditer(line.text):
                 number = match.group(0).strip()
@@ -666,6 +668,7 @@ _PHONE_NUMBER = re.compile(
     r"(?![\w,.]\d)(?<!\d{4}-\d{2}-\d{2})"
 )
 _NUMBERS = (_PHONE_NUMBER, _CODE, _MONEY)
+_HAS_DIGIT = re.compile(r"\d")
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+(?![\w-])")
 _AGREED = re.compile(
     r"\b(confirm\w*|agreed?|booked|booking|reservation|reference|scheduled|deadline|due|"
@@ -890,11 +893,13 @@ _DOSE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ml|iu)\b", re.I)
 _NUTRIENT = re.compile(r"\b(?:sodium|salt|sugar|caffeine|protein|calories|fibre|fiber|fat)\b", re.I)
 
 
+@functools.lru_cache(maxsize=8192)
 def medication(text: str) -> bool:
     """Whether a sentence gives a dose of a medicine."""
     return bool(_DOSE.search(text)) and not _NUTRIENT.search(text)
 
 
+@functools.lru_cache(maxsize=8192)
 def health_nature(text: str) -> str | None:
     """ "medication", "injury" or "symptoms" when a sentence tells of one,
     else None."""
@@ -1063,10 +1068,15 @@ _LEAD_PRONOUN = re.compile(
 )
 _LEAD_POSSESSIVE = re.compile(r"^([A-ZÀ-Þ][a-zà-ÿ]+)['’]s\s+")
 _CONTRACTED = {"s": "is ", "re": "are ", "d": "would ", "ll": "will ", "ve": "have "}
+# "She's moving", "He's been": a pronoun's "'s" is a verb, not whose.
+_NOT_OWNERS = _OPENERS | {"she", "he", "who", "let"}
 _NOT_NAMES = frozenset(
     w.casefold()
     for w in (*WEEKDAYS, *MONTHS, "I", "Mum", "Mom", "Dad", "God", "Christmas", "Easter")
 )
+
+
+_AFTER_THE = re.compile(r"\bthe $", re.IGNORECASE)
 
 
 def _names_in(sentence: str) -> list[str]:
@@ -1081,7 +1091,12 @@ def _names_in(sentence: str) -> list[str]:
         usable = match.start() > 0 and not (
             folded in _NOT_NAMES or folded in _OPENERS or folded in _STOP
         )
-        if usable and run and match.start() == end + 1 and len(run) < 2:
+        # "at the Depot", "the Shore": a name after "the" is a place or a
+        # thing, never whom a later "she" means.
+        continues = bool(run) and match.start() == end + 1 and len(run) < 2
+        if usable and not continues and _AFTER_THE.search(sentence, 0, match.start()):
+            usable = False
+        if usable and continues:
             run.append(word)
         else:
             if run:
@@ -1114,22 +1129,24 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
             if not text:
                 continue
             whom, rest, kind = None, "", FactKind.OTHER
+            owned = False  # rest follows a possessive: "Tom's", "her"
             possessive = _LEAD_POSSESSIVE.match(text)
             pronoun = _LEAD_PRONOUN.match(text)
-            quoted = _quoted_wish(text)
-            if quoted is not None and before is not None:
+            wished = _quoted_wish(text)
+            if wished is not None and before is not None:
                 # “I'd love to learn that one day.” after a sentence about
                 # someone: their words, and what "that" was.
                 whom, kind = before[0], FactKind.WISH
-                rest = f"{quoted} ({before[1]})" if _POINTS_BACK.search(quoted) else quoted
-            elif possessive is not None and possessive.group(1).casefold() not in _OPENERS:
-                whom, rest = possessive.group(1), text[possessive.end() :]
+                rest = f"{wished} ({before[1]})" if _POINTS_BACK.search(wished) else wished
+            elif possessive is not None and possessive.group(1).casefold() not in _NOT_OWNERS:
+                whom, rest, owned = possessive.group(1), text[possessive.end() :], True
             elif pronoun is not None and (named_here or asked or last):
                 # An answer's pronoun is whom the question asked about ("Any
                 # ideas for Callum?" "He keeps sending me links to ...").
                 whom = named_here or asked or last
                 verb = _CONTRACTED.get((pronoun.group(2) or "").casefold(), "")
                 rest = ("their " if pronoun.group(3) else verb) + text[pronoun.end() :]
+                owned = bool(pronoun.group(3))
             names = [
                 n
                 for n in _names_in(text)
@@ -1149,15 +1166,50 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
             if kind is FactKind.OTHER and _WISH.search(rest):
                 kind = FactKind.WISH
             who = "you" if line.from_me else _first(line.speaker)
+            # What the patterns read in it, as if they had said it of
+            # themselves ("is moving to Bristol" -> moving to Bristol): a
+            # newer home or job than their card's takes its place.
+            typed = [] if kind is FactKind.WISH else _typed(rest, owned)
             if line.from_me:  # "sending me links" is sending you links
                 rest = _PRONOUN["you"].sub(lambda m: _TURNED["you"][m.group(0).casefold()], rest)
-            fact = Fact(kind, _cut(f"{rest} (said by {who})", _OTHERS_LIMIT[kind]), line.at)
-            out.append({"name": whom, **fact.as_json()})
-            if len(out) >= MAX_OTHERS:
-                return out
+            facts = [Fact(kind, _cut(f"{rest} (said by {who})", _OTHERS_LIMIT[kind]), line.at)]
+            facts += [Fact(f.kind, f.text, line.at) for f in typed]
+            for fact in facts:
+                out.append({"name": whom, **fact.as_json()})
+                if len(out) >= MAX_OTHERS:
+                    return out
         last = named_here
         asked = asked_here
     return out
+
+
+_THIRD_VERB = re.compile(r"^(is|are|was|has|have|had|\w+s)\b\s*", re.IGNORECASE)
+_AS_FIRST = {"is": "I am", "are": "I am", "was": "I was", "has": "I have", "have": "I have"}
+
+
+def _typed(rest: str, possessive: bool) -> list[Fact]:
+    """The typed facts (home, work, role...) the patterns read in what a
+    sentence says of someone, told back in their own words: after a
+    possessive ("Tom's new job at X": "my new job at X"), or after a
+    pronoun ("is moving to Bristol": "I am moving to Bristol"; "works at
+    X": "I work at X")."""
+    if possessive:
+        said = "my " + (rest[len("their ") :] if rest.startswith("their ") else rest)
+    else:
+        verb = _THIRD_VERB.match(rest)
+        if verb is None:
+            return []
+        word = verb.group(1).casefold()
+        lead = _AS_FIRST.get(word) or ("I " + (word[:-1] if word.endswith("s") else word))
+        said = f"{lead} {rest[verb.end() :]}"
+    return [f for f in facts_in(said, None, FIRST_PERSON, loose=True) if f.kind in _TYPED]
+
+
+# What a sentence about someone may tell of them beyond "Also": the kinds
+# their page keeps one value of, or that a search asks for by name.
+_TYPED = frozenset(
+    {FactKind.WORK, FactKind.ROLE, FactKind.HOME, FactKind.FAMILY, FactKind.PET, FactKind.HOBBY}
+)
 
 
 # Something a person would love, said of them: "keeps sending me links to

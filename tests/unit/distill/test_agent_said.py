@@ -54,7 +54,7 @@ def page(node: Node, contact_id: str) -> ClearNote:
 
 
 def test_identity_sentences_survive_titles_and_initials() -> None:
-    assert sentences("Ada L. is Ada Lovelace, your friend. Dr. Nowak is in. Bye!") == [
+    assert list(sentences("Ada L. is Ada Lovelace, your friend. Dr. Nowak is in. Bye!")) == [
         "Ada L. is Ada Lovelace, your friend.",
         "Dr. Nowak is in.",
         "Bye!",

@@ -26,7 +26,7 @@ from pixie.device.distill.extract import quoted, sentences
     ],
 )
 def test_sentences(text: str, expected: list[str]) -> None:
-    assert sentences(text) == expected
+    assert list(sentences(text)) == expected
 
 
 def test_a_quoted_sentence_is_someone_s_words() -> None:

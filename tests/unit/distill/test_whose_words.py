@@ -322,3 +322,20 @@ def test_a_health_sentence_says_whether_it_tells_of_an_injury_or_of_symptoms() -
     tags = answer["tags"]
     assert isinstance(tags, list)
     assert {"injury", "symptoms"} <= set(tags)
+
+
+def test_what_a_sentence_says_of_someone_is_read_for_their_home_and_work() -> None:
+    entry = (
+        "Last Thursday climbing with Priya at the Depot. She's moving to Bristol next week, "
+        "head of chemistry at St Werburgh's. Tom's new job at Helix Bio starts Monday."
+    )
+    line = Line(T0, ME, True, entry, "journal")
+    request = make_request(SourceKind.JOURNAL, "the user's journal", None, (), [line])
+    others = distill(request)["others"]
+    assert isinstance(others, list)
+    said = {(o["name"], o["kind"], o["text"]) for o in others}
+    assert ("Priya", "home", "moving to Bristol") in said
+    assert ("Priya", "work", "works at St Werburgh's as head of chemistry") in said
+    assert ("Tom", "work", "works at Helix Bio (new job)") in said
+    # The sentence itself stays, as said.
+    assert any(n == "Priya" and k == "other" and "moving to Bristol" in t for n, k, t in said)
