@@ -28,9 +28,11 @@ passes when no returned item holds any alternative (nothing returned, or an
 honest miss); the share that returned nothing at all is reported beside it.
 
 The tuning half by default; ``--held-out`` runs the other half and prints
-its summary only, never its questions.
+its summary only, never its questions; ``--probes`` runs the probes, further
+questions written while tuning about what the two halves do not ask (they
+are tuning questions, not held out).
 
-    python scripts/bench_lives.py [--held-out] [--life NAME] [--json] [--show]
+    python scripts/bench_lives.py [--held-out | --probes] [--life NAME] [--json] [--show]
 """
 
 from __future__ import annotations
@@ -110,8 +112,8 @@ def _fold(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).casefold().split())
 
 
-def _questions(life: Path, held_out: bool) -> list[Question]:
-    raw = json.loads((life / ("held_out.json" if held_out else "tuning.json")).read_text())
+def _questions(life: Path, half: str) -> list[Question]:
+    raw = json.loads((life / f"{half}.json").read_text())
     return [
         Question(
             q["id"],
@@ -289,18 +291,26 @@ def table(summary: dict[str, dict[str, Any]]) -> Iterator[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--held-out", action="store_true", help="the held-out half (summary only)")
+    parser.add_argument(
+        "--probes",
+        action="store_true",
+        help="the probes: questions written while tuning, beyond both halves (not held out)",
+    )
     parser.add_argument("--life", action="append", help="only this life (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--show", action="store_true", help="each tuning question's outcome")
     args = parser.parse_args()
     names = args.life or sorted(p.name for p in LIVES.iterdir() if (p / "life.json").is_file())
-    report: dict[str, Any] = {"half": "held-out" if args.held_out else "tuning", "lives": {}}
+    if args.held_out and args.probes:
+        parser.error("--held-out and --probes are two different sets; give one")
+    half = "held_out" if args.held_out else "probes" if args.probes else "tuning"
+    report: dict[str, Any] = {"half": half.replace("_", "-"), "lives": {}}
     every: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     with tempfile.TemporaryDirectory(prefix="pixie-lives-") as tmp:
         os.environ["PIXIE_KEYSTORE"] = "file"
         os.environ["PIXIE_KEYS"] = str(Path(tmp) / "keys")
         for name in names:
-            questions = _questions(LIVES / name, args.held_out)
+            questions = _questions(LIVES / name, half)
             node, life, distilled, import_s = build(LIVES / name, Path(tmp) / name)
             now = _now_us(life)
             try:
@@ -343,7 +353,8 @@ def main() -> int:
         json.dump(report, sys.stdout, indent=2)
         print()
         return 0
-    print(f"Hand-written lives, {report['half']} half")
+    label = "probes" if half == "probes" else f"{report['half']} half"
+    print(f"Hand-written lives, {label}")
     for name, entry in report["lives"].items():
         d = entry["distill"]
         print(

@@ -687,7 +687,10 @@ def _added_to_page(
     stored = _stored_page(session, contact)
     if stored is None or stored.body is None:
         return None
-    page = _cap_agent_facts(merge_page(_page_base(session, contact, stored), facts))
+    base = _page_base(session, contact, stored)
+    page = _cap_agent_facts(merge_page(base, facts))
+    if page == base and not stored.user_edited:
+        return None  # said before: nothing new for their page
     return _page_item(
         contact,
         stored.title or loaded.names.get(contact, "someone"),
@@ -1550,7 +1553,7 @@ class NotetakingService:
             total = len(scan.candidates)
             if total:
                 # The notes written are embedded at the end; the model loads
-                # meanwhile, mostly while the pass waits on its commits.
+                # meanwhile (while a model's answers are awaited, for one).
                 nearby.preload()
             done = 0
             while done < total:

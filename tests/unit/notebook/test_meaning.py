@@ -290,3 +290,38 @@ def test_gift_ideas_are_nearer_the_teapot_than_the_boiler() -> None:
         query, meaning.embed(["she'd love that teal teapot", "the boiler needs servicing"])
     )
     assert teapot > boiler
+
+
+WORDWISE_TEXTS = [
+    "He keeps sending me links to that Fellow Stagg pour-over kettle, the matte black one.",
+    "Marcaram a cirurgia da mãe: 14 de outubro, no Hospital São Camilo da Pompeia.",
+    "Booking ref KQ7ZPM; seats 31A/31B; £1,150 a month (R$ 3.500 ≈ CAD 880)!",
+    "Ça va? Straße, naïve café, 東京, 🎉🎉 party, e-mail: joao.souza.pix@gmail.com",
+    "A2 pulley strain — left ring finger; rice bucket x3/day… “no crimping”",
+    "tab\tand\nnew line   and   spaces",
+]
+
+
+@needs_model
+def test_word_by_word_tokens_are_the_whole_text_s_tokens() -> None:
+    model = meaning._model()
+    # The shipped vocabulary lets no token span two words, so words may be
+    # tokenized one by one and looked up.
+    assert model.wordwise
+    prepared = [meaning._prepare(t) for t in WORDWISE_TEXTS]
+    whole = [e.ids for e in model.tokenizer.encode_batch_fast(prepared, add_special_tokens=False)]
+    assert meaning._token_ids(model, prepared) == whole
+    assert meaning._token_ids(model, prepared) == whole  # from the cache this time
+
+
+@needs_model
+def test_the_word_cache_is_bounded_and_starts_over_when_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = meaning._model()
+    first = meaning.embed(WORDWISE_TEXTS)
+    monkeypatch.setattr(meaning, "WORD_CACHE", 8)
+    again = meaning.embed(WORDWISE_TEXTS)  # more distinct words than the cache holds
+    assert again == first
+    monkeypatch.setattr(model, "wordwise", False)
+    assert meaning.embed(WORDWISE_TEXTS) == first  # the whole-text path agrees
