@@ -53,7 +53,7 @@ MAX_WITH = 8  # people named on one appointment
 # true, and the newest forty messages may not repeat it. They share the
 # transcript budget (at most a quarter of it).
 MAX_EARLIER_LINES = 12
-MAX_DETAILS = 6  # the person's contact card: org, title, birthday, phone, address, note
+MAX_DETAILS = 7  # the person's contact card: org, title, birthday, phone, email, address, note
 # A repeating calendar entry is one request: its lines are the first
 # occurrence and the ones that differ from it, and ``occurrences`` holds when
 # every occurrence starts (at most this many, the newest kept), so the answer
@@ -94,6 +94,7 @@ class FactKind(enum.StrEnum):
     HOBBY = "hobby"
     HEALTH = "health"
     PHONE = "phone"
+    EMAIL = "email"
     NOTE = "note"
     # Something they said they would love, or keep hinting at: a gift idea
     # ("keeps sending me links to that Stagg kettle", "I'd love to learn the
@@ -103,7 +104,14 @@ class FactKind(enum.StrEnum):
 
 
 SINGLE_VALUED = frozenset(
-    {FactKind.WORK, FactKind.ROLE, FactKind.HOME, FactKind.BIRTHDAY, FactKind.PHONE}
+    {
+        FactKind.WORK,
+        FactKind.ROLE,
+        FactKind.HOME,
+        FactKind.BIRTHDAY,
+        FactKind.PHONE,
+        FactKind.EMAIL,
+    }
 )
 
 

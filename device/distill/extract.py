@@ -179,6 +179,12 @@ FIRST_PERSON: tuple[Rule, ...] = (
         FactKind.PHONE,
         "{0}",
     ),
+    _rule(
+        r"\b(?i:my (?:new )?e-?mail(?: address)? is|my new e-?mail(?:'s)?:?)\s*"
+        r"([\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+)",
+        FactKind.EMAIL,
+        "{0}",
+    ),
     # birthday, family, pets
     _rule(rf"\b(?i:my birthday is (?:on )?(?:the )?({_DAY_MONTH}))\b", FactKind.BIRTHDAY, "{0}"),
     _rule(
@@ -374,7 +380,7 @@ def day_month(text: str) -> str | None:
 
 
 def card_facts(details: Iterable[tuple[str, str]]) -> list[Fact]:
-    """A contact card's details (org, title, birthday, phone, address, note)
+    """A contact card's details (org, title, birthday, phone, email, address, note)
     as undated facts: a dated one of the same kind, said later in a message
     ("my new number is ...", "we've moved to ..."), supersedes them."""
     out = []
@@ -389,6 +395,8 @@ def card_facts(details: Iterable[tuple[str, str]]) -> list[Fact]:
             out.append(Fact(FactKind.NOTE, value))
         elif field == "phone":
             out.append(Fact(FactKind.PHONE, value))
+        elif field == "email":
+            out.append(Fact(FactKind.EMAIL, value))
         elif field == "address":
             out.append(Fact(FactKind.HOME, f"lives at {value}"))
     return out

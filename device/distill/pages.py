@@ -72,6 +72,7 @@ LABELS: dict[FactKind, str] = {
     FactKind.HOBBY: "Hobby",
     FactKind.HEALTH: "Health",
     FactKind.PHONE: "Phone",
+    FactKind.EMAIL: "Email",
     FactKind.NOTE: "Note",
     FactKind.WISH: "Gift idea",
     FactKind.OTHER: "Also",

@@ -1041,9 +1041,17 @@ _DIRECT_NEW_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
     f"AND contact_id = ? AND n > ? ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
 )
-_DETAILS_SQL = "SELECT field, value FROM contact_detail WHERE contact_id = ?"
-_CARD_ORDER = ("org", "title", "birthday", "phone", "address", "note")
-_NOT_FOR_MODELS = frozenset({"phone", "address"})
+# A card's details, and its email addresses (the contact book keeps those as
+# the names a contact is known by) as one "email" detail.
+_DETAILS_SQL = (
+    "SELECT field, value FROM contact_detail WHERE contact_id = ? "
+    "UNION ALL SELECT 'email', group_concat(alias, ', ') FROM "
+    "(SELECT alias FROM contact_alias WHERE contact_id = ? AND alias LIKE '%@%' "
+    "ORDER BY alias) HAVING count(*) > 0"
+)
+_CARD_ORDER = ("org", "title", "birthday", "phone", "email", "address", "note")
+MAX_CARD_EMAILS = 3  # of a contact's email addresses on their page
+_NOT_FOR_MODELS = frozenset({"phone", "email", "address"})
 _THREAD_PEOPLE_SQL = {
     family: (
         "SELECT DISTINCT contact_id FROM memory_event "
@@ -1084,7 +1092,11 @@ _FILED_SQL = (
     "UNION ALL SELECT 2, NULL, id, NULL, NULL, NULL, name FROM contact "
     "WHERE id IN (SELECT contact_id FROM r) "
     "UNION ALL SELECT 3, NULL, field, NULL, contact_id, NULL, value FROM contact_detail "
-    "WHERE contact_id IN (SELECT contact_id FROM r WHERE NOT from_me)"
+    "WHERE contact_id IN (SELECT contact_id FROM r WHERE NOT from_me) "
+    "UNION ALL SELECT 3, NULL, 'email', NULL, contact_id, NULL, group_concat(alias, ', ') "
+    "FROM (SELECT contact_id, alias FROM contact_alias "
+    "WHERE contact_id IN (SELECT contact_id FROM r WHERE NOT from_me) AND alias LIKE '%@%' "
+    "ORDER BY contact_id, alias) GROUP BY contact_id"
 )
 _MARK_READ_SQL = "SELECT seen_n FROM distill_mark WHERE source = ?"
 _MARK_SQL = (
@@ -1264,7 +1276,7 @@ def _load(
     names = _contact_names(conn, set(people) | {r[3] for r in rows if r[3] is not None})
     card: dict[str, str] = {}
     if len(people) == 1:
-        card = dict(conn.execute(_DETAILS_SQL, (people[0],)).fetchall())
+        card = dict(conn.execute(_DETAILS_SQL, (people[0], people[0])).fetchall())
     loaded = _loaded(source, rows, top, people, fresh, names, card)
     if occurrences or months:
         loaded = replace(
@@ -1414,6 +1426,8 @@ def _loaded(
     names: dict[str, str],
     card: dict[str, str],
 ) -> Loaded:
+    if card.get("email"):  # the first few, in the order the book sorts them
+        card = {**card, "email": ", ".join(card["email"].split(", ")[:MAX_CARD_EMAILS])}
     details = tuple((f, card[f]) for f in _CARD_ORDER if card.get(f)) if len(people) == 1 else ()
     people.sort(key=lambda cid: (names.get(cid, "").casefold(), cid))
     one = people[0] if source.kind is SourceKind.CONVERSATION and len(people) == 1 else None
