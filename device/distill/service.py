@@ -687,10 +687,7 @@ def _added_to_page(
     stored = _stored_page(session, contact)
     if stored is None or stored.body is None:
         return None
-    base = _page_base(session, contact, stored)
-    page = _cap_agent_facts(merge_page(base, facts))
-    if page == base and not stored.user_edited:
-        return None  # said before: nothing new for their page
+    page = _cap_agent_facts(merge_page(_page_base(session, contact, stored), facts))
     return _page_item(
         contact,
         stored.title or loaded.names.get(contact, "someone"),
