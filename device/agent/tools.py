@@ -363,11 +363,12 @@ _SEGMENT = re.compile(r"\n+|(?<=[.!?…”])\s+(?=[-–•“\"A-Z0-9])")
 
 def shown_body(body: str, query: str = "") -> str:
     """A note's body as the model is shown it, within BODY_CHARS_SHOWN: whole
-    when it fits; else its opening and, when lines or sentences past the
-    opening hold the query's words, those (most words first, at most half
-    the room, shown in the order written), "…" where text was left out. A
-    long digest's answer can sit far from its start, and the model sees
-    nothing past the limit."""
+    when it fits; else its lines (or sentences) past the first that hold the
+    query's words, most words first, within half the room, and as much of
+    its opening as the rest of the room holds, all in the order written,
+    "…" where text was left out. A long digest's answer can sit far from its
+    start, and the model sees nothing past the limit; a line the opening
+    shows anyway takes none of the half (see `_chosen`)."""
     flat = " ".join(body.split())
     if len(flat) <= BODY_CHARS_SHOWN:
         return flat
@@ -376,30 +377,11 @@ def shown_body(body: str, query: str = "") -> str:
     if not terms:
         return cut
     parts = [p for p in (" ".join(x.split()) for x in _SEGMENT.split(body)) if p]
-    # The lines holding the query's words are chosen first, wherever they
-    # sit past the first (a page's gift idea may sit inside what would have
-    # been its opening, and a later line must not push it out), then the
-    # opening fills the room left around them.
     holding = [(len(terms & stems(parts[i])), i) for i in range(1, len(parts))]
-    wanted = sorted((t for t in holding if t[0]), key=lambda t: (-t[0], t[1]))
-    room = BODY_CHARS_SHOWN // 2
-    extra: set[int] = set()
-    for _, i in wanted:
-        if len(parts[i]) + 3 <= room:
-            extra.add(i)
-            room -= len(parts[i]) + 3
-    if not extra:
+    wanted = [i for _, i in sorted((t for t in holding if t[0]), key=lambda t: (-t[0], t[1]))]
+    shown = _chosen(parts, wanted)
+    if shown is None:
         return cut
-    budget = BODY_CHARS_SHOWN - sum(len(parts[i]) + 3 for i in extra) - 2
-    shown = set(extra)
-    used = 0
-    for i, part in enumerate(parts):
-        if i in extra:
-            continue
-        if used + len(part) + 1 > budget:
-            break
-        shown.add(i)
-        used += len(part) + 1
     pieces: list[str] = []
     last = -1
     for i in sorted(shown):
@@ -411,6 +393,42 @@ def shown_body(body: str, query: str = "") -> str:
         pieces.append("…")
     out = " ".join(pieces)
     return out[: BODY_CHARS_SHOWN - 1] + "…" if len(out) > BODY_CHARS_SHOWN else out
+
+
+def _chosen(parts: list[str], wanted: list[int]) -> set[int] | None:
+    """Which parts `shown_body` shows: the ``wanted`` ones (best first) that
+    fit in half the room, and the opening around them; None when no wanted
+    part fits. A wanted part that the opening reaches anyway is shown as part
+    of it and gives its room back to the next wanted part, so a line inside
+    the opening never pushes a later one out; repeated until nothing moves."""
+    free: set[int] = set()  # wanted parts the opening shows anyway
+    while True:
+        extra: set[int] = set()
+        room = BODY_CHARS_SHOWN // 2
+        for i in wanted:
+            if i not in free and len(parts[i]) + 3 <= room:
+                extra.add(i)
+                room -= len(parts[i]) + 3
+        if not extra and not free:
+            return None
+        budget = BODY_CHARS_SHOWN - 2 - sum(len(parts[i]) + 3 for i in extra)
+        budget -= sum(len(parts[i]) + 1 for i in free)
+        shown = extra | free
+        used = 0
+        for i, part in enumerate(parts):
+            if i in shown:
+                continue
+            if used + len(part) + 1 > budget:
+                break
+            shown.add(i)
+            used += len(part) + 1
+        reach = 0  # the opening: every part up to here is shown
+        while reach in shown:
+            reach += 1
+        inside = {i for i in extra if i < reach}
+        if not inside:
+            return shown
+        free |= inside
 
 
 # -- when the Notebook misses ---------------------------------------------------------

@@ -252,8 +252,12 @@ FIRST_PERSON: tuple[Rule, ...] = (
             "i'd (?:really |so )?love|i would (?:really |so )?love|i(?:'ve| have) always wanted|"
             "i really want|i'm dying to|i am dying to"
         )
-        + r" ((?!(?i:to (?:see|catch up|hear|meet|help|come|join|chat|talk|know|have you|go)\b))"
-        r"(?:(?i:a|an|the|that|those|one of|some|to|more) )[^.!?;]{3,90}?)(?=[.!?;]|$)",
+        + r" ((?!(?i:to (?:see|catch up|hear|meet|help|come|join|chat|talk|know|have you|go)\b"
+        r"|(?:a|an|some|the) (?:lift|hand|help|chat|coffee|call|break|nap|recipe)\b"
+        r"|more time\b))"
+        r"(?:(?i:a|an|the|that|those|one of|some|to|more) )"
+        r"(?![^.!?;]*\b(?i:today|tomorrow|tonight|this (?:week|weekend|evening|morning))\b)"
+        r"[^.!?;]{3,90}?)(?=[.!?;]|$)",
         FactKind.WISH,
         "would love {0}",
     ),
@@ -646,14 +650,30 @@ def quoted(sentence: str) -> bool:
 _OPENING_QUOTES = frozenset('"“‘„«')
 
 
-@functools.lru_cache(maxsize=8192)
 def sentences(text: str) -> tuple[str, ...]:
     """``text`` cut into sentences at a full stop, "!" or "?" (and any
     closing quote or bracket) and the space after it, runs of whitespace
     folded to one space, a title or an initial ("Ms. Okafor", "Dr. Kwan",
-    "L. Souza") not ending one. A line break does not end a sentence here:
-    callers that read lines split them first. Cached: a pass reads the same
-    line for its digest, its facts and whom it is about."""
+    "L. Souza") not ending one (so "I got an A. Then I left." stays one
+    sentence: the price of keeping "J. R. Smith" whole). A line break does
+    not end a sentence here: callers that read lines split them first.
+    Cached for a line's length: a pass reads the same line for its digest,
+    its facts and whom it is about; a long mail body or transcript is cut
+    afresh rather than held."""
+    if len(text) > _CACHED_CHARS:
+        return _sentences(text)
+    return _cached_sentences(text)
+
+
+_CACHED_CHARS = 2000
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_sentences(text: str) -> tuple[str, ...]:
+    return _sentences(text)
+
+
+def _sentences(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for part in _SENTENCE_BREAK.split(" ".join(text.split())):
         if out and _ends_in_title(out[-1]):

@@ -196,19 +196,37 @@ def _numbers_said(
             continue
         if not (_HAS_DIGIT.search(line.text) or "@" in line.text):
             continue  # every pattern needs one or the other
-        for pattern in patterns:
-            for match in pattern.finditer(line.text):
-                number = match.group(0).strip()
-                if pattern is _PHONE_NUMBER and sum(c.isdigit() for c in number) < 8:
-                    continue
-                if number in seen or number in shown:
-                    continue
-                seen.add(number)
-                who = "you" if line.from_me else line.speaker
-                found.append((number, f"{number} ({who}, {_when(line.at, last)})"))
-    # A code inside a phone number already listed is the same number.
-    kept = [text for number, text in found if not any(number in o for o, _ in found if o != number)]
+        # A call's turns each have their speaker: a number you gave is yours.
+        turns = (
+            [(who, mine, text) for who, mine, text in _call_turns(line)]
+            if line.kind == "call"
+            else [(line.speaker, line.from_me, line.text)]
+        )
+        for speaker, mine, text in turns:
+            for pattern in patterns:
+                for match in pattern.finditer(text):
+                    number = match.group(0).strip()
+                    if pattern is _PHONE_NUMBER and sum(c.isdigit() for c in number) < 8:
+                        continue
+                    if number in seen or number in shown:
+                        continue
+                    seen.add(number)
+                    who = "you" if mine else speaker
+                    found.append((number, f"{number} ({who}, {_when(line.at, last)})"))
+    # A code inside a phone number listed too is the same number ("900318"
+    # in "+44 7700 900318"); "£15" beside "£150" is not.
+    kept = [
+        text
+        for number, text in found
+        if not any(o != number and _within(number, o) for o, _ in found)
+    ]
     return kept[-CHAT_NUMBERS:]
+
+
+def _within(number: str, other: str) -> bool:
+    """Whether ``number`` is in ``other`` as a whole: no digit or letter
+    against either end."""
+    return re.search(rf"(?<![\w]){re.escape(number)}(?![\w])", other) is not None
 
 
 def person_page(request: DistillRequest, said: Sequence[_Said], name: str) -> dict[str, object]:
@@ -654,11 +672,17 @@ _SUBJECT = re.compile(r"^Subject: (.*)$", re.MULTILINE)
 _ATTACHED = re.compile(r"^\[attachments?: .*\]$", re.MULTILINE)
 # A code a person quotes back (booking reference, order number): letters and
 # digits together, at least five, or a long run of digits; an amount of money.
-_CODE = re.compile(r"\b(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9][A-Z0-9-]{4,}\b|\b\d{6,}\b")
+# Each tried only where a run of its characters starts, and bounded, so that
+# a long run of digits and commas or of letters and dashes costs a line's
+# length, not its square.
+_CODE = re.compile(
+    r"(?<![A-Z0-9-])\b(?=[A-Z0-9-]{0,40}\d)(?=[A-Z0-9-]{0,40}[A-Z])[A-Z0-9][A-Z0-9-]{4,40}\b"
+    r"|(?<!\d)\b\d{6,40}\b"
+)
 _MONEY = re.compile(
-    r"(?:[£€$¥]|R\$|CA\$|US\$)\s?\d(?:[\d,.]*\d)?"
-    r"|\b\d(?:[\d,.]*\d)?\s?(?:GBP|EUR|USD|CAD|BRL|euros?|pounds?|dollars?|reais)\b"
-    r"|\b(?:GBP|EUR|USD|CAD|BRL|AUD)\s?\d(?:[\d,.]*\d)?",
+    r"(?:[£€$¥]|R\$|CA\$|US\$)\s?\d(?:[\d,.]{0,30}\d)?"
+    r"|(?<![\d,.])\b\d(?:[\d,.]{0,30}\d)?\s?(?:GBP|EUR|USD|CAD|BRL|euros?|pounds?|dollars?|reais)\b"
+    r"|\b(?:GBP|EUR|USD|CAD|BRL|AUD)\s?\d(?:[\d,.]{0,30}\d)?",
     re.IGNORECASE,
 )
 # A phone number as people write one: "416-555-0177", "+44 7700 900123",
@@ -786,21 +810,22 @@ def _journal(request: DistillRequest) -> dict[str, object]:
         for i, t in enumerate(_journal_sentences(line.text))
         if t.strip()
     ]
-    parts = [f"Journal, {long_day}."]
+    head = [f"Journal, {long_day}."]
     topics = _topics((s.text for s in said), min_hits=1)
     if topics:
-        parts.append(f"About {_join(topics)}.")
-    key = _most_within(said, JOURNAL_WROTE_CHARS)
-    if key:
-        parts.append("Wrote: " + " ".join(_quote(s.text) for s in key))
+        head.append(f"About {_join(topics)}.")
     facts = _facts_of_me(request)
     facts += [f for f in own_statements(said) if f.text not in {g.text for g in facts}]
+    tail: list[str] = []
     if facts:
-        parts.append("About you: " + "; ".join(_phrase(f) for f in facts) + ".")
+        tail.append("About you: " + "; ".join(_phrase(f) for f in facts) + ".")
     if len(request.lines) > 1:
-        parts.append(
-            f"{len(request.lines)} entries, the last on {day_label(request.lines[-1].at)}."
-        )
+        tail.append(f"{len(request.lines)} entries, the last on {day_label(request.lines[-1].at)}.")
+    # The entry's own sentences take what the rest leaves of the summary,
+    # so that nothing is cut mid-word at its end.
+    room = MAX_SUMMARY_CHARS - len(" ".join(head + tail)) - len(" Wrote: ") - 2
+    key = _most_within(said, min(JOURNAL_WROTE_CHARS, room))
+    parts = head + (["Wrote: " + " ".join(_quote(s.text) for s in key)] if key else []) + tail
     topical = _topics((s.text for s in said), min_hits=1)
     answer = _answer(
         " ".join(parts),
@@ -862,8 +887,9 @@ _SELF_TOPICS = {
 # entry), so that "an injury" or "symptoms" finds what the sentence only
 # describes ("something in my finger went with a pop", "a pounding head").
 _INJURY = re.compile(
-    r"\b(?:injur\w*|sprain\w*|strain(?:ed)?|(?:went|go|goes) with a pop|popped|"
-    r"tore|torn|broke (?:my|his|her)|broken (?:arm|leg|wrist|ankle|toe|finger|rib|nose)|"
+    r"\b(?:injur\w*|sprain\w*|strain(?:ed)?|(?:went|go|goes) with a pop|(?:felt|heard) a pop|"
+    r"(?:tore|torn) (?:my |a |the )?(?:ligament|muscle|meniscus|tendon|hamstring|calf|acl|"
+    r"rotator cuff)|broke (?:my|his|her)|broken (?:arm|leg|wrist|ankle|toe|finger|rib|nose)|"
     r"fractur\w+|twisted|pulled (?:a|my) (?:muscle|hamstring|calf|back)|dislocat\w+|"
     r"bruised|concussion|whiplash|rolled (?:my|an) ankle)\b",
     re.I,
@@ -889,14 +915,37 @@ _HEALTH_WORDS = re.compile(
 
 
 # A dose ("10 mg", "0.5 ml") of something that is not food.
-_DOSE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ml|iu)\b", re.I)
-_NUTRIENT = re.compile(r"\b(?:sodium|salt|sugar|caffeine|protein|calories|fibre|fiber|fat)\b", re.I)
+# A dose: milligrams or micrograms of anything but food; millilitres and
+# units only beside a word of medicine ("120 ml of formula" is no dose).
+_DOSE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg)\b", re.I)
+_LIQUID_DOSE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:ml|iu|units?)\b", re.I)
+_MEDICINE = re.compile(
+    r"\b(?:tablets?|pills?|capsules?|dose|doses|prescri\w+|medication|medicine|drops|"
+    r"inhaler|injection|syrup|insulin)\b",
+    re.I,
+)
+_NUTRIENT = re.compile(
+    r"\b(?:sodium|salt|sugar|caffeine|protein|calories|fibre|fiber|fat|vanilla|milk|formula|"
+    r"water|oil|extract)\b",
+    re.I,
+)
+# Whose dose it is, in the writer's own journal: theirs when the sentence
+# says me or my, or when it opens on whoever prescribes acting ("She
+# increased amlodipine to 10 mg"); not Mum's ("Mum takes 5 mg of ...").
+_PRESCRIBED = re.compile(
+    r"^(?:she|he|they|the doctor|the gp|my doctor|my gp|dr\.? [A-Z][\w'-]+)\s+"
+    r"(?:started|increased|doubled|put|switched|prescribed|upped|raised|lowered|reduced|"
+    r"cut|halved|changed|stopped|added)\b",
+    re.I,
+)
 
 
 @functools.lru_cache(maxsize=8192)
 def medication(text: str) -> bool:
     """Whether a sentence gives a dose of a medicine."""
-    return bool(_DOSE.search(text)) and not _NUTRIENT.search(text)
+    if _NUTRIENT.search(text):
+        return False
+    return bool(_DOSE.search(text) or (_LIQUID_DOSE.search(text) and _MEDICINE.search(text)))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -919,7 +968,9 @@ def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
         text = said.text.strip().lstrip("-•* ").strip()
         # A dose in the writer's own journal is theirs, whoever the sentence
         # opens on ("She increased amlodipine to 10 mg every morning").
-        dosed = medication(text)
+        dosed = medication(text) and bool(
+            _FIRST_PERSON_WORD.search(text) or _PRESCRIBED.match(text)
+        )
         if (
             text.endswith("?")
             or _content(text) < 4
@@ -1068,6 +1119,7 @@ _LEAD_PRONOUN = re.compile(
 )
 _LEAD_POSSESSIVE = re.compile(r"^([A-ZÀ-Þ][a-zà-ÿ]+)['’]s\s+")
 _CONTRACTED = {"s": "is ", "re": "are ", "d": "would ", "ll": "will ", "ve": "have "}
+_PERFECT = re.compile(r"(?:been|got|gone|had)\b", re.IGNORECASE)
 # "She's moving", "He's been": a pronoun's "'s" is a verb, not whose.
 _NOT_OWNERS = _OPENERS | {"she", "he", "who", "let"}
 _NOT_NAMES = frozenset(
@@ -1085,6 +1137,7 @@ def _names_in(sentence: str) -> list[str]:
     found: list[str] = []
     run: list[str] = []
     end = -2
+    placed = False  # the current run of capitalised words follows "the"
     for match in _NAME_WORD.finditer(sentence):
         word = match.group(1)
         folded = word.casefold()
@@ -1093,8 +1146,11 @@ def _names_in(sentence: str) -> list[str]:
         )
         # "at the Depot", "the Shore": a name after "the" is a place or a
         # thing, never whom a later "she" means.
-        continues = bool(run) and match.start() == end + 1 and len(run) < 2
-        if usable and not continues and _AFTER_THE.search(sentence, 0, match.start()):
+        adjacent = match.start() == end + 1
+        continues = bool(run) and adjacent and len(run) < 2
+        if not continues and not (placed and adjacent):
+            placed = bool(_AFTER_THE.search(sentence, 0, match.start()))
+        if placed:  # "the Blue Door", "the Red Lion Inn": every word of it
             usable = False
         if usable and continues:
             run.append(word)
@@ -1145,6 +1201,8 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
                 # ideas for Callum?" "He keeps sending me links to ...").
                 whom = named_here or asked or last
                 verb = _CONTRACTED.get((pronoun.group(2) or "").casefold(), "")
+                if verb == "is " and _PERFECT.match(text, pronoun.end()):
+                    verb = "has "  # "She's been eyeing": she has been
                 rest = ("their " if pronoun.group(3) else verb) + text[pronoun.end() :]
                 owned = bool(pronoun.group(3))
             names = [
@@ -1171,7 +1229,7 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
             # newer home or job than their card's takes its place.
             typed = [] if kind is FactKind.WISH else _typed(rest, owned)
             if line.from_me:  # "sending me links" is sending you links
-                rest = _PRONOUN["you"].sub(lambda m: _TURNED["you"][m.group(0).casefold()], rest)
+                rest = _PRONOUN["you"].sub(_to_you, rest)
             facts = [Fact(kind, _cut(f"{rest} (said by {who})", _OTHERS_LIMIT[kind]), line.at)]
             facts += [Fact(f.kind, f.text, line.at) for f in typed]
             for fact in facts:
@@ -1183,6 +1241,16 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
     return out
 
 
+def _to_you(match: re.Match[str]) -> str:
+    """A first-person pronoun the user wrote, told to them ("me" -> "you");
+    a letter the table does not know (a Turkish "İ") stays as written."""
+    return _TURNED["you"].get(match.group(0).casefold(), match.group(0))
+
+
+_WRITER_OR_READER = re.compile(
+    r"(?<![\w'’])(?:i|i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|me|my|mine|we|our|us|you|your)(?![\w'’])",
+    re.IGNORECASE,
+)
 _THIRD_VERB = re.compile(r"^(is|are|was|has|have|had|\w+s)\b\s*", re.IGNORECASE)
 _AS_FIRST = {"is": "I am", "are": "I am", "was": "I was", "has": "I have", "have": "I have"}
 
@@ -1192,7 +1260,10 @@ def _typed(rest: str, possessive: bool) -> list[Fact]:
     sentence says of someone, told back in their own words: after a
     possessive ("Tom's new job at X": "my new job at X"), or after a
     pronoun ("is moving to Bristol": "I am moving to Bristol"; "works at
-    X": "I work at X")."""
+    X": "I work at X"). Nothing when the sentence has its writer or its
+    reader in it ("He knows I work at Google now" says nothing of his job)."""
+    if _WRITER_OR_READER.search(rest):
+        return []
     if possessive:
         said = "my " + (rest[len("their ") :] if rest.startswith("their ") else rest)
     else:
@@ -1217,10 +1288,18 @@ _TYPED = frozenset(
 # are told to want by someone else is not a wish of theirs, but the memory
 # cannot tell; a wish is only ever offered as a gift idea.
 _WISH = re.compile(
-    r"\b(?:would (?:really |so )?love|['’]d (?:really |so )?love|always wanted|"
-    r"(?:keeps?|kept) (?:sending|showing|texting|talking about|mentioning|looking at|"
-    r"going on about|hinting)|(?:has|have|had) been (?:eyeing|hinting|going on about)|"
-    r"eyeing up|dropping hints|hinting at|wish ?list|dreams? of|(?:his|her|their) eye on|"
+    # would love something, not a favour or company ("would love a lift",
+    # "would love to see you")
+    r"\b(?:(?:would|['’]d) (?:really |so )?love(?! (?:to (?:see|catch up|hear|meet|help|come|"
+    r"join|chat|talk|know|go)|a (?:lift|hand|chat|coffee|call|break|nap)|some help|more time)\b)|"
+    r"always wanted|"
+    # links and pictures of a thing, or "that" thing talked about
+    r"(?:keeps?|kept) (?:sending|showing|texting|forwarding) (?:me |you |us |him |her )?"
+    r"(?:links?|pictures?|photos?|screenshots?|ads?)|"
+    r"(?:keeps?|kept) (?:talking about|mentioning|going on about|looking at|pointing at) "
+    r"(?:that|those|this|these)|"
+    r"(?:has|have|had) been (?:eyeing|hinting)|eyeing up|dropping hints|hinting at|"
+    r"wish ?list|dreams? of|(?:his|her|their) eye on|"
     r"adoraria|gostaria muito|queria muito|sonha com)\b",
     re.IGNORECASE,
 )

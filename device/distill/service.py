@@ -66,6 +66,7 @@ from sqlalchemy.orm import Session
 
 from pixie.device.distill.contract import (
     MAX_EARLIER_LINES,
+    MAX_FACT_CHARS,
     MAX_LINES,
     MAX_OCCURRENCES,
     ME,
@@ -1043,11 +1044,13 @@ _DIRECT_NEW_SQL = (
 _DETAILS_SQL = (
     "SELECT field, value FROM contact_detail WHERE contact_id = ? "
     "UNION ALL SELECT 'email', group_concat(alias, ', ') FROM "
-    "(SELECT alias FROM contact_alias WHERE contact_id = ? AND alias LIKE '%@%' "
-    "ORDER BY alias) HAVING count(*) > 0"
+    "(SELECT contact_id, alias FROM contact_alias WHERE contact_id = ? AND alias LIKE '%@%' "
+    "ORDER BY alias) GROUP BY contact_id"
 )
 _CARD_ORDER = ("org", "title", "birthday", "phone", "email", "address", "note")
 MAX_CARD_EMAILS = 3  # of a contact's email addresses on their page
+# An alias that is an email address (the book also knows "@handles").
+_CARD_EMAIL = re.compile(r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+")
 _NOT_FOR_MODELS = frozenset({"phone", "email", "address"})
 _THREAD_PEOPLE_SQL = {
     family: (
@@ -1423,8 +1426,10 @@ def _loaded(
     names: dict[str, str],
     card: dict[str, str],
 ) -> Loaded:
-    if card.get("email"):  # the first few, in the order the book sorts them
-        card = {**card, "email": ", ".join(card["email"].split(", ")[:MAX_CARD_EMAILS])}
+    if "email" in card:  # the first few addresses, in the order the book sorts them
+        emails = [a for a in card["email"].split(", ") if _CARD_EMAIL.fullmatch(a)]
+        card = {**card, "email": ", ".join(emails[:MAX_CARD_EMAILS])[:MAX_FACT_CHARS]}
+        # (none left: `card.get` below finds the empty value and leaves it out)
     details = tuple((f, card[f]) for f in _CARD_ORDER if card.get(f)) if len(people) == 1 else ()
     people.sort(key=lambda cid: (names.get(cid, "").casefold(), cid))
     one = people[0] if source.kind is SourceKind.CONVERSATION and len(people) == 1 else None

@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -93,9 +94,11 @@ _TENSOR: Final = "embedding.weight"
 _LIBRARIES: Final = ("numpy", "safetensors", "tokenizers")
 _PACKED: Final = "<f2"
 _WORD_MARK: Final = "\u2581"  # "▁": SentencePiece's mark of a word's start
+_NOT_WORDWISE: Final = re.compile("[<\u2581]")
 WORD_CACHE: Final[int] = 100_000
 """Words whose token ids are kept per process (some 25 MB when full; a
-life's own words are a few tens of thousands)."""
+life's own words are a few tens of thousands). When a batch would pass it
+the cache starts over with that batch's words."""
 
 
 class MeaningUnavailable(DeviceError):
@@ -196,6 +199,7 @@ def _model() -> _Model:
 
 
 _preloading: threading.Thread | None = None
+_preload_lock = threading.Lock()
 
 
 def preload() -> None:
@@ -208,7 +212,9 @@ def preload() -> None:
     it gains nothing measurable and costs nothing either.) A model that
     cannot load is left for `embed` to report; this never raises."""
     global _preloading  # noqa: PLW0603 - once per process
-    with _lock:
+    # Its own lock: `_lock` is held for the whole of a load, and this must
+    # not wait for one (it is called from an event loop).
+    with _preload_lock:
         if _loaded is not None or _preloading is not None:
             return
         _preloading = threading.Thread(target=_quietly_load, name="pixie-meaning-load", daemon=True)
@@ -269,21 +275,37 @@ def _token_ids(model: _Model, texts: list[str]) -> list[list[int]]:
     tokenizer's pass over the text. Otherwise every text goes through the
     tokenizer (the fast form: no character offsets, which nothing reads).
     """
-    if not model.wordwise:
-        encodings = model.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-        return [encoding.ids for encoding in encodings]
-    split = [text.split(" ") for text in texts]
+    # A text holding the word mark itself, or what may be a special token
+    # ("<s>", which the tokenizer matches before it marks words), goes
+    # through the tokenizer whole.
+    whole = [i for i, text in enumerate(texts) if not model.wordwise or _NOT_WORDWISE.search(text)]
+    out: list[list[int]] = [[] for _ in texts]
+    if whole:
+        encodings = model.tokenizer.encode_batch_fast(
+            [texts[i] for i in whole], add_special_tokens=False
+        )
+        for i, encoding in zip(whole, encodings, strict=True):
+            out[i] = encoding.ids
+    aside = set(whole)
+    rest = [i for i in range(len(texts)) if i not in aside]
+    if not rest:
+        return out
+    split = {i: texts[i].split(" ") for i in rest}
     with model.lock:
         words = model.words
-        missing = list({w for ws in split for w in ws if w not in words})
+        missing = list({w for ws in split.values() for w in ws if w not in words})
         if len(words) + len(missing) > WORD_CACHE:
+            # Start over: the cache then holds this batch's words alone (it
+            # may pass WORD_CACHE by one batch's worth).
             words.clear()
-            missing = list({w for ws in split for w in ws})
+            missing = list({w for ws in split.values() for w in ws})
         if missing:
             encodings = model.tokenizer.encode_batch_fast(missing, add_special_tokens=False)
             for word, encoding in zip(missing, encodings, strict=True):
                 words[word] = encoding.ids
-        return [[i for w in ws for i in words[w]] for ws in split]
+        for i, ws in split.items():
+            out[i] = [t for w in ws for t in words[w]]
+    return out
 
 
 def embed_query(text: str) -> bytes | None:

@@ -37,3 +37,14 @@ def test_a_line_with_the_query_inside_the_opening_is_not_pushed_out_by_a_later_o
     assert "Christmas Eve in Kingston" in shown
     assert shown.startswith("Who they are - Fact 0")
     assert shown.endswith("…")
+
+
+def test_a_line_the_opening_shows_anyway_leaves_room_for_a_later_one() -> None:
+    lines = [f"- Line {i} about the weather and nothing much at all today." for i in range(30)]
+    lines[3] = "- Callum brought the big umbrella round again on Thursday."
+    lines[20] = "- Callum's new number is 07700 900318, the old one is gone."
+    body = "Chat with Ada.\n" + "\n".join(lines)
+    shown = shown_body(body, "callum")
+    assert len(shown) <= BODY_CHARS_SHOWN
+    assert "Callum brought the big umbrella" in shown  # in the opening
+    assert "Callum's new number is 07700 900318" in shown  # and the later one too

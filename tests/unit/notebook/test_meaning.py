@@ -299,6 +299,8 @@ WORDWISE_TEXTS = [
     "Ça va? Straße, naïve café, 東京, 🎉🎉 party, e-mail: joao.souza.pix@gmail.com",
     "A2 pulley strain — left ring finger; rice bucket x3/day… “no crimping”",
     "tab\tand\nnew line   and   spaces",
+    "a <s> b </s> c <unk>",  # special tokens: through the tokenizer whole
+    "odd \u2581marks\u2581 inside▁words",  # the word mark itself: likewise
 ]
 
 
@@ -323,5 +325,10 @@ def test_the_word_cache_is_bounded_and_starts_over_when_full(
     monkeypatch.setattr(meaning, "WORD_CACHE", 8)
     again = meaning.embed(WORDWISE_TEXTS)  # more distinct words than the cache holds
     assert again == first
+    # It started over with the last batch's words: no more than one batch holds.
+    batch_words = {w for t in WORDWISE_TEXTS for w in meaning._prepare(t).split(" ")}
+    assert len(model.words) <= len(batch_words)
+    meaning.embed(["one two"])  # a batch that fits after a start-over
+    assert len(model.words) <= max(len(batch_words), 8)
     monkeypatch.setattr(model, "wordwise", False)
     assert meaning.embed(WORDWISE_TEXTS) == first  # the whole-text path agrees
