@@ -134,6 +134,12 @@ FIRST_PERSON: tuple[Rule, ...] = (
         FactKind.WORK,
         "works at {0} (new job)",
     ),
+    _named(
+        "i(?:'ve| have)? (?:just )?(?:accepted|taken|landed) (?:a|the) (?:new )?"
+        "(?:job|position|post|role) (?:at|with)",
+        FactKind.WORK,
+        "works at {0} (new job)",
+    ),
     _named("my new job at", FactKind.WORK, "works at {0} (new job)"),
     _named("the new job at", FactKind.WORK, "works at {0} (new job)", loose=True),
     _named(
@@ -675,11 +681,16 @@ def _cached_sentences(text: str) -> tuple[str, ...]:
 
 def _sentences(text: str) -> tuple[str, ...]:
     out: list[str] = []
+    pending: list[str] = []  # the pieces of a sentence a title has not ended
     for part in _SENTENCE_BREAK.split(" ".join(text.split())):
-        if out and _ends_in_title(out[-1]):
-            out[-1] = f"{out[-1]} {part}"
-        elif part:
-            out.append(part)
+        if not part:
+            continue
+        pending.append(part)
+        if not _ends_in_title(part):
+            out.append(" ".join(pending))
+            pending = []
+    if pending:
+        out.append(" ".join(pending))
     return tuple(out)
 
 

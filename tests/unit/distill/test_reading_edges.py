@@ -7,7 +7,8 @@ import datetime as dt
 
 import pytest
 
-from pixie.device.distill.contract import ME, Line, SourceKind, make_request
+from pixie.device.distill.contract import ME, FactKind, Line, SourceKind, make_request
+from pixie.device.distill.extract import facts_in
 from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import (
     _NUMBERS,
@@ -130,3 +131,20 @@ async def test_a_handle_is_no_email_on_a_page(node: Node) -> None:
     (page,) = node.notebook.clear_notes(NoteKind.PERSON)
     assert "- Email: bob@example.org; from your contacts" in (page.body or "")
     assert "@bobby" not in (page.body or "")
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        (
+            "Wanted you to hear it from me first: I've accepted a job at Hartley's, "
+            "an independent pharmacy in Chorlton.",
+            "works at Hartley's (new job)",
+        ),
+        ("I have taken the post with NHS Digital", "works at NHS Digital (new job)"),
+        ("I've been offered a job at Boots", None),  # offered is not taken
+    ],
+)
+def test_a_job_taken_is_where_you_work(said: str, fact: str | None) -> None:
+    found = [f.text for f in facts_in(said, None) if f.kind is FactKind.WORK]
+    assert found == ([fact] if fact else [])
