@@ -1184,27 +1184,9 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
             text = sentence.strip().lstrip("-•* ").strip()
             if not text:
                 continue
-            whom, rest, kind = None, "", FactKind.OTHER
-            owned = False  # rest follows a possessive: "Tom's", "her"
-            possessive = _LEAD_POSSESSIVE.match(text)
-            pronoun = _LEAD_PRONOUN.match(text)
-            wished = _quoted_wish(text)
-            if wished is not None and before is not None:
-                # “I'd love to learn that one day.” after a sentence about
-                # someone: their words, and what "that" was.
-                whom, kind = before[0], FactKind.WISH
-                rest = f"{wished} ({before[1]})" if _POINTS_BACK.search(wished) else wished
-            elif possessive is not None and possessive.group(1).casefold() not in _NOT_OWNERS:
-                whom, rest, owned = possessive.group(1), text[possessive.end() :], True
-            elif pronoun is not None and (named_here or asked or last):
-                # An answer's pronoun is whom the question asked about ("Any
-                # ideas for Callum?" "He keeps sending me links to ...").
-                whom = named_here or asked or last
-                verb = _CONTRACTED.get((pronoun.group(2) or "").casefold(), "")
-                if verb == "is " and _PERFECT.match(text, pronoun.end()):
-                    verb = "has "  # "She's been eyeing": she has been
-                rest = ("their " if pronoun.group(3) else verb) + text[pronoun.end() :]
-                owned = bool(pronoun.group(3))
+            # An answer's pronoun is whom the question asked about ("Any
+            # ideas for Callum?" "He keeps sending me links to ...").
+            about = _about_whom(text, before, named_here or asked or last)
             names = [
                 n
                 for n in _names_in(text)
@@ -1215,30 +1197,64 @@ def others_in(request: DistillRequest) -> list[dict[str, object]]:
                 if text.endswith("?") and asked_here is None:
                     asked_here = names[0]
             before = None
-            if whom is None or whom.casefold() in own or _first(whom).casefold() in own:
+            if about is None:
+                continue
+            whom, rest, kind, owned = about
+            if whom.casefold() in own or _first(whom).casefold() in own:
                 continue
             rest = rest.strip().rstrip(".!…")
             if text.endswith("?") or _content(rest) < 3 or _is_small_talk(rest):
                 continue
             before = (whom, rest)
-            if kind is FactKind.OTHER and _WISH.search(rest):
-                kind = FactKind.WISH
-            who = "you" if line.from_me else _first(line.speaker)
-            # What the patterns read in it, as if they had said it of
-            # themselves ("is moving to Bristol" -> moving to Bristol): a
-            # newer home or job than their card's takes its place.
-            typed = [] if kind is FactKind.WISH else _typed(rest, owned)
-            if line.from_me:  # "sending me links" is sending you links
-                rest = _PRONOUN["you"].sub(_to_you, rest)
-            facts = [Fact(kind, _cut(f"{rest} (said by {who})", _OTHERS_LIMIT[kind]), line.at)]
-            facts += [Fact(f.kind, f.text, line.at) for f in typed]
-            for fact in facts:
+            for fact in _said_of(rest, kind, owned, line):
                 out.append({"name": whom, **fact.as_json()})
                 if len(out) >= MAX_OTHERS:
                     return out
         last = named_here
         asked = asked_here
     return out
+
+
+def _about_whom(
+    text: str, before: tuple[str, str] | None, referent: str | None
+) -> tuple[str, str, FactKind, bool] | None:
+    """Whom a sentence is about and what it says of them: (whom, the rest,
+    its kind, whether the rest follows a possessive); None when it opens on
+    no one else. ``before`` is the sentence before (whom, what of them) and
+    ``referent`` whom a pronoun would mean."""
+    wished = _quoted_wish(text)
+    if wished is not None and before is not None:
+        # “I'd love to learn that one day.” after a sentence about someone:
+        # their words, and what "that" was.
+        rest = f"{wished} ({before[1]})" if _POINTS_BACK.search(wished) else wished
+        return before[0], rest, FactKind.WISH, False
+    possessive = _LEAD_POSSESSIVE.match(text)
+    if possessive is not None and possessive.group(1).casefold() not in _NOT_OWNERS:
+        return possessive.group(1), text[possessive.end() :], FactKind.OTHER, True
+    pronoun = _LEAD_PRONOUN.match(text)
+    if pronoun is None or referent is None:
+        return None
+    verb = _CONTRACTED.get((pronoun.group(2) or "").casefold(), "")
+    if verb == "is " and _PERFECT.match(text, pronoun.end()):
+        verb = "has "  # "She's been eyeing": she has been
+    owned = bool(pronoun.group(3))
+    rest = ("their " if owned else verb) + text[pronoun.end() :]
+    return referent, rest, FactKind.OTHER, owned
+
+
+def _said_of(rest: str, kind: FactKind, owned: bool, line: Line) -> list[Fact]:
+    """The facts a sentence gives of someone: the sentence (a wish when it
+    reads as one), and what the patterns read in it, as if they had said it
+    of themselves ("is moving to Bristol" -> moving to Bristol: a newer home
+    or job than their card's takes its place)."""
+    if kind is FactKind.OTHER and _WISH.search(rest):
+        kind = FactKind.WISH
+    typed = [] if kind is FactKind.WISH else _typed(rest, owned)
+    who = "you" if line.from_me else _first(line.speaker)
+    if line.from_me:  # "sending me links" is sending you links
+        rest = _PRONOUN["you"].sub(_to_you, rest)
+    facts = [Fact(kind, _cut(f"{rest} (said by {who})", _OTHERS_LIMIT[kind]), line.at)]
+    return facts + [Fact(f.kind, f.text, line.at) for f in typed]
 
 
 def _to_you(match: re.Match[str]) -> str:
