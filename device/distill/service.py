@@ -1565,9 +1565,11 @@ class NotetakingService:
         self.router.new_pass()
         self._answered.clear()
         try:
+            view = self.notebook.clear_view()
+            meaning_off = view.meaning_off()  # a bad setting stops the pass before any write
             scan = await self._db(self.scan, everything)
             total = len(scan.candidates)
-            if total:
+            if total and not meaning_off:
                 # The notes written are embedded at the end; the model loads
                 # meanwhile (while a model's answers are awaited, for one).
                 nearby.preload()
@@ -1593,7 +1595,7 @@ class NotetakingService:
                     report.notes[result.outcome] += 1
             if not report.failed and scan.top > scan.since:
                 await self._db(self.advance_scan, scan.top)
-            if report.written and nearby.enabled():
+            if report.written and not meaning_off and view.meaning_on():
                 # The new notes' meaning vectors, in batches on the lane, so
                 # the first search after a pass need not make them.
                 report.embedded = await self._db(nearby.refresh, self.db)

@@ -63,7 +63,13 @@ class ClearNode:
 
     def _notebook(self) -> ClearNotebookStore:
         return ClearNotebookStore(
-            self.db, self.origin, self.log, clock=self.clock, entropy=self.entropy, ids=self.ids
+            self.db,
+            self.origin,
+            self.log,
+            clock=self.clock,
+            entropy=self.entropy,
+            ids=self.ids,
+            settings=self.data.config_path,
         )
 
     def digest(self) -> Fingerprint:

@@ -35,6 +35,7 @@ class Node(ClearNode):
             clock=self.clock,
             entropy=self.entropy,
             ids=self.ids,
+            settings=self.data.config_path,
         )
 
     def identity(self) -> SigningKey:

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, func, select
@@ -109,7 +110,8 @@ class ClearNotebookStore:
 
     ``clock`` dates pins and, unless ``wall`` (milliseconds) is given, stamps
     every version; new note ids come from ``ids`` (by default the minter for
-    ``clock`` and ``entropy``).
+    ``clock`` and ``entropy``). ``settings`` is the data dir's config file,
+    whose ``[search] meaning`` can turn search by meaning off.
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class ClearNotebookStore:
         clock: Clock | None = None,
         entropy: Entropy = SYSTEM_ENTROPY,
         ids: IdMinter | None = None,
+        settings: Path | None = None,
     ) -> None:
         self._db = db
         self._origin = origin
@@ -131,7 +134,7 @@ class ClearNotebookStore:
         self._entropy = entropy
         self._ids = ids if ids is not None else minter_for(self._clock, entropy)
         self._stamper = stamper or NoteStamper(origin, wall, clock=self._clock)
-        self._clear = ClearNotebook(db)
+        self._clear = ClearNotebook(db, settings=settings)
 
     @property
     def database(self) -> Database:

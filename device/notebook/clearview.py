@@ -14,6 +14,7 @@ import re
 import sqlite3
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -34,6 +35,7 @@ from pixie.device.notebook.terms import (
     token_stems,
     words,
 )
+from pixie.device.store import config
 from pixie.device.store.contacts import name_tag
 from pixie.device.store.db import Database
 from pixie.device.store.notes import (
@@ -219,18 +221,35 @@ _NAMING_IN = (
 class ClearNotebook:
     """Clear-zone reads: `clear_notes`, `get_clear` and `search_clear`."""
 
-    def __init__(self, db: Database, *, meaning: bool | None = None) -> None:
+    def __init__(
+        self, db: Database, *, meaning: bool | None = None, settings: Path | None = None
+    ) -> None:
         self._db = db
         # The places term matches leave, filled by meaning (`nearby`); None:
-        # on where the model loads and PIXIE_EMBEDDINGS does not turn it off,
-        # decided at the first search with terms (finding out imports the
-        # libraries).
+        # on where the model loads and neither PIXIE_EMBEDDINGS nor the data
+        # dir's settings (``settings``: its config file) turn it off, decided
+        # at the first search with terms (finding out imports the libraries).
         self._meaning = meaning
+        self._settings = settings
 
     def _meaning_on(self) -> bool:
         if self._meaning is None:
-            self._meaning = nearby.enabled()
+            self._meaning = not self._turned_off() and nearby.enabled()
         return self._meaning
+
+    def _turned_off(self) -> bool:
+        return self._settings is not None and config.meaning_off(self._settings)
+
+    def meaning_off(self) -> bool:
+        """Whether search by meaning is turned off (by the settings or the
+        environment), without finding out whether the model would load.
+        Raises BadInput for a setting that is neither on nor off."""
+        return self._meaning is False or nearby.switched_off() or self._turned_off()
+
+    def meaning_on(self) -> bool:
+        """Whether searches here use meaning: not turned off, and the model
+        loads (finding out imports the libraries, once)."""
+        return self._meaning_on()
 
     @staticmethod
     def _clear() -> ColumnElement[bool]:

@@ -18,6 +18,7 @@ sealed one, the seal or the key store.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from pixie.device.notebook.clear import (
     ClearNotebookStore,
@@ -52,8 +53,11 @@ class NotebookStore(ClearNotebookStore):
         clock: Clock | None = None,
         entropy: Entropy = SYSTEM_ENTROPY,
         ids: IdMinter | None = None,
+        settings: Path | None = None,
     ) -> None:
-        super().__init__(db, origin, log, wall=wall, clock=clock, entropy=entropy, ids=ids)
+        super().__init__(
+            db, origin, log, wall=wall, clock=clock, entropy=entropy, ids=ids, settings=settings
+        )
         self._sealed = SealedZone(
             db,
             origin,

@@ -19,7 +19,12 @@ SETTINGS: dict[str, tuple[str, str, str]] = {
     "llm_url": ("llm", "url", "PIXIE_LLM_URL"),
     "llm_model": ("llm", "model", "PIXIE_LLM_MODEL"),
     "llm_timeout": ("llm", "timeout", "PIXIE_LLM_TIMEOUT"),
+    # Notebook search by meaning: "off" keeps the term ranking alone and
+    # embeds nothing (see notebook/nearby.py).
+    "meaning": ("search", "meaning", "PIXIE_EMBEDDINGS"),
 }
+_OFF = frozenset({"0", "off", "no", "false"})
+_ON = frozenset({"1", "on", "yes", "true"})
 
 # The model endpoint's API key is read from this variable and nowhere else: a
 # data dir is synced, backed up and copied around, so a key written into its
@@ -29,6 +34,13 @@ LLM_KEYS = frozenset(key for table, key, _ in SETTINGS.values() if table == "llm
 
 
 def load(path: Path) -> dict[str, Any]:
+    data = _read(path)
+    _check_shapes(path, data)
+    return data
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The file's TOML as read, checked for nothing but being TOML."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -45,7 +57,6 @@ def load(path: Path) -> dict[str, Any]:
     except ValueError:
         # What int() refuses: a number of more than 4300 digits.
         raise BadInput(f"{path} is not valid TOML (a number too long to read)") from None
-    _check_shapes(path, data)
     return data
 
 
@@ -95,6 +106,26 @@ def llm(path: Path, flags: dict[str, Any] | None = None) -> dict[str, Any]:
     after refusing an [llm] table that could not be meant as written."""
     _check_llm_table(path, load(path))
     return {k: v for k, v in effective(path, flags).items() if k.startswith("llm_")}
+
+
+def meaning_off(path: Path) -> bool:
+    """Whether the settings in force turn search by meaning off ([search]
+    meaning = "off" in the file, or PIXIE_EMBEDDINGS=0, which wins); refuses
+    a value that is neither on nor off. Reads this one setting: a mistake in
+    another table is for the commands that use it to report."""
+    table, key, env = SETTINGS["meaning"]
+    value: Any = os.environ.get(env) or None
+    if value is None:
+        section = _read(path).get(table)
+        value = section.get(key) if isinstance(section, dict) else None
+    if value is None:
+        return False
+    word = str(value).strip().casefold()
+    if word in _OFF:
+        return True
+    if word in _ON:
+        return False
+    raise BadInput(f"search meaning must be on or off, not {str(value)[:40]!r}")
 
 
 def llm_api_key() -> str | None:

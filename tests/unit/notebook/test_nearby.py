@@ -6,14 +6,20 @@ kept for clear notes only, follow edits and deletions, and can be turned off."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from pixie.device.distill.llm import LLMRouter
+from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.service import NotetakingService
+from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
 from pixie.device.notebook import meaning, nearby
 from pixie.device.notebook.clear import Distilled
 from pixie.device.notebook.clearview import ClearNotebook
 from pixie.device.store import meanings
+from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 
 pytestmark = pytest.mark.skipif(not meaning.available(), reason="the embedding model is missing")
@@ -131,3 +137,45 @@ def test_a_note_written_with_an_older_stamp_is_embedded_again(book: Node) -> Non
             (stamp[:-1] + chr(ord(stamp[-1]) + 1), n),
         )
     assert nearby.refresh(book.db) == 1
+
+
+async def test_turned_off_by_the_data_dir_s_settings(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(nearby.ENV, raising=False)
+    (data_dir / "config.toml").write_text('[search]\nmeaning = "off"\n')
+    with Node.open(data_dir) as node:
+        view = node.notebook.clear_view()
+        assert view.meaning_off() and not view.meaning_on()
+        for i, (title, body) in enumerate(NOTES):
+            node.notebook.upsert_clear(
+                Distilled(NoteKind.CONVERSATION_DIGEST, f"n:{i}", title, body, tags=("life",))
+            )
+        found = view.search_clear("where does Priya live now")
+        assert found and not any(s.by_meaning for s in found)  # the term ranking alone
+        node.log.append(
+            [
+                NewEvent(
+                    EventKind.MESSAGE, 1_790_000_000_000_000, "Lovely to see you", contact="Ada"
+                )
+            ],
+            now=0,
+        )
+        router = LLMRouter((OfflineDistiller(),))
+        report = await NotetakingService(node.db, node.notebook, router).run_pass()
+        assert report.written and report.embedded == 0
+        with node.db.snapshot() as conn:
+            assert meanings.every(conn, meaning.MODEL_NAME) == []  # nothing embedded
+
+
+def test_a_setting_that_is_neither_on_nor_off_is_refused(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(nearby.ENV, raising=False)  # the environment would win
+    (data_dir / "config.toml").write_text('[search]\nmeaning = "sometimes"\n')
+    with Node.open(data_dir) as node:  # opening reads no setting
+        view = node.notebook.clear_view()
+        with pytest.raises(BadInput, match="search meaning must be on or off"):
+            view.search_clear("teapot")
+        with pytest.raises(BadInput, match="search meaning must be on or off"):
+            view.meaning_off()
