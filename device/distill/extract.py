@@ -61,6 +61,9 @@ _RELATIVE = (
     r"brother|mum|mom|mother|dad|father|grandma|grandmother|grandpa|grandfather|niece|nephew|"
     r"cousin|aunt|uncle|best friend|twins|kids|children|baby|stepson|stepdaughter"
 )
+# An email address as people write one (no quoted local parts, no IP hosts).
+EMAIL = r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+"
+EMAIL_ADDRESS = re.compile(EMAIL)
 _ANIMAL = r"cat|dog|puppy|kitten|rabbit|bunny|parrot|hamster|tortoise|horse|guinea pig"
 # "I love it", "I hate that": a pronoun or article is not a liking.
 _NOT_PRONOUN = r"(?!(?:it|you|that|this|them|him|her|the|my|your|a|an|how|when|what|being)\b)"
@@ -186,8 +189,7 @@ FIRST_PERSON: tuple[Rule, ...] = (
         "{0}",
     ),
     _rule(
-        r"\b(?i:my (?:new )?e-?mail(?: address)? is|my new e-?mail(?:'s)?:?)\s*"
-        r"([\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+)",
+        r"\b(?i:my (?:new )?e-?mail(?: address)? is|my new e-?mail(?:'s)?:?)\s*" + f"({EMAIL})",
         FactKind.EMAIL,
         "{0}",
     ),
@@ -601,6 +603,8 @@ def day_start_us(day: str) -> int:
 
 
 __all__ = [
+    "EMAIL",
+    "EMAIL_ADDRESS",
     "FIRST_PERSON",
     "MONTHS",
     "NAME",

@@ -31,7 +31,7 @@ import datetime as dt
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -54,6 +54,7 @@ from pixie.device.distill.contract import (
     fact_key,
 )
 from pixie.device.distill.extract import (
+    EMAIL,
     FIRST_PERSON,
     MONTHS,
     SECOND_PERSON,
@@ -203,16 +204,12 @@ def _numbers_said(
             else [(line.speaker, line.from_me, line.text)]
         )
         for speaker, mine, text in turns:
-            for pattern in patterns:
-                for match in pattern.finditer(text):
-                    number = match.group(0).strip()
-                    if pattern is _PHONE_NUMBER and sum(c.isdigit() for c in number) < 8:
-                        continue
-                    if number in seen or number in shown:
-                        continue
-                    seen.add(number)
-                    who = "you" if mine else speaker
-                    found.append((number, f"{number} ({who}, {_when(line.at, last)})"))
+            for number in _numbers_in(text, patterns):
+                if number in seen or number in shown:
+                    continue
+                seen.add(number)
+                who = "you" if mine else speaker
+                found.append((number, f"{number} ({who}, {_when(line.at, last)})"))
     # A code inside a phone number listed too is the same number ("900318"
     # in "+44 7700 900318"); "£15" beside "£150" is not.
     kept = [
@@ -221,6 +218,16 @@ def _numbers_said(
         if not any(o != number and _within(number, o) for o, _ in found)
     ]
     return kept[-CHAT_NUMBERS:]
+
+
+def _numbers_in(text: str, patterns: Sequence[re.Pattern[str]]) -> Iterator[str]:
+    """What ``patterns`` find in ``text``, pattern by pattern, in order; a
+    phone number only with eight digits or more (so no date or amount)."""
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            found = match.group(0).strip()
+            if pattern is not _PHONE_NUMBER or sum(c.isdigit() for c in found) >= 8:
+                yield found
 
 
 def _within(number: str, other: str) -> bool:
@@ -351,8 +358,7 @@ def _retold(sentence: str, who: str, limit: int) -> str:
         if pattern.match(text):
             text = pattern.sub(lead, text, count=1)
             break
-    turned = _TURNED[who]
-    text = _PRONOUN[who].sub(lambda m: turned.get(m.group(0).casefold(), m.group(0)), text)
+    text = _turn_pronouns(text, who)
     if who == "you":
         text = _YOU_VERB.sub(lambda m: _YOU_VERBS[m.group(1).casefold()], text)
         if sentence.strip()[:1].isupper():
@@ -360,6 +366,14 @@ def _retold(sentence: str, who: str, limit: int) -> str:
     if len(text) > limit:
         text = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
     return text.replace("; ", ", ")
+
+
+def _turn_pronouns(text: str, who: str) -> str:
+    """The first-person pronouns of ``text`` told of ``who`` ("they" or
+    "you"); a letter the table does not know (a Turkish "İ", which matches
+    "i" but folds to another string) stays as written."""
+    turned = _TURNED[who]
+    return _PRONOUN[who].sub(lambda m: turned.get(m.group(0).casefold(), m.group(0)), text)
 
 
 def _as_theirs(sentence: str) -> str:
@@ -693,7 +707,7 @@ _PHONE_NUMBER = re.compile(
 )
 _NUMBERS = (_PHONE_NUMBER, _CODE, _MONEY)
 _HAS_DIGIT = re.compile(r"\d")
-_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+(?![\w-])")
+_EMAIL = re.compile(rf"(?<![\w.+-]){EMAIL}(?![\w-])")
 _AGREED = re.compile(
     r"\b(confirm\w*|agreed?|booked|booking|reservation|reference|scheduled|deadline|due|"
     r"refund\w*|deposit|invoice|receipt|order\w*|delivery|deliver\w*|appointment|"
@@ -777,11 +791,9 @@ def _mail(request: DistillRequest) -> dict[str, object]:
     key.sort(key=lambda s: (s.at, s.n))
     parts.extend(f"- {_who(s)}: “{_quote(s.text, 240)}”" for s in key)
     numbers = _unique(
-        m.group(0).strip()
+        number
         for line in request.lines
-        for pattern in (_CODE, _MONEY, _PHONE_NUMBER)
-        for m in pattern.finditer(_mail_body(line.text))
-        if pattern is not _PHONE_NUMBER or sum(c.isdigit() for c in m.group(0)) >= 8
+        for number in _numbers_in(_mail_body(line.text), (_CODE, _MONEY, _PHONE_NUMBER))
     )
     if numbers:
         parts.append("Numbers: " + ", ".join(numbers[:8]) + ".")
@@ -903,18 +915,13 @@ _SYMPTOM = re.compile(
     re.I,
 )
 _HEALTH_WORDS = re.compile(
-    r"\b(?:injur\w*|hurt|pain(?:s|ful|killers?)?|aches?|aching|sore|physio\w*|doctor|gp|"
-    r"blood pressure|"
-    r"headaches?|migraines?|prescri\w+|medication|tablets?|diagnos\w+|strain\w*|sprain\w*|"
-    r"knee|back pain|finger|shoulder|ankle|tendon|pulley|pressão|médic[oa]|dor)\b|"
-    + _INJURY.pattern
-    + "|"
-    + _SYMPTOM.pattern,
+    r"\b(?:hurt|pain(?:s|ful|killers?)?|sore|physio\w*|doctor|gp|blood pressure|prescri\w+|"
+    r"medication|tablets?|diagnos\w+|strain\w*|knee|finger|shoulder|ankle|tendon|pulley|"
+    r"pressão|médic[oa]|dor)\b|" + _INJURY.pattern + "|" + _SYMPTOM.pattern,
     re.I,
 )
 
 
-# A dose ("10 mg", "0.5 ml") of something that is not food.
 # A dose: milligrams or micrograms of anything but food; millilitres and
 # units only beside a word of medicine ("120 ml of formula" is no dose).
 _DOSE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg)\b", re.I)
@@ -966,8 +973,8 @@ def own_statements(sentences: Sequence[_Said]) -> list[Fact]:
     found: list[tuple[float, Fact]] = []
     for said in sentences:
         text = said.text.strip().lstrip("-•* ").strip()
-        # A dose in the writer's own journal is theirs, whoever the sentence
-        # opens on ("She increased amlodipine to 10 mg every morning").
+        # A dose is the writer's with "me" or "my", or when it opens on whoever
+        # prescribes acting ("She increased amlodipine to 10 mg every morning").
         dosed = medication(text) and bool(
             _FIRST_PERSON_WORD.search(text) or _PRESCRIBED.match(text)
         )
@@ -1105,12 +1112,15 @@ def _occasion(day: dt.date) -> str:
 # teapot", said by Tom, is about Maria. A sentence that opens on a name's
 # possessive ("Maria's new job starts Monday") is about that name; one that
 # opens on a third person's pronoun (she, he, they) is about the last name
-# the same message named before it, or failing that the previous message
-# (by anyone). A name is a capitalised word (or two) that does not open its
-# sentence and is no common word, month or weekday; the people of the
-# request themselves and the user are no third person. The fact keeps the
-# sentence less its subject, and says who said it; the service files it on
-# the page of the contact the name resolves to, if they have one.
+# the same message named before it, or failing that whom a question of the
+# previous message asked about, or failing that its last name; a quoted wish
+# is the wish of whom the sentence before it was about. A name is a
+# capitalised word (or two) that does not open its sentence, follows no
+# "the" and is no common word, month or weekday; the people of the request
+# themselves and the user are no third person. Journals are read the same
+# way. The fact keeps the sentence less its subject, and says who said it;
+# the service files it on the page of the contact the name resolves to, if
+# they have one.
 
 OTHERS_CHARS = 160
 _NAME_WORD = re.compile(r"(?<![\w'’])([A-ZÀ-Þ][a-zà-ÿ]+)(?![\w'’])")
@@ -1252,15 +1262,9 @@ def _said_of(rest: str, kind: FactKind, owned: bool, line: Line) -> list[Fact]:
     typed = [] if kind is FactKind.WISH else _typed(rest, owned)
     who = "you" if line.from_me else _first(line.speaker)
     if line.from_me:  # "sending me links" is sending you links
-        rest = _PRONOUN["you"].sub(_to_you, rest)
+        rest = _turn_pronouns(rest, "you")
     facts = [Fact(kind, _cut(f"{rest} (said by {who})", _OTHERS_LIMIT[kind]), line.at)]
     return facts + [Fact(f.kind, f.text, line.at) for f in typed]
-
-
-def _to_you(match: re.Match[str]) -> str:
-    """A first-person pronoun the user wrote, told to them ("me" -> "you");
-    a letter the table does not know (a Turkish "İ") stays as written."""
-    return _TURNED["you"].get(match.group(0).casefold(), match.group(0))
 
 
 _WRITER_OR_READER = re.compile(
@@ -1329,10 +1333,10 @@ _OTHERS_LIMIT = {FactKind.OTHER: OTHERS_CHARS, FactKind.WISH: MAX_FACT_CHARS}
 def _quoted_wish(text: str) -> str | None:
     """A quoted first-person wish, told of its speaker ("would love to learn
     that one day"), or None."""
-    quoted = _QUOTED_WISH.match(text)
-    if quoted is None:
+    found = _QUOTED_WISH.match(text)
+    if found is None:
         return None
-    wishes = [f for f in facts_in(quoted.group(1), None) if f.kind is FactKind.WISH]
+    wishes = [f for f in facts_in(found.group(1), None) if f.kind is FactKind.WISH]
     return wishes[0].text if wishes else None
 
 

@@ -81,6 +81,7 @@ from pixie.device.distill.contract import (
     make_request,
 )
 from pixie.device.distill.extract import (
+    EMAIL_ADDRESS,
     FIRST_PERSON,
     MONTHS,
     SECOND_PERSON,
@@ -112,7 +113,7 @@ from pixie.device.distill.pages import (
 )
 from pixie.device.distill.prompt import parse_result
 from pixie.device.distill.router import LLMRouter, Routed
-from pixie.device.distill.series import rhythm, series_of
+from pixie.device.distill.series import DAY_US, rhythm, series_of
 from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
 from pixie.device.notebook import nearby
@@ -1019,7 +1020,6 @@ _THREAD_NEW_SQL = {
 # on the calendar's wall clock and the log's times in UTC; a daily series in
 # a zone far from UTC may so keep a stale "Next" until its next change.
 SERIES_PREFIX = "series:"
-DAY_US = 86_400_000_000
 DUE_SERIES_SQL = (
     "SELECT note.source_ref FROM note WHERE note.zone = 'clear' AND NOT note.deleted "
     f"AND note.kind = 'conversation_digest' AND note.source_ref LIKE '{SERIES_PREFIX}%' "
@@ -1039,18 +1039,21 @@ _DIRECT_NEW_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
     f"AND contact_id = ? AND n > ? ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
 )
-# A card's details, and its email addresses (the contact book keeps those as
-# the names a contact is known by) as one "email" detail.
+# A card's email addresses: the contact book keeps those as names a contact
+# is known by, so they are read from its aliases as one "email" detail
+# (``{}``: which contacts). GROUP BY, not HAVING alone: older SQLite refuses
+# HAVING without it.
+_EMAILS_SQL = (
+    "SELECT contact_id, group_concat(alias, ', ') AS emails FROM (SELECT contact_id, alias "
+    "FROM contact_alias WHERE contact_id {} AND alias LIKE '%@%' ORDER BY contact_id, alias) "
+    "GROUP BY contact_id"
+)
 _DETAILS_SQL = (
     "SELECT field, value FROM contact_detail WHERE contact_id = ? "
-    "UNION ALL SELECT 'email', group_concat(alias, ', ') FROM "
-    "(SELECT contact_id, alias FROM contact_alias WHERE contact_id = ? AND alias LIKE '%@%' "
-    "ORDER BY alias) GROUP BY contact_id"
+    "UNION ALL SELECT 'email', emails FROM (" + _EMAILS_SQL.format("= ?") + ")"
 )
 _CARD_ORDER = ("org", "title", "birthday", "phone", "email", "address", "note")
 MAX_CARD_EMAILS = 3  # of a contact's email addresses on their page
-# An alias that is an email address (the book also knows "@handles").
-_CARD_EMAIL = re.compile(r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+")
 _NOT_FOR_MODELS = frozenset({"phone", "email", "address"})
 _THREAD_PEOPLE_SQL = {
     family: (
@@ -1093,10 +1096,9 @@ _FILED_SQL = (
     "WHERE id IN (SELECT contact_id FROM r) "
     "UNION ALL SELECT 3, NULL, field, NULL, contact_id, NULL, value FROM contact_detail "
     "WHERE contact_id IN (SELECT contact_id FROM r WHERE NOT from_me) "
-    "UNION ALL SELECT 3, NULL, 'email', NULL, contact_id, NULL, group_concat(alias, ', ') "
-    "FROM (SELECT contact_id, alias FROM contact_alias "
-    "WHERE contact_id IN (SELECT contact_id FROM r WHERE NOT from_me) AND alias LIKE '%@%' "
-    "ORDER BY contact_id, alias) GROUP BY contact_id"
+    "UNION ALL SELECT 3, NULL, 'email', NULL, contact_id, NULL, emails FROM ("
+    + _EMAILS_SQL.format("IN (SELECT contact_id FROM r WHERE NOT from_me)")
+    + ")"
 )
 _MARK_READ_SQL = "SELECT seen_n FROM distill_mark WHERE source = ?"
 _MARK_SQL = (
@@ -1427,9 +1429,10 @@ def _loaded(
     card: dict[str, str],
 ) -> Loaded:
     if "email" in card:  # the first few addresses, in the order the book sorts them
-        emails = [a for a in card["email"].split(", ") if _CARD_EMAIL.fullmatch(a)]
+        # (an alias with "@" may be a handle: only addresses count; none
+        # left is an empty value, which the line below leaves out)
+        emails = [a for a in card["email"].split(", ") if EMAIL_ADDRESS.fullmatch(a)]
         card = {**card, "email": ", ".join(emails[:MAX_CARD_EMAILS])[:MAX_FACT_CHARS]}
-        # (none left: `card.get` below finds the empty value and leaves it out)
     details = tuple((f, card[f]) for f in _CARD_ORDER if card.get(f)) if len(people) == 1 else ()
     people.sort(key=lambda cid: (names.get(cid, "").casefold(), cid))
     one = people[0] if source.kind is SourceKind.CONVERSATION and len(people) == 1 else None
