@@ -32,6 +32,7 @@ from pixie.device.notebook.terms import (
     query_terms,
     query_words,
     stem,
+    stems,
     token_stems,
     words,
 )
@@ -300,7 +301,9 @@ class ClearNotebook:
         A person filter runs in two stages: their notes (filed under them,
         or tagged with their name as a source they shared with others is),
         ranked as above with their page leading; then, for the places left,
-        the notes that only name them, ranked the same way.
+        the notes that only name them, ranked the same way. The words of
+        their name leave the query when others remain, their page keeping
+        the 3 the name gave its title (`_without_their_name`).
 
         With meaning on (`nearby`), one thing changes and nothing else: when
         fewer than ``limit`` notes match any term, the nearest other notes
@@ -336,6 +339,10 @@ class ClearNotebook:
                 filters.append(f"n IN (SELECT n FROM note WHERE {_LIVE} AND {_EFFECTIVE} {op} ?)")
                 params.append(value)
         terms = search_terms(query)
+        unnamed = False  # whether the person's name was taken out of the terms
+        if contact_id is not None and terms:
+            query, kept = self._without_their_name(contact_id, query, terms)
+            unnamed, terms = len(kept) < len(terms), kept
         near: bytes | None = None
         if terms and self._meaning_on():
             try:
@@ -349,7 +356,9 @@ class ClearNotebook:
         # Straight to the driver: several small statements per search, and
         # each costs less than SQLAlchemy's wrapping of it.
         with self._db.snapshot() as conn:
-            return self._search(conn, terms, near, contact_id, conditions, filters, params, limit)
+            return self._search(
+                conn, terms, near, contact_id, conditions, filters, params, limit, unnamed=unnamed
+            )
 
     def _search(
         self,
@@ -361,6 +370,8 @@ class ClearNotebook:
         filters: list[str],
         params: list[object],
         limit: int,
+        *,
+        unnamed: bool = False,
     ) -> list[ScoredNote]:
         # With a person, two stages: their notes (filed under them, or of a
         # source they shared with others, which carries their name as a
@@ -402,7 +413,9 @@ class ClearNotebook:
                     rows = self._newest(conn, stage_conditions, stage_params, own, room)
                 found += [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
             else:
-                ranked = self._ranked(conn, terms, stage_filters, stage_params, own, room)
+                ranked = self._ranked(
+                    conn, terms, stage_filters, stage_params, own, room, unnamed=unnamed
+                )
                 found += [ScoredNote(clear_note_from_columns(r[2:]), int(r[1])) for r in ranked]
                 taken |= {r[0] for r in ranked}
             own = []  # the person's page leads the first stage only
@@ -410,6 +423,31 @@ class ClearNotebook:
             index = nearby.index_for(self._db)
             found += self._by_meaning(conn, index, near, *broad, taken, limit - len(found))
         return found
+
+    def _without_their_name(
+        self, contact_id: str, query: str, terms: list[Term]
+    ) -> tuple[str, list[Term]]:
+        """The query without the filtered person's name, when it holds more.
+
+        Every note a person filter lets through is about that person, so
+        their name in the query says nothing about which of those notes
+        answers it; scored as a term, it only ranks the notes with the name
+        in their title (every one of their chat digests) above the note that
+        holds the question's other words ("kitchen cabinets Claire" about
+        Claire: the journal entry on the cabinets, which names her in its
+        body, fell behind eight digests titled with her name). So the name's
+        words are dropped from the terms and from the text embedded for the
+        meaning ranking, unless nothing else is left ("Claire" about Claire
+        still searches for her name). Their own page, titled with the name,
+        keeps what the name gave it (`_ranked`'s ``unnamed``) and so still leads."""
+        with self._db.snapshot() as conn:
+            row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
+        theirs = stems(str(row[0] or "")) if row is not None else set()
+        kept = [t for t in terms if t.stem not in theirs]
+        if not kept or len(kept) == len(terms):
+            return query, terms
+        rest = " ".join(w for w in query.split() if not stems(w) & theirs)
+        return rest, kept
 
     @staticmethod
     def _tag_and_name(conn: Any, contact_id: str) -> tuple[str, str]:
@@ -519,6 +557,8 @@ class ClearNotebook:
         params: list[object],
         own: list[int],
         limit: int,
+        *,
+        unnamed: bool = False,
     ) -> list[Any]:
         # The index holds words as written; each term's words are looked up
         # in its vocabulary by prefix ranges and kept if their stem is the
@@ -543,6 +583,13 @@ class ClearNotebook:
                     f"SELECT rowid AS n, {weight} AS w FROM note_fts WHERE note_fts MATCH ?"
                 )
                 match_params.append(f"{column_name} : ({phrases})")
+        if unnamed and own:
+            # The person's name was taken out of the query (see
+            # `_without_their_name`): their own page keeps the title weight
+            # the name gave it, as one more term found in its title.
+            marks = ", ".join("?" * len(own))
+            parts.append(f"SELECT n, {WEIGHTS['title']} AS w FROM note WHERE n IN ({marks})")
+            match_params += own
         if not parts:
             return []
         # Only notes scoring at least the pool-th best score can make the top

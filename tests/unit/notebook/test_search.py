@@ -6,8 +6,10 @@ live, person, topic as an exact case-insensitive tag, since <= effective date
 updated_at stamp). Then fold every word (casefold, NFKD, combining marks
 dropped), drop stopwords from the query (unless nothing else is left), stem
 with English Snowball, and score each query stem +3 if a title word has that
-stem, +2 a tag word, +1 a body word; drop score 0; with a person, that
-person's own Person page first; then order by score, newest stamp, id, all
+stem, +2 a tag word, +1 a body word; drop score 0; with a person, the stems
+of their name leave the query unless nothing else would be left, their own
+Person page then counting +3 as if the name were found in its title, and
+that page comes first; then order by score, newest stamp, id, all
 descending; keep the top 8. An empty query lists the filtered notes newest
 first, the person's own page leading.
 
@@ -273,14 +275,25 @@ def ref_search(
     until: int | None = None,
     name: str = "",
     own_of: str | None = None,
+    named: bool = False,
+    given: list[str] | None = None,
 ) -> list[tuple[str, int]]:
     live = [n for n in notes if not n.deleted]
     if contact_id is not None:
+        # The person's name leaves the query when other words remain; their
+        # own page then counts it as found in its title.
+        theirs_stems = {ref_stem(w) for w in ref_words(name)}
+        every = ref_terms(query)
+        kept = [t for t in every if t not in theirs_stems]
+        named = bool(kept) and len(kept) < len(every)
         # Their notes first; notes that only name them fill the places left.
         theirs = [n for n in live if n.contact_id == contact_id or ref_tagged(n, name)]
         naming = [n for n in live if n not in theirs and ref_names(n, name)]
-        first = ref_search(theirs, query, None, topic, since, until, own_of=contact_id)
-        rest = ref_search(naming, query, None, topic, since, until)
+        terms = kept if named else every
+        first = ref_search(
+            theirs, query, None, topic, since, until, own_of=contact_id, named=named, given=terms
+        )
+        rest = ref_search(naming, query, None, topic, since, until, given=terms)
         return (first + rest)[:TOP_RESULTS]
     if topic is not None:
         wanted = " ".join(topic.casefold().split())
@@ -289,7 +302,7 @@ def ref_search(
         live = [n for n in live if n.effective >= since]
     if until is not None:
         live = [n for n in live if n.effective < until]
-    terms = ref_terms(query)
+    terms = ref_terms(query) if given is None else given
 
     def own(n: Model) -> bool:
         # Their own page: a person note filed under them (a page of someone
@@ -304,7 +317,7 @@ def ref_search(
     if not terms:
         newest = sorted(live, key=lambda n: (own(n), n.order, n.id), reverse=True)
         return [(n.id, 0) for n in newest[:TOP_RESULTS]]
-    scored = [(own(n), ref_score(n, terms), n.order, n.id) for n in live]
+    scored = [(own(n), ref_score(n, terms) + 3 * (named and own(n)), n.order, n.id) for n in live]
     ranked = sorted((s for s in scored if s[1] > 0), reverse=True)[:POOL]
     by_id = {n.id: n for n in live}
     # At most MAX_ALIKE of one title shape while others wait, then the best
@@ -878,6 +891,33 @@ def test_filters_combine() -> None:
         assert [r.note.id for r in got] == [edge, hit]
         got = w.store.search_clear("train", ada, "travel", since=t0, until=t0 + day)
         assert [(r.note.id, r.score) for r in got] == [(hit, 1)]
+
+
+def test_a_person_filter_takes_their_name_out_of_the_query() -> None:
+    with world() as w:
+        ada = w.contact_ids[0]
+
+        def digest(key: str, title: str, body: str) -> str:
+            w.tick()
+            item = Distilled(NoteKind.CONVERSATION_DIGEST, key, title, body, ada, (), None, None)
+            return w.store.upsert_clear(item).note_id
+
+        page = _upsert(w, "ada", "Ada Lovelace", "Work: engine designer", contact_id=ada)
+        cabinets = digest("j", "Journal, 26 April", "Ada wants oak fronts on the kitchen cabinets")
+        months = [digest(f"m{i}", f"Ada Lovelace, month {i}", "kitchen chat") for i in range(9)]
+        # Ada's name would give each of her month digests 3 (title) + 1 and
+        # the journal entry 1 + 2: eight digests would bury it. With her
+        # name taken out, the words that are left rank the notes, and her
+        # page still leads, keeping the 3 her name gave its title.
+        got = w.store.search_clear("kitchen cabinets Ada", ada)
+        assert [(r.note.id, r.score) for r in got][:2] == [(page, 3), (cabinets, 2)]
+        assert [r.note.id for r in got][2:] == months[::-1][:6]
+        # A query of nothing but the name still searches for it.
+        got = w.store.search_clear("ada lovelace", ada)
+        assert (got[0].note.id, got[0].score) == (page, 6)
+        assert {r.note.id: r.score for r in got}[cabinets] == 1  # "Ada" in its body
+        # Without a person filter the name is a term like any other.
+        assert w.store.search_clear("kitchen cabinets Ada")[0].note.id == months[-1]
 
 
 def test_date_window_falls_back_to_the_stamp_wall_time() -> None:
