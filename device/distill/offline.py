@@ -1138,7 +1138,13 @@ _NOT_NAMES = frozenset(
 )
 
 
-_AFTER_THE = re.compile(r"\bthe $", re.IGNORECASE)
+def _after_the(text: str, at: int) -> bool:
+    """Whether ``text`` has the word "the" and one space just before ``at``."""
+    return (
+        at >= 4
+        and text[at - 4 : at].lower() == "the "
+        and (at == 4 or not (text[at - 5].isalnum() or text[at - 5] == "_"))
+    )
 
 
 def _names_in(sentence: str) -> list[str]:
@@ -1159,7 +1165,7 @@ def _names_in(sentence: str) -> list[str]:
         adjacent = match.start() == end + 1
         continues = bool(run) and adjacent and len(run) < 2
         if not continues and not (placed and adjacent):
-            placed = bool(_AFTER_THE.search(sentence, 0, match.start()))
+            placed = _after_the(sentence, match.start())
         if placed:  # "the Blue Door", "the Red Lion Inn": every word of it
             usable = False
         if usable and continues:
