@@ -16,7 +16,7 @@ from pixie.device.store.contacts import ContactBook, contact_items
 from pixie.device.store.datadir import ROLES, DataDir
 from pixie.device.store.db import Database
 from pixie.device.store.memlog import MemoryEvent, MemoryLog
-from pixie.device.store.mirror import MemoryTextMirror
+from pixie.device.store.mirror import MIRROR_FOLDER, MemoryTextMirror
 from pixie.device.store.notes import Note
 from pixie.device.store.siblings import SiblingBook
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
@@ -56,7 +56,7 @@ class ClearNode:
             self.db, self.origin, clock=self.clock, entropy=self.entropy, ids=self.ids
         )
         self.contacts = ContactBook(self.db)
-        self.mirror = MemoryTextMirror(self.db)
+        self.mirror = MemoryTextMirror(self.db, self.data.path / MIRROR_FOLDER)
         self.log.subscribe(self.mirror.on_commit, wants_rows=self.mirror.is_built)
         self.notebook = self._notebook()
         self.siblings = SiblingBook(self.db)
@@ -128,6 +128,7 @@ class ClearNode:
         )
 
     def close(self) -> None:
+        self.mirror.close()
         self.db.dispose()
 
     def __enter__(self) -> Self:

@@ -171,8 +171,9 @@ def test_no_sealed_canary_reaches_any_clear_side_output(
             haystacks = [*after, nudge_text, exported]
             for canary in tokens:
                 assert not any(canary in h for h in haystacks), canary
-            # Only ciphertext touched the disk: the database, its WAL and shm.
-            for f in path.iterdir():
+            # Only ciphertext touched the disk: the database, its WAL and shm,
+            # the log's text mirror.
+            for f in (f for f in path.rglob("*") if f.is_file()):
                 data = f.read_bytes()
                 for canary in tokens:
                     assert canary.encode() not in data, (f.name, canary)
