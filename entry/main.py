@@ -13,20 +13,21 @@ import re
 import sqlite3
 import sys
 import traceback
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from pixie.device.cli import agent as agentcli
-from pixie.device.cli import main as device_cli
-from pixie.device.cli.common import package_version
+from pixie.device.cli.version import package_version
 from pixie.device.errors import BadInput, DeviceError
-from pixie.device.node.keyed import Node
-from pixie.device.sync.driver import PeerService
 from pixie.entry.allocator import keep_freed_memory
-from pixie.homebase.holder import Holder
 from pixie.protocol.errors import ProtocolError
-from pixie.protocol.faults import HOLDER_FAULTS, FaultSpecError, parse_faults
-from pixie.relay import cli as relay_cli
 from pixie.relay.errors import RelayError
+
+if TYPE_CHECKING:
+    from pixie.device.node.keyed import Node
+    from pixie.device.sync.driver import PeerService
+
+# The subcommands (and so the database, the network and the crypto libraries)
+# are imported when the parser is built, not when this module is: `pixie
+# --version` answers before any of them (tests/integration/test_startup.py).
 
 
 class UsageError(Exception):
@@ -42,6 +43,9 @@ class _Parser(argparse.ArgumentParser):
 def holder_services(node: Node, args: argparse.Namespace) -> list[PeerService]:
     """What `pixie run` on a Homebase answers besides sync: the holder, with
     the faults ``--faults`` asks for (refused at start if malformed)."""
+    from pixie.homebase.holder import Holder
+    from pixie.protocol.faults import HOLDER_FAULTS, FaultSpecError, parse_faults
+
     if node.role != "homebase":
         return []
     try:
@@ -54,6 +58,10 @@ def holder_services(node: Node, args: argparse.Namespace) -> list[PeerService]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pixie.device.cli import agent as agentcli
+    from pixie.device.cli import main as device_cli
+    from pixie.relay import cli as relay_cli
+
     common = _Parser(add_help=False)
     common.add_argument(
         "--data",
@@ -84,10 +92,13 @@ DEBUG_ENV = "PIXIE_DEBUG"
 
 
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    if arguments == ["--version"]:  # what argparse would print, without the subcommands
+        print(f"pixie {package_version() or '(not installed)'}")
+        return 0
     keep_freed_memory()
     parser = build_parser()
     try:
-        arguments = sys.argv[1:] if argv is None else argv
         _check_arguments(arguments)
         args = parser.parse_args(arguments)
         code: int = args.func(args)

@@ -130,14 +130,3 @@ def positive(value: float, what: str) -> float:
     if not value > 0:
         raise BadInput(f"{what} must be a positive number of seconds")
     return value
-
-
-def package_version() -> str:
-    """The installed version of Pixie Memory ("" when it runs from a tree
-    that was never installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pixie-memory")
-    except PackageNotFoundError:
-        return ""
