@@ -96,6 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     if arguments == ["--version"]:  # what argparse would print, without the subcommands
         print(f"pixie {package_version() or '(not installed)'}")
         return 0
+    if "grep" in arguments and not any(_SURROGATE.search(a) for a in arguments):
+        # A plain grep on a current text mirror needs none of the subcommands.
+        from pixie.device.cli import quickgrep
+
+        try:
+            quick = quickgrep.run(arguments)
+        except BrokenPipeError:
+            return _reader_gone()
+        if quick is not None:
+            return quick
     keep_freed_memory()
     parser = build_parser()
     try:
@@ -107,10 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         print("pixie: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader went away (``pixie grep x | head``); that is not an error.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return _reader_gone()
     except Exception as exc:
         known = _known(exc)
         if known is not None:
@@ -125,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pixie: error: {_unexpected(exc)}", file=sys.stderr)
         return 2
     return code
+
+
+def _reader_gone() -> int:
+    """The reader went away (``pixie grep x | head``); that is not an error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
 
 
 def _check_arguments(arguments: list[str]) -> None:

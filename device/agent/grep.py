@@ -16,13 +16,13 @@ weight here, each learned from a small model misbehaving:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import re2
 
 from pixie.device.errors import BadInput
-from pixie.device.store.memlog import EventKind
-from pixie.device.store.mirror import MemoryTextMirror, MirrorHit
+from pixie.device.store.kinds import EventKind
+from pixie.device.store.mirrorfiles import Matcher, MirrorHit
 from pixie.protocol.timestamps import format_date, format_time
 
 MAX_HITS = 12
@@ -30,6 +30,15 @@ SNIPPET_CHARS = 300
 MAX_QUERY_CHARS = 512
 EMPTY_MEMORY = "You have no long-term memory to search yet. Do not call grep_memory again."
 ELLIPSIS = "…"
+
+
+class Searchable(Protocol):
+    """What grep needs of a text mirror: the store's `MemoryTextMirror`, or the
+    files of one found current, as a quick command maps them (`MappedMirror`)."""
+
+    def is_empty(self) -> bool: ...
+
+    def search(self, matcher: Matcher, limit: int) -> list[MirrorHit]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +161,7 @@ class GrepMemoryTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, mirror: MemoryTextMirror) -> None:
+    def __init__(self, mirror: Searchable) -> None:
         self.mirror = mirror
 
     def run(self, query: str) -> GrepResult:

@@ -1,11 +1,19 @@
 """What a command imports before it answers: `pixie --version` needs none of
-the subcommands, so none of the heavy libraries are loaded for it."""
+the subcommands, so none of the heavy libraries are loaded for it; neither
+does a plain `pixie grep` when the text mirror is current."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.node.keyed import Node
+from pixie.device.store.keystore import FileKeyStore
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.provision import create_data_dir
 
 HEAVY = ("sqlalchemy", "trio", "nacl", "cryptography", "numpy", "httpx", "re2", "msgpack")
 
@@ -44,3 +52,53 @@ def test_version_is_what_the_full_parser_prints() -> None:
         check=True,
     )
     assert full.stdout == quick.stdout
+
+
+GREP_PROBE = """
+import json, sys
+from pixie.entry.main import main
+code = main({argv!r})
+sys.stdout.flush()
+print(json.dumps([code, sorted(m for m in sys.modules if m.split(".")[0] in {heavy})]))
+"""
+
+
+def _grep(argv: list[str]) -> tuple[str, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", GREP_PROBE.format(argv=argv, heavy=set(HEAVY) - {"re2"})],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    *printed, loaded = done.stdout.splitlines()
+    code, heavy = json.loads(loaded)
+    assert code == 0, done.stderr
+    return "\n".join(printed) + "\n", heavy
+
+
+def test_grep_on_a_current_mirror_answers_without_the_database_layer(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    create_data_dir(data, name="t", role="device", key_store=FileKeyStore(tmp_path / "keys"))
+    at = 1_700_000_000_000_000
+    events = [
+        NewEvent(EventKind.MESSAGE, at + i, f"lunch at the café number {i}", contact="Zoë")
+        for i in range(20)
+    ]
+    with Node.open(data, key_store=FileKeyStore(tmp_path / "keys")) as node:
+        node.log.append(events, now=at)
+        node.mirror.ensure_current()
+        want = {q: GrepMemoryTool(node.mirror).run(q) for q in ("café", "zoë", "(unclosed")}
+    for query, result in want.items():
+        printed, heavy = _grep(["--data", str(data), "grep", query])
+        assert printed == result.render() + "\n"
+        assert heavy == []  # the quick path answered
+        printed, heavy = _grep(["grep", "--json", query, "--data", str(data)])
+        assert json.loads(printed) == json.loads(json.dumps(result.as_json()))
+        assert heavy == []
+    # A row the mirror has not seen: the full command answers, and catches it up.
+    with Node.open(data, key_store=FileKeyStore(tmp_path / "keys")) as node:
+        node.log.append([NewEvent(EventKind.JOURNAL, at + 99, "a later café")], now=at)
+    printed, heavy = _grep(["--data", str(data), "grep", "later"])
+    assert "a later café" in printed and "sqlalchemy" in heavy
+    printed, heavy = _grep(["--data", str(data), "grep", "later"])
+    assert "a later café" in printed and heavy == []

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pixie.device.node.keyed import Node
-from pixie.device.store import mirror
+from pixie.device.store import mirror, mirrorfiles
 from pixie.device.store.memlog import CHAT_KINDS, EventKind, NewEvent
 from pixie.device.store.mirror import MIRROR_FOLDER, MemoryTextMirror
 from pixie.device.store.provision import create_data_dir
@@ -111,7 +111,7 @@ def test_bytes_past_the_head_are_cut_off_and_never_read(data: Path) -> None:
     with (folder / f"{tail}.txt").open("ab") as f:
         f.write(b"needle that no event says\n")
     with (folder / f"{tail}.idx").open("ab") as f:
-        f.write(b"\x00" * mirror._REC.size)
+        f.write(b"\x00" * mirrorfiles.REC.size)
     with Node.open(data) as node:
         assert node.mirror.search(re.compile(rb"needle"), 12) == []
         node.log.append([ev("later", at=T0 + 60 * HOUR)], now=0)
@@ -232,7 +232,7 @@ def test_small_segments_merge_and_search_like_a_rebuild(
     create_data_dir(path, name="t", role="device")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(mirror, "COMPACT_MIN", 5)
-        mp.setattr(mirror, "BLOCK_LINES", 2)
+        mp.setattr(mirrorfiles, "BLOCK_LINES", 2)
         node = Node.open(path)
         try:
             for i, batch in enumerate(batches):

@@ -1,0 +1,100 @@
+"""``pixie grep`` without the database layer, when the text mirror is current.
+
+A grep is what a person runs most and waits for most, and almost all of its
+time used to go on importing what it never touches: the ORM, the sync and
+crypto stacks, every other subcommand. When the command line is a plain
+``pixie [--data DIR] grep [--json] PATTERN`` and the data dir's text mirror
+is current (its head names the log's newest row, that row is the event it
+recorded, and no contact its lines name has been renamed: the same checks
+`MemoryTextMirror.ensure_current` makes), this answers from the mapped files
+with the same tool and the same output as the full command. In every other
+case (a mirror behind the log or damaged, a database it cannot open read-only,
+anything unusual on the command line) it returns None before printing a
+thing, and the full command runs, which brings the mirror up to date or says
+what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.errors import DeviceError
+from pixie.device.store.datadir import DB_NAME, resolve_data_dir
+from pixie.device.store.mirrorfiles import (
+    MIRROR_FOLDER,
+    Damaged,
+    Head,
+    MappedMirror,
+    open_segments,
+)
+
+_FLAGS = {"--json"}
+
+
+def _plain(arguments: list[str]) -> tuple[str | None, str, bool] | None:
+    """(--data, pattern, --json) of a plain grep command line, else None."""
+    data: str | None = None
+    rest: list[str] = []
+    i = 0
+    while i < len(arguments):
+        arg = arguments[i]
+        if arg == "--data" and i + 1 < len(arguments):
+            data, i = arguments[i + 1], i + 2
+            continue
+        if arg.startswith("--data="):
+            data = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+        i += 1
+    if not rest or rest[0] != "grep":
+        return None
+    flags = [a for a in rest[1:] if a.startswith("-")]
+    words = [a for a in rest[1:] if not a.startswith("-")]
+    if len(words) != 1 or not set(flags) <= _FLAGS or any(not a for a in rest):
+        return None  # help, a pattern that starts with "-", "--": the full parser's
+    return data, words[0], bool(flags)
+
+
+def _current(db_path: Path, head: Head) -> bool:
+    """Whether the log has no row past the head's, the head's row is its
+    event, and every name the lines carry is still the contact's name."""
+    con = sqlite3.connect(db_path.absolute().as_uri() + "?mode=ro", uri=True, isolation_level=None)
+    try:
+        con.execute("BEGIN")
+        top = con.execute("SELECT max(n) FROM memory_event").fetchone()[0] or 0
+        if top != head.top:
+            return False
+        if head.top:
+            row = con.execute("SELECT id FROM memory_event WHERE n = ?", (head.top,)).fetchone()
+            if row is None or str(row[0]) != head.top_id:
+                return False
+        names = dict(con.execute("SELECT id, name FROM contact").fetchall())
+        return all((names.get(cid) or "") == name for cid, name in head.names.items())
+    finally:
+        con.close()
+
+
+def run(arguments: list[str]) -> int | None:
+    """Answer a plain grep from a current mirror (exit status 0), or None to
+    leave the command to the full parser."""
+    plain = _plain(arguments)
+    if plain is None:
+        return None
+    data, pattern, as_json = plain
+    try:
+        path = resolve_data_dir(data)
+        head, base, tail, _ = open_segments(path / MIRROR_FOLDER)
+        if not _current(path / DB_NAME, head):
+            return None
+        result = GrepMemoryTool(MappedMirror(base, tail)).run(pattern)
+    except (DeviceError, Damaged, OSError, sqlite3.Error):
+        return None  # the full command says what is wrong, or repairs it
+    if as_json:
+        sys.stdout.write(json.dumps(result.as_json(), ensure_ascii=False) + "\n")
+    else:
+        print(result.render())
+    return 0
