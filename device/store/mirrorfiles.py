@@ -9,11 +9,14 @@ the database layer (`pixie.device.cli.quickgrep`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import itertools
 import json
 import mmap
 import os
 import struct
+import threading
 import uuid
 import zlib
 from bisect import bisect_right
@@ -158,8 +161,6 @@ def map_file(path: Path, length: int) -> mmap.mmap | bytes:
             mapped = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise Damaged(f"{path.name} unreadable ({exc.strerror})") from exc
-    with contextlib.suppress(AttributeError, OSError):  # not on every platform
-        mapped.madvise(mmap.MADV_RANDOM)
     return mapped
 
 
@@ -281,12 +282,42 @@ def search_segments(base: Segment, tail: Segment, matcher: Matcher, limit: int) 
     hi, run, from_base = base.count, BLOCK_LINES, 0
     while hi > 0 and from_base < limit:
         lo = max(0, hi - run)
-        for i, start, end in base.scan(matcher, lo, hi):
+        for i, start, end in _scan_run(base, matcher, lo, hi):
             found.append((*base.key(i), base, i, start, end))
             from_base += 1
         hi, run = lo, min(run * 2, MAX_RUN_LINES)
     found.sort(key=lambda h: (h[0], h[1]), reverse=True)
     return [hit(seg, i, start, end) for _, _, seg, i, start, end in found[:limit]]
+
+
+PARALLEL_LINES = 1 << 16
+"""Runs of at least this many lines are scanned in parts on several threads."""
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _scan_run(
+    seg: Segment, matcher: Matcher, lo: int, hi: int
+) -> list[tuple[int, int, int]] | Iterator[tuple[int, int, int]]:
+    """`Segment.scan` of lines [lo, hi), in parts on a thread each when the run
+    is long and there is more than one processor: RE2 lets go of the
+    interpreter while it scans, so a scan that finds nothing (the whole text
+    read) takes about half as long on two cores. Hits come back in line
+    order either way."""
+    workers = min(os.cpu_count() or 1, 4)
+    if hi - lo < PARALLEL_LINES or workers < 2:
+        return seg.scan(matcher, lo, hi)
+    global _pool  # noqa: PLW0603 - one pool a process, made on first need
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(workers, "pixie-grep")
+        pool = _pool
+    cuts = [lo + (hi - lo) * k // workers for k in range(workers + 1)]
+    parts = [
+        pool.submit(lambda a, b: list(seg.scan(matcher, a, b)), a, b)
+        for a, b in itertools.pairwise(cuts)
+    ]
+    return [hit for part in parts for hit in part.result()]
 
 
 def all_lines(*segments: Segment) -> list[tuple[str, str]]:

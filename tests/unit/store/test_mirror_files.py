@@ -225,14 +225,15 @@ def test_small_segments_merge_and_search_like_a_rebuild(
     opened_after: int,
     reopen: set[int],
 ) -> None:
-    """With a tail that outgrows its share after a few lines and scans of two
-    lines, appends, merges and reopenings keep the lines and the newest hits
-    of a rebuild."""
+    """With a tail that outgrows its share after a few lines, scans of two
+    lines and runs of four scanned in parts on threads, appends, merges and
+    reopenings keep the lines and the newest hits of a rebuild."""
     path = tmp_path_factory.mktemp("m") / "d"
     create_data_dir(path, name="t", role="device")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(mirror, "COMPACT_MIN", 5)
         mp.setattr(mirrorfiles, "BLOCK_LINES", 2)
+        mp.setattr(mirrorfiles, "PARALLEL_LINES", 4)  # runs of 4 lines on in parts
         node = Node.open(path)
         try:
             for i, batch in enumerate(batches):
