@@ -248,10 +248,17 @@ class MemoryTextMirror:
             if self._head is None or self._moved(folder):
                 try:
                     self._open(folder)
-                except Damaged as exc:
-                    log.info("text mirror rebuilt: %s", exc)
-                    self.rebuild()
-                    return
+                except Damaged:
+                    # A writer may have been replacing the files as they were
+                    # read: look again with the writers held off, and rebuild
+                    # only what is still wrong then.
+                    with self._writer() as locked:
+                        try:
+                            self._open(locked)
+                        except Damaged as exc:
+                            log.info("text mirror rebuilt: %s", exc)
+                            self._rebuild_locked(locked)
+                            return
             head = self._head
             assert head is not None
             with self.db.snapshot() as conn:

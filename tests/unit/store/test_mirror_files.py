@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -256,3 +257,32 @@ def test_small_segments_merge_and_search_like_a_rebuild(
                 assert got == want, word
         finally:
             node.close()
+
+
+def test_searches_while_another_opener_rebuilds_always_answer_whole(data: Path) -> None:
+    with Node.open(data) as a, Node.open(data) as b:
+        a.log.append([ev(f"line {i}", at=T0 + i * HOUR) for i in range(300)], now=0)
+        a.mirror.ensure_current()
+        pattern = re.compile(rb"line 1\d")
+        want = [h.event_id for h in a.mirror.search(pattern, 12)]
+        assert len(want) == 12
+        failures: list[BaseException] = []
+        done = threading.Event()
+
+        def rebuild() -> None:
+            try:
+                for _ in range(15):
+                    a.mirror.rebuild()  # new files each time, the old ones unlinked
+            except BaseException as exc:  # reported below, in the test's thread
+                failures.append(exc)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=rebuild)
+        worker.start()
+        searches = 0
+        while not done.is_set() or searches == 0:
+            assert [h.event_id for h in b.mirror.search(pattern, 12)] == want
+            searches += 1
+        worker.join()
+        assert failures == []
