@@ -8,6 +8,7 @@ subcommands each package defines.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sqlite3
@@ -57,11 +58,56 @@ def holder_services(node: Node, args: argparse.Namespace) -> list[PeerService]:
     return [Holder(node, plan)]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from pixie.device.cli import agent as agentcli
-    from pixie.device.cli import main as device_cli
-    from pixie.relay import cli as relay_cli
+# Which module registers each command: a command line that names one builds a
+# parser with that module alone, so a command imports what it runs and not
+# every other command's libraries (a test holds this table to the full
+# parser's commands and each command's help to the full parser's).
+COMMAND_MODULES = {
+    "init": "pixie.device.cli.datadir",
+    "status": "pixie.device.cli.datadir",
+    "config": "pixie.device.cli.datadir",
+    "keys": "pixie.device.cli.keys",
+    "contacts": "pixie.device.cli.contacts",
+    "import": "pixie.device.cli.ingest",
+    "log": "pixie.device.cli.log",
+    "grep": "pixie.device.cli.grep",
+    "notebook": "pixie.device.cli.notebook",
+    "pin": "pixie.device.cli.notebook",
+    "huddle": "pixie.device.cli.notebook",
+    "invite": "pixie.device.cli.pairing",
+    "pair": "pixie.device.cli.pairing",
+    "sync": "pixie.device.cli.sync",
+    "run": "pixie.device.cli.run",
+    "distill": "pixie.device.cli.distill",
+    "offload": "pixie.device.cli.offload",
+    "fetch": "pixie.device.cli.offload",
+    "recall": "pixie.device.cli.offload",
+    "nudges": "pixie.device.cli.nudges",
+    "web": "pixie.device.cli.web",
+    "chat": "pixie.device.cli.agent",
+    "mcp": "pixie.device.cli.agent",
+    "relay": "pixie.relay.cli",
+}
 
+
+def command_of(arguments: list[str]) -> str | None:
+    """The command a command line names, if it names one before any other
+    option than ``--data`` (``--help`` and the like need the full parser)."""
+    i = 0
+    while i < len(arguments):
+        arg = arguments[i]
+        if arg == "--data":
+            i += 2
+        elif arg.startswith("--data="):
+            i += 1
+        else:
+            return arg if arg in COMMAND_MODULES else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: with ``command``, only the commands of the
+    module that registers it; else every command."""
     common = _Parser(add_help=False)
     common.add_argument(
         "--data",
@@ -82,6 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
+    if command is not None:
+        module = importlib.import_module(COMMAND_MODULES[command])
+        if command == "run":
+            module.add_commands(sub, common, services=holder_services)
+        else:
+            module.add_commands(sub, common)
+        return parser
+    from pixie.device.cli import agent as agentcli
+    from pixie.device.cli import main as device_cli
+    from pixie.relay import cli as relay_cli
+
     device_cli.add_commands(sub, common, services=holder_services)
     agentcli.add_commands(sub, common)
     relay_cli.add_commands(sub, common)
@@ -107,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         if quick is not None:
             return quick
     keep_freed_memory()
-    parser = build_parser()
+    parser = build_parser(command_of(arguments))
     try:
         _check_arguments(arguments)
         args = parser.parse_args(arguments)

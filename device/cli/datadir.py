@@ -13,7 +13,7 @@ from pixie.device.store.contacts import clean_name
 from pixie.device.store.datadir import ROLES
 from pixie.device.store.keystore import describe_key_store, open_key_store
 from pixie.device.store.provision import create_data_dir
-from pixie.device.sync.driver import last_syncs
+from pixie.device.sync.lastsync import last_syncs_in
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.timestamps import format_time
 
@@ -48,7 +48,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             **{f"{zone}_notes": count for zone, count in node.notebook.counts().items()},
             "keys": describe_key_store(open_key_store()),
         }
-        last = last_syncs(node)
+        last = last_syncs_in(node.db)
     if args.json:
         emit_json(
             {

@@ -9,7 +9,6 @@ daemon over its control socket, as `pixie fetch` and `pixie recall` do.
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import signal
 import sys
@@ -22,9 +21,8 @@ import trio
 from pixie.device.cli.common import data_path, seconds_flag
 from pixie.device.errors import BadInput
 from pixie.device.node.clear import ClearNode
-from pixie.device.store.db import Database
 from pixie.device.sync import control
-from pixie.device.sync.driver import LAST_SYNC_KEY
+from pixie.device.sync.lastsync import last_syncs_in
 from pixie.device.sync.offload import ACK_TIMEOUT
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable
 from pixie.device.web.server import (
@@ -55,20 +53,6 @@ class DaemonOffload:
 
     def recall(self, note_id: str) -> bool:
         return bool(self._ask("recall", note_id))
-
-
-def last_syncs_in(db: Database) -> dict[str, object]:
-    """The last sync report per sibling fingerprint, as `pixie run` and
-    `pixie sync` record them (read from meta, which holds no key)."""
-    out: dict[str, object] = {}
-    prefix = LAST_SYNC_KEY + ":"
-    for key, value in db.meta().items():
-        if key.startswith(prefix):
-            try:
-                out[key[len(prefix) :]] = json.loads(value)
-            except ValueError:
-                continue
-    return out
 
 
 def cmd_web(args: argparse.Namespace) -> int:

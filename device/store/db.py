@@ -17,9 +17,8 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import trio
 from sqlalchemy import URL, Engine, String, create_engine, event, text
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Dialect
@@ -28,6 +27,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.util import LRUCache
 
 from pixie.device.errors import DataDirError
+
+if TYPE_CHECKING:
+    import trio
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +186,8 @@ async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awa
         # Yield to the scheduler, but never lose the result to a cancellation
         # there: the work is done (an envelope's counter recorded, say), as a
         # worker-thread call would be.
+        import trio  # here, not at the top: a command that never awaits need not load it
+
         await trio.lowlevel.cancel_shielded_checkpoint()
         return result
     finally:
@@ -529,7 +533,7 @@ async def checkpoint_in_background(
     db: Database,
     every: float = BACKGROUND_CHECKPOINT_SECONDS,
     *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[None] | None = None,
 ) -> None:
     """Defer ``db``'s checkpoints (`Database.defer_checkpoints`), then (started,
     for `nursery.start`) run one every ``every`` seconds on a worker thread of
@@ -538,8 +542,11 @@ async def checkpoint_in_background(
     is doing; between two runs the WAL grows by at most what the process
     wrote in that time. A failed checkpoint (the database busy beyond the
     busy timeout, say) is logged and tried again at the next turn."""
+    import trio
+
     db.defer_checkpoints()
-    task_status.started()
+    if task_status is not None:
+        task_status.started()
     while True:
         await trio.sleep(every)
         try:

@@ -73,6 +73,7 @@ from pixie.device.errors import BadInput, DeviceError
 from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
 from pixie.device.store.db import Meta
+from pixie.device.sync.lastsync import LAST_SYNC_KEY, last_syncs_in
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayUnavailable
 from pixie.device.sync.replica import NodeReplica
@@ -99,7 +100,6 @@ T = TypeVar("T")
 IDLE_TIMEOUT = 30.0
 SEND_TIMEOUT = 30.0
 INBOX_MESSAGES = 64
-LAST_SYNC_KEY = "last_sync"
 PAIRING_QUEUE = 64
 DESK_GRACE = 5.0  # seconds an invite or pairing waits for one that is ending
 MOVED_ON = "the sibling opened a newer session"
@@ -652,15 +652,7 @@ def record_last_sync(node: Node, report: SyncReport) -> None:
 
 def last_syncs(node: Node) -> dict[str, object]:
     """The last sync report per sibling fingerprint."""
-    out: dict[str, object] = {}
-    prefix = LAST_SYNC_KEY + ":"
-    for key, value in node.db.meta().items():
-        if key.startswith(prefix):
-            try:
-                out[key[len(prefix) :]] = json.loads(value)
-            except ValueError:
-                continue
-    return out
+    return last_syncs_in(node.db)
 
 
 __all__ = [
