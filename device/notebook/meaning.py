@@ -59,6 +59,7 @@ import importlib
 import importlib.util
 import re
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -187,8 +188,12 @@ def _load() -> _Model:
     return _Model(wide, tokenizer)
 
 
+_last_used = 0.0  # time.monotonic() of the last call that needed the model
+
+
 def _model() -> _Model:
-    global _loaded  # noqa: PLW0603 - the once-per-process cache
+    global _loaded, _last_used  # noqa: PLW0603 - the once-per-process cache
+    _last_used = time.monotonic()
     model = _loaded
     if model is None:
         with _lock:
@@ -196,6 +201,25 @@ def _model() -> _Model:
                 _loaded = _load()
             model = _loaded
     return model
+
+
+def release_if_idle(now: float, idle: float) -> bool:
+    """Let go of the model (its table, tokenizer and word cache: some 70 MB)
+    if it is loaded and no call has needed it for ``idle`` seconds before
+    ``now`` (on `time.monotonic`'s clock); the next call loads it again, in a
+    tenth or two of a second. A long-running process (`pixie run`) calls this
+    now and then, so that it does not hold the model between the rare
+    moments it embeds. Returns whether it let go."""
+    global _loaded, _preloading  # noqa: PLW0603 - the once-per-process cache
+    with _lock:
+        if _loaded is None or now - _last_used < idle:
+            return False
+        with _preload_lock:
+            if _preloading is not None and _preloading.is_alive():
+                return False  # a load is under way: it is about to be used
+            _preloading = None
+        _loaded = None  # an embed under way keeps its own reference until it ends
+    return True
 
 
 _preloading: threading.Thread | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import signal
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -24,6 +25,7 @@ import trio
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import DeviceError
 from pixie.device.node.keyed import Node
+from pixie.device.notebook import meaning
 from pixie.device.store.db import checkpoint_in_background
 from pixie.device.store.siblings import SiblingInfo
 from pixie.device.sync.control import HolderReplies, Live, serve_control
@@ -40,6 +42,7 @@ CHANGE_POLL = 1.0  # how often the digest is looked at for local changes
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
 DISTILL_EVERY = 60.0  # seconds between looks for new material to distil (device only)
+MODEL_IDLE_SECONDS = 300.0  # the embedding model is let go after this long unused
 
 
 async def sync_once(
@@ -121,6 +124,10 @@ async def _distill_loop(service: NotetakingService, every: float) -> None:
                     log.info("distillation: %s", report.render())
         except DeviceError as exc:
             log.warning("distillation pass failed: %s", exc)
+        # Between the rare passes and searches that embed, a daemon at rest
+        # need not hold the embedding model.
+        if meaning.release_if_idle(time.monotonic(), MODEL_IDLE_SECONDS):
+            log.info("embedding model released after %.0f s unused", MODEL_IDLE_SECONDS)
         await trio.sleep(every)
 
 

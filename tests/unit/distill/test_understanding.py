@@ -40,7 +40,7 @@ from pixie.device.distill.pages import (
     render_person_page,
 )
 from pixie.device.distill.prompt import SchemaViolation, parse_result
-from pixie.device.distill.service import NotetakingService, PassReport, post_gist
+from pixie.device.distill.service import MAX_WEEK_BODY, NotetakingService, PassReport, post_gist
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.clear import UpsertOutcome
 from pixie.device.store.contacts import ContactBook, ContactCard
@@ -452,6 +452,48 @@ async def test_journal_and_calendar_reach_the_notebook_search(node: Node) -> Non
     assert found.note.about_date == T0 + 12 * DAY + MINUTE * 60  # 10:00 that day, UTC
     found_titles = [s.note.title for s in view.search_clear("journal monday")]
     assert found_titles == ["Journal, week of Monday 2 March 2026", "Journal, Monday 2 March 2026"]
+    assert (await distil(node)).written == 0
+
+
+async def test_a_week_of_very_many_entries_stays_within_its_note_and_counts_them(
+    node: Node,
+) -> None:
+    """A prolific week shortens its lines, then leaves out its earliest ones,
+    counted, rather than outgrow the Notebook (which would refuse every note of
+    the entry that tipped it over)."""
+    text = "Wrote a long careful entry about the garden, the allotment and the weather. " * 3
+    per_pass = 150
+    for part in range(3):
+        node.log.append(
+            [
+                NewEvent(
+                    EventKind.JOURNAL,
+                    T0 + (part * per_pass + i) * (6 * DAY // (3 * per_pass)),  # Mon to Sun
+                    f"{text} Entry {part * per_pass + i}.",
+                    from_me=True,
+                    source=f"journal:{part}-{i}.md",
+                )
+                for i in range(per_pass)
+            ],
+            now=0,
+        )
+        report = await distil(node)
+        assert report.failed == 0
+    (week,) = [
+        n
+        for n in node.notebook.clear_notes(NoteKind.CONVERSATION_DIGEST)
+        if (n.identity_key or "").startswith("journal-week:")
+    ]
+    body = week.body or ""
+    lines = body.splitlines()
+    assert len(body) <= MAX_WEEK_BODY
+    assert lines[0].endswith(f": {3 * per_pass} entries.")
+    listed = [line for line in lines[1:] if line.startswith("- ") and line.endswith("]")]
+    (counted,) = [line for line in lines[1:] if line.endswith("not listed")]
+    left_out = int(counted.split()[1])
+    assert left_out > 0 and left_out + len(listed) == 3 * per_pass
+    # The latest days are listed, the earliest left out.
+    assert "Entry 449." in body and "Entry 0." not in body
     assert (await distil(node)).written == 0
 
 

@@ -332,3 +332,19 @@ def test_the_word_cache_is_bounded_and_starts_over_when_full(
     assert len(model.words) <= max(len(batch_words), 8)
     monkeypatch.setattr(model, "wordwise", False)
     assert meaning.embed(WORDWISE_TEXTS) == first  # the whole-text path agrees
+
+
+@needs_model
+def test_an_idle_model_is_let_go_and_loads_again_to_the_same_vectors() -> None:
+    import time
+
+    text = ["She kept talking about that teal teapot."]
+    [before] = meaning.embed(text)
+    now = time.monotonic()
+    assert not meaning.release_if_idle(now, idle=3600.0)  # used a moment ago
+    assert meaning._loaded is not None
+    assert meaning.release_if_idle(now + 3600.0, idle=60.0)
+    assert meaning._loaded is None
+    assert not meaning.release_if_idle(now + 7200.0, idle=60.0)  # nothing left to let go
+    assert meaning.embed(text) == [before]
+    assert meaning._loaded is not None
