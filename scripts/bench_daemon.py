@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -41,7 +40,8 @@ from pixie.device.sync.lastsync import LAST_SYNC_KEY
 from pixie.protocol.timestamps import now_us
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import write_life  # a sibling script
+from bench import write_life  # sibling scripts
+from bench_fleet import stop
 
 PIXIE = [sys.executable, "-m", "pixie.entry.main"]
 FIRST_SYNC_SECONDS = 120.0
@@ -110,12 +110,7 @@ def at_rest(tmp: Path, name: str, events: int, relay: str, settle: float) -> dic
             time.sleep(0.25)
         _, rss, peak = samples[-1]
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        stop(daemon)
     return {
         "events": events,
         "first_sync_s": first_sync,
@@ -143,8 +138,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         empty = at_rest(tmp, "empty", 0, address, args.settle)
         full = at_rest(tmp, "full", args.events, address, args.settle)
     finally:
-        relay.send_signal(signal.SIGTERM)
-        relay.wait(timeout=30)
+        stop(relay)
     return {"empty": empty, "full": full, "rss_ratio": full["rss_mib"] / empty["rss_mib"]}
 
 
