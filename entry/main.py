@@ -16,7 +16,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, NoReturn
 
-from pixie.device.cli.version import package_version
+from pixie.device.cli.early import package_version, split_data
 from pixie.device.errors import BadInput, DeviceError
 from pixie.entry.allocator import keep_freed_memory
 from pixie.protocol.errors import ProtocolError
@@ -93,16 +93,8 @@ COMMAND_MODULES = {
 def command_of(arguments: list[str]) -> str | None:
     """The command a command line names, if it names one before any other
     option than ``--data`` (``--help`` and the like need the full parser)."""
-    i = 0
-    while i < len(arguments):
-        arg = arguments[i]
-        if arg == "--data":
-            i += 2
-        elif arg.startswith("--data="):
-            i += 1
-        else:
-            return arg if arg in COMMAND_MODULES else None
-    return None
+    _, rest = split_data(arguments)
+    return rest[0] if rest and rest[0] in COMMAND_MODULES else None
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

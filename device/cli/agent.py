@@ -30,7 +30,7 @@ from pixie.device.agent.tools import (
     GrepMemory,
 )
 from pixie.device.cli.common import data_path, emit_json
-from pixie.device.cli.version import package_version
+from pixie.device.cli.early import package_version
 from pixie.device.distill.settings import LLMSettings
 from pixie.device.errors import BadInput
 from pixie.device.logs import configure_logging

@@ -6,17 +6,15 @@ import argparse
 from typing import Any
 
 from pixie.device.agent.grep import GrepMemoryTool
-from pixie.device.cli.common import emit_json, json_flag
+from pixie.device.cli.common import json_flag
 from pixie.device.cli.nodes import open_node
+from pixie.device.cli.quickgrep import show
 
 
 def cmd_grep(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         result = GrepMemoryTool(node.mirror).run(args.pattern)
-    if args.json:
-        emit_json(result.as_json())
-    else:
-        print(result.render())
+    show(result, args.json)
     return 0
 
 

@@ -21,7 +21,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from pixie.device.agent.grep import GrepMemoryTool
+from pixie.device.agent.grep import GrepMemoryTool, GrepResult
+from pixie.device.cli.early import split_data
 from pixie.device.errors import DeviceError
 from pixie.device.store.datadir import DB_NAME, resolve_data_dir
 from pixie.device.store.mirrorfiles import (
@@ -29,7 +30,9 @@ from pixie.device.store.mirrorfiles import (
     Damaged,
     Head,
     MappedMirror,
+    Standing,
     open_segments,
+    standing,
 )
 
 _FLAGS = {"--json"}
@@ -37,19 +40,7 @@ _FLAGS = {"--json"}
 
 def _plain(arguments: list[str]) -> tuple[str | None, str, bool] | None:
     """(--data, pattern, --json) of a plain grep command line, else None."""
-    data: str | None = None
-    rest: list[str] = []
-    i = 0
-    while i < len(arguments):
-        arg = arguments[i]
-        if arg == "--data" and i + 1 < len(arguments):
-            data, i = arguments[i + 1], i + 2
-            continue
-        if arg.startswith("--data="):
-            data = arg.partition("=")[2]
-        else:
-            rest.append(arg)
-        i += 1
+    data, rest = split_data(arguments)
     if not rest or rest[0] != "grep":
         return None
     flags = [a for a in rest[1:] if a.startswith("-")]
@@ -60,22 +51,22 @@ def _plain(arguments: list[str]) -> tuple[str | None, str, bool] | None:
 
 
 def _current(db_path: Path, head: Head) -> bool:
-    """Whether the log has no row past the head's, the head's row is its
-    event, and every name the lines carry is still the contact's name."""
+    """Whether the log stands where the head says (`standing`), read in one
+    read-only transaction on the driver."""
     con = sqlite3.connect(db_path.absolute().as_uri() + "?mode=ro", uri=True, isolation_level=None)
     try:
         con.execute("BEGIN")
-        top = con.execute("SELECT max(n) FROM memory_event").fetchone()[0] or 0
-        if top != head.top:
-            return False
-        if head.top:
-            row = con.execute("SELECT id FROM memory_event WHERE n = ?", (head.top,)).fetchone()
-            if row is None or str(row[0]) != head.top_id:
-                return False
-        names = dict(con.execute("SELECT id, name FROM contact").fetchall())
-        return all((names.get(cid) or "") == name for cid, name in head.names.items())
+        return standing(con, head) is Standing.CURRENT
     finally:
         con.close()
+
+
+def show(result: GrepResult, as_json: bool) -> None:
+    """Print a grep's answer as `pixie grep` prints it (the full command too)."""
+    if as_json:
+        sys.stdout.write(json.dumps(result.as_json(), ensure_ascii=False) + "\n")
+    else:
+        print(result.render())
 
 
 def run(arguments: list[str]) -> int | None:
@@ -93,8 +84,5 @@ def run(arguments: list[str]) -> int | None:
         result = GrepMemoryTool(MappedMirror(base, tail)).run(pattern)
     except (DeviceError, Damaged, OSError, sqlite3.Error):
         return None  # the full command says what is wrong, or repairs it
-    if as_json:
-        sys.stdout.write(json.dumps(result.as_json(), ensure_ascii=False) + "\n")
-    else:
-        print(result.render())
+    show(result, as_json)
     return 0

@@ -340,9 +340,14 @@ class ClearNotebook:
                 params.append(value)
         terms = search_terms(query)
         unnamed = False  # whether the person's name was taken out of the terms
-        if contact_id is not None and terms:
-            query, kept = self._without_their_name(contact_id, query, terms)
-            unnamed, terms = len(kept) < len(terms), kept
+        name = ""
+        if contact_id is not None:
+            with self._db.snapshot() as conn:
+                row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
+            name = " ".join(str(row[0] or "").split()) if row is not None else ""
+            if terms:
+                query, kept = _without_their_name(name, query, terms)
+                unnamed, terms = len(kept) < len(terms), kept
         near: bytes | None = None
         if terms and self._meaning_on():
             try:
@@ -357,7 +362,16 @@ class ClearNotebook:
         # each costs less than SQLAlchemy's wrapping of it.
         with self._db.snapshot() as conn:
             return self._search(
-                conn, terms, near, contact_id, conditions, filters, params, limit, unnamed=unnamed
+                conn,
+                terms,
+                near,
+                contact_id,
+                conditions,
+                filters,
+                params,
+                limit,
+                name=name,
+                unnamed=unnamed,
             )
 
     def _search(
@@ -371,6 +385,7 @@ class ClearNotebook:
         params: list[object],
         limit: int,
         *,
+        name: str = "",
         unnamed: bool = False,
     ) -> list[ScoredNote]:
         # With a person, two stages: their notes (filed under them, or of a
@@ -380,8 +395,9 @@ class ClearNotebook:
         # who never writes is in her parents' notes).
         stages: list[tuple[list[str], list[str], list[object]]] = [(conditions, filters, params)]
         broad = (conditions, params)
+        tag = ""
         if contact_id is not None:
-            tag, named = self._tag_and_name(conn, contact_id)
+            tag, named = _tag_and_name(name)
             theirs = (
                 [_THEIRS, *conditions],
                 [_THEIRS_IN, *filters],
@@ -408,7 +424,7 @@ class ClearNotebook:
                 break
             if not terms:
                 if contact_id is not None and stage == 0:
-                    rows = self._their_newest(conn, contact_id, conditions, params, own, room)
+                    rows = self._their_newest(conn, contact_id, tag, conditions, params, own, room)
                 else:
                     rows = self._newest(conn, stage_conditions, stage_params, own, room)
                 found += [ScoredNote(clear_note_from_columns(r[1:]), int(r[0])) for r in rows]
@@ -424,60 +440,12 @@ class ClearNotebook:
             found += self._by_meaning(conn, index, near, *broad, taken, limit - len(found))
         return found
 
-    def _without_their_name(
-        self, contact_id: str, query: str, terms: list[Term]
-    ) -> tuple[str, list[Term]]:
-        """The query without the filtered person's name, when it holds more.
-
-        Every note a person filter lets through is about that person, so
-        their name in the query says nothing about which of those notes
-        answers it; scored as a term, it only ranks the notes with the name
-        in their title (every one of their chat digests) above the note that
-        holds the question's other words ("kitchen cabinets Claire" about
-        Claire: the journal entry on the cabinets, which names her in its
-        body, fell behind eight digests titled with her name). So the name's
-        words are dropped from the terms and from the text embedded for the
-        meaning ranking, unless nothing else is left ("Claire" about Claire
-        still searches for her name). Their own page, titled with the name,
-        keeps what the name gave it (`_ranked`'s ``unnamed``) and so still leads."""
-        with self._db.snapshot() as conn:
-            row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
-        theirs = stems(str(row[0] or "")) if row is not None else set()
-        kept = [t for t in terms if t.stem not in theirs]
-        if not kept or len(kept) == len(terms):
-            return query, terms
-        rest = " ".join(w for w in query.split() if not stems(w) & theirs)
-        return rest, kept
-
-    @staticmethod
-    def _tag_and_name(conn: Any, contact_id: str) -> tuple[str, str]:
-        """The tag a note of several people carries for this contact, and a
-        full-text query for notes that name them: their full name, or their
-        first name where it is no common word ("Will", "May" are not)."""
-        row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
-        name = " ".join(str(row[0]).split()) if row is not None else ""
-        # Never the empty tag: a nameless contact matches by its id alone;
-        # nor a one-word name that is a word ("June" is also every note
-        # tagged with the month).
-        tag = name_tag(name) or "\x00"
-        if " " not in tag and tag in _COMMON:
-            tag = "\x00"
-        names = [w for w in words(name)]
-        phrases = [" ".join(names)] if names else []
-        if len(names) == 1 and names[0] in _COMMON:
-            phrases = []  # a one-word name that is a word ("June", "Work"): no mentions
-        if len(names) > 1 and len(names[0]) > 2 and names[0] not in _COMMON:
-            phrases.append(names[0])
-        # Each phrase quoted: bare words inside double quotes, as the
-        # ranking's own terms are, so a name cannot inject FTS syntax.
-        query = " OR ".join(f'"{p}"' for p in phrases) or '"\x01"'
-        return tag, "{title body} : (" + query + ")"
-
     @classmethod
     def _their_newest(
         cls,
         conn: Any,
         contact_id: str,
+        tag: str,
         conditions: list[str],
         params: list[object],
         own: list[int],
@@ -485,9 +453,9 @@ class ClearNotebook:
     ) -> list[Any]:
         """A person's newest notes, their page leading: those filed under
         them (read down the contact's index) and those tagged with their
-        name, each newest first, merged. One statement over both would sort
-        every note of theirs to return eight."""
-        tag, _ = cls._tag_and_name(conn, contact_id)
+        name (``tag``, as `_tag_and_name` gives it), each newest first,
+        merged. One statement over both would sort every note of theirs to
+        return eight."""
         filed = cls._newest(
             conn, ["note.contact_id = ?", *conditions], [contact_id, *params], own, limit
         )
@@ -626,6 +594,50 @@ class ClearNotebook:
                 select(Note.kind, func.count()).where(self._clear()).group_by(Note.kind)
             ).all()
         return {str(kind): int(count) for kind, count in rows}
+
+
+def _without_their_name(name: str, query: str, terms: list[Term]) -> tuple[str, list[Term]]:
+    """The query without the filtered person's name, when it holds more.
+
+    Every note a person filter lets through is about that person, so
+    their name in the query says nothing about which of those notes
+    answers it; scored as a term, it only ranks the notes with the name
+    in their title (every one of their chat digests) above the note that
+    holds the question's other words ("kitchen cabinets Claire" about
+    Claire: the journal entry on the cabinets, which names her in its
+    body, fell behind eight digests titled with her name). So the name's
+    words are dropped from the terms and from the text embedded for the
+    meaning ranking, unless nothing else is left ("Claire" about Claire
+    still searches for her name). Their own page, titled with the name,
+    keeps what the name gave it (`_ranked`'s ``unnamed``) and so still leads."""
+    theirs = stems(name)
+    kept = [t for t in terms if t.stem not in theirs]
+    if not kept or len(kept) == len(terms):
+        return query, terms
+    rest = " ".join(w for w in query.split() if not stems(w) & theirs)
+    return rest, kept
+
+
+def _tag_and_name(name: str) -> tuple[str, str]:
+    """The tag a note of several people carries for a contact of this name,
+    and a full-text query for notes that name them: their full name, or their
+    first name where it is no common word ("Will", "May" are not)."""
+    # Never the empty tag: a nameless contact matches by its id alone;
+    # nor a one-word name that is a word ("June" is also every note
+    # tagged with the month).
+    tag = name_tag(name) or "\x00"
+    if " " not in tag and tag in _COMMON:
+        tag = "\x00"
+    names = [w for w in words(name)]
+    phrases = [" ".join(names)] if names else []
+    if len(names) == 1 and names[0] in _COMMON:
+        phrases = []  # a one-word name that is a word ("June", "Work"): no mentions
+    if len(names) > 1 and len(names[0]) > 2 and names[0] not in _COMMON:
+        phrases.append(names[0])
+    # Each phrase quoted: bare words inside double quotes, as the
+    # ranking's own terms are, so a name cannot inject FTS syntax.
+    query = " OR ".join(f'"{p}"' for p in phrases) or '"\x01"'
+    return tag, "{title body} : (" + query + ")"
 
 
 def _rows_by_n(conn: Any, ns: list[int], *, live: bool = False) -> dict[int, tuple[Any, ...]]:

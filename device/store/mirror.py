@@ -34,11 +34,11 @@ truth; it never answers from a mirror it cannot vouch for:
 * files longer than the head says (a writer stopped between its append and
   its head): the extra bytes are cut off and the rows read again;
 * the tail's bytes do not match their CRC (a crash that lost part of an
-  append the head already counted): the tail is dropped and its rows read
-  again from the log;
+  append the head already counted): rebuild;
 * the log's row at the head's number is not the event the head recorded, or
-  the log is shorter (another database in the folder): rebuild;
-* a contact whose name a line carries has since been renamed: rebuild;
+  the log is shorter (another database in the folder), or a contact whose
+  name a line carries has since been renamed: rebuild (`mirrorfiles.standing`
+  makes these checks, for this module and for the quick grep alike);
 * the tail grows past `COMPACT_MIN` lines and an eighth of the base: rebuild,
   so the base stays the bulk and the tail stays cheap to check.
 
@@ -54,6 +54,7 @@ given ``limit`` hits: every line before them is older.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import gc
 import logging
@@ -67,24 +68,25 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
-
-from pixie.device.store.contacts import Contact
-from pixie.device.store.db import Database, driver_sql
+from pixie.device.store.db import Database
 from pixie.device.store.kinds import SEARCHABLE_KINDS
-from pixie.device.store.memlog import TOP_SQL, MemoryEvent, Row
+from pixie.device.store.memlog import MemoryEvent, Row
 from pixie.device.store.mirrorfiles import (
     FROM_ME,
     KINDS,
     LOCK_FILE,
     MIRROR_FOLDER,
+    NAMES_SQL,
     REC,
+    TOP_SQL,
     Damaged,
     Entry,
     Head,
+    MappedMirror,
     Matcher,
     MirrorHit,
     Segment,
+    Standing,
     all_lines,
     head_stat,
     line_order,
@@ -92,7 +94,8 @@ from pixie.device.store.mirrorfiles import (
     open_segments,
     read_head,
     remove_unnamed,
-    search_segments,
+    row_id,
+    standing,
     write_head,
     write_segment,
 )
@@ -107,15 +110,13 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_NONE = MappedMirror(Segment(b"", b"", 0), Segment(b"", b"", 0))  # before the first open
 
 COMPACT_MIN = 65_536
 """Tail lines below which the tail is never merged into a new base."""
 _KIND_CODE: dict[str, int] = {k.value: i for i, k in enumerate(KINDS)}
 _SEARCHABLE_VALUES = sorted(k.value for k in SEARCHABLE_KINDS)
 _SEARCHABLE = frozenset(_SEARCHABLE_VALUES)
-
-_NAMES_SQL = driver_sql(select(Contact.id, Contact.name))
-_ROW_ID_SQL = f"SELECT id FROM {MemoryEvent.__tablename__} WHERE n = ?"
 
 
 class _Logged(NamedTuple):
@@ -164,27 +165,28 @@ class MemoryTextMirror:
         self.db = db
         self._lock = threading.RLock()
         self._folder = folder
+        self._ready: Path | None = None  # the folder, once made or chosen
         self._private: Path | None = None
         self._head: Head | None = None
         self._head_stat: tuple[int, int, int] | None = None
-        self._base = Segment(b"", b"", 0)
-        self._tail = Segment(b"", b"", 0)
+        self._files = _NONE
 
     # -- the folder ----------------------------------------------------------
 
     def _where(self) -> Path:
-        if self._private is not None:
-            return self._private
+        if self._ready is not None:
+            return self._ready
         if self._folder is not None:
             try:
                 self._folder.mkdir(mode=0o700, exist_ok=True)
                 if os.access(self._folder, os.W_OK):
-                    return self._folder
+                    self._ready = self._folder
+                    return self._ready
             except OSError:
                 pass
             log.warning("text mirror folder not writable; keeping the mirror in a temporary one")
-        self._private = Path(tempfile.mkdtemp(prefix="pixie-mirror-"))
-        return self._private
+        self._private = self._ready = Path(tempfile.mkdtemp(prefix="pixie-mirror-"))
+        return self._ready
 
     @contextlib.contextmanager
     def _writer(self) -> Iterator[Path]:
@@ -201,10 +203,10 @@ class MemoryTextMirror:
         """Let go of the mapped files (and a private folder)."""
         with self._lock:
             self._head = None
-            self._base = self._tail = Segment(b"", b"", 0)
+            self._files = _NONE
             if self._private is not None:
                 shutil.rmtree(self._private, ignore_errors=True)
-                self._private = None
+                self._private = self._ready = None
 
     # -- feeding -----------------------------------------------------------
 
@@ -232,9 +234,12 @@ class MemoryTextMirror:
             names = head.names
             if any(r.contact_id and r.contact_id not in names for r in logged):
                 names = {**self._load_names(), **names}
-            searchable = [r for r in logged if r.kind in _SEARCHABLE]
-            entries = [self._entry(r, names) for r in searchable]
-            used = {r.contact_id: names.get(r.contact_id) or "" for r in searchable if r.contact_id}
+            searchable = (
+                (r.n, r.id, r.kind, r.at, r.contact_id, r.text, r.from_me)
+                for r in logged
+                if r.kind in _SEARCHABLE
+            )
+            entries, used = self._entries(searchable, names)
             self._append(folder, entries, used, logged[-1].n, logged[-1].id)
 
     def is_built(self) -> bool:
@@ -253,21 +258,15 @@ class MemoryTextMirror:
                     # read: look again with the writers held off, and rebuild
                     # only what is still wrong then.
                     with self._writer() as locked:
-                        try:
-                            self._open(locked)
-                        except Damaged as exc:
-                            log.info("text mirror rebuilt: %s", exc)
-                            self._rebuild_locked(locked)
+                        if self._open_or_rebuild_locked(locked):
                             return
             head = self._head
             assert head is not None
             with self.db.snapshot() as conn:
-                top = conn.execute(TOP_SQL).fetchone()[0] or 0
-                names = dict(conn.execute(_NAMES_SQL).fetchall())
-                same_row = head.top_id is None or _row_id(conn, head.top) == head.top_id
-            if top < head.top or not same_row or _renamed(head.names, names):
+                now = standing(conn, head)
+            if now is Standing.ASTRAY:
                 self.rebuild()
-            elif top > head.top:
+            elif now is Standing.BEHIND:
                 with self._writer() as locked:
                     self._catch_up_locked(locked)
 
@@ -295,9 +294,9 @@ class MemoryTextMirror:
         gc.disable()
         try:
             with self.db.snapshot() as conn:
-                names = dict(conn.execute(_NAMES_SQL).fetchall())
+                names = dict(conn.execute(NAMES_SQL).fetchall())
                 top = conn.execute(TOP_SQL).fetchone()[0] or 0
-                top_id = _row_id(conn, top) if top else None
+                top_id = row_id(conn, top) if top else None
                 entries, used = self._entries(self._raw_rows(conn, 0, top), names)
             entries.sort(key=line_order)
             lines, size = len(entries), write_segment(folder, base, entries)
@@ -310,7 +309,6 @@ class MemoryTextMirror:
             base=base,
             base_lines=lines,
             base_bytes=size,
-            base_top=top,
             tail=tail,
             tail_lines=0,
             tail_bytes=0,
@@ -365,24 +363,9 @@ class MemoryTextMirror:
             )
         return out, {contact_id: names.get(contact_id) or "" for contact_id in prefixes}
 
-    @staticmethod
-    def _entry(row: _Logged, names: dict[str, str]) -> Entry:
-        contact_id = row.contact_id
-        name = names.get(contact_id) if contact_id else None
-        prefix, body = mirror_line(name, row.text)
-        pbytes = prefix.encode()
-        return Entry(
-            row.at,
-            bytes.fromhex(row.id.replace("-", "")),
-            row.n,
-            _KIND_CODE[row.kind] | (FROM_ME if row.from_me else 0),
-            len(pbytes),
-            pbytes + body.encode(),
-        )
-
     def _load_names(self) -> dict[str, str]:
         with self.db.snapshot() as conn:
-            return dict(conn.execute(_NAMES_SQL).fetchall())
+            return dict(conn.execute(NAMES_SQL).fetchall())
 
     # -- the files -----------------------------------------------------------
 
@@ -402,18 +385,24 @@ class MemoryTextMirror:
         CRCs. Raises `Damaged` (leaving this mirror closed) if anything is off."""
         self._head = None
         head, base, tail, stat = open_segments(folder)
-        self._base, self._tail, self._head, self._head_stat = base, tail, head, stat
+        self._files, self._head, self._head_stat = MappedMirror(base, tail), head, stat
+
+    def _open_or_rebuild_locked(self, folder: Path) -> bool:
+        """Open the mirror, or rebuild it if it cannot be trusted (the writer
+        lock held); whether it was rebuilt (and so is current)."""
+        try:
+            self._open(folder)
+        except Damaged as exc:
+            log.info("text mirror rebuilt: %s", exc)
+            self._rebuild_locked(folder)
+            return True
+        return False
 
     def _catch_up_locked(self, folder: Path) -> None:
         """Append the rows the log gained since the head (the writer lock held)."""
         self._reload_if_moved(folder)
-        if self._head is None:
-            try:
-                self._open(folder)
-            except Damaged as exc:
-                log.info("text mirror rebuilt: %s", exc)
-                self._rebuild_locked(folder)
-                return
+        if self._head is None and self._open_or_rebuild_locked(folder):
+            return
         head = self._head
         assert head is not None
         with self.db.snapshot() as conn:
@@ -421,10 +410,10 @@ class MemoryTextMirror:
             if top <= head.top:
                 return
             rows = list(self._raw_rows(conn, head.top, top))
-            top_id = _row_id(conn, top)
+            top_id = row_id(conn, top)
             names = head.names
             if any(row[_CONTACT_AT] and row[_CONTACT_AT] not in names for row in rows):
-                names = {**dict(conn.execute(_NAMES_SQL).fetchall()), **names}
+                names = {**dict(conn.execute(NAMES_SQL).fetchall()), **names}
         entries, used = self._entries(rows, names)
         self._append(folder, entries, used, top, top_id)
 
@@ -462,23 +451,22 @@ class MemoryTextMirror:
             log.info("text mirror rebuilt: tail not writable (%s)", exc.strerror)
             self._rebuild_locked(folder)
             return
-        new = Head(
-            **{
-                **head.__dict__,
-                "tail_lines": head.tail_lines + len(entries),
-                "tail_bytes": head.tail_bytes + len(text),
-                "tail_text_crc": zlib.crc32(text, head.tail_text_crc),
-                "tail_idx_crc": zlib.crc32(records, head.tail_idx_crc),
-                "top": top,
-                "top_id": top_id,
-                "names": {**used, **head.names},
-            }
+        new = dataclasses.replace(
+            head,
+            tail_lines=head.tail_lines + len(entries),
+            tail_bytes=head.tail_bytes + len(text),
+            tail_text_crc=zlib.crc32(text, head.tail_text_crc),
+            tail_idx_crc=zlib.crc32(records, head.tail_idx_crc),
+            top=top,
+            top_id=top_id,
+            names={**used, **head.names},
         )
         write_head(folder, new)
         # The bytes just written are this writer's own: mapped without
         # reading the whole tail back for its checksum.
         tail = Segment.open(folder, new.tail, new.tail_lines, new.tail_bytes)
-        self._tail, self._head, self._head_stat = tail, new, head_stat(folder)
+        self._files = MappedMirror(self._files.base, tail)
+        self._head, self._head_stat = new, head_stat(folder)
 
     # -- searching ---------------------------------------------------------
 
@@ -487,7 +475,7 @@ class MemoryTextMirror:
         (`search_segments`), the mirror first brought up to date."""
         self.ensure_current()
         with self._lock:
-            return search_segments(self._base, self._tail, matcher, limit)
+            return self._files.search(matcher, limit)
 
     # -- inspection (tests and status) ---------------------------------------
 
@@ -495,22 +483,12 @@ class MemoryTextMirror:
         """Every indexed line as (event id, line text), oldest first."""
         self.ensure_current()
         with self._lock:
-            return all_lines(self._base, self._tail)
+            return all_lines(self._files.base, self._files.tail)
 
     def __len__(self) -> int:
         with self._lock:
-            return self._base.count + self._tail.count
+            return len(self._files)
 
     def is_empty(self) -> bool:
         self.ensure_current()
         return not len(self)
-
-
-def _row_id(conn: sqlite3.Connection, n: int) -> str | None:
-    row = conn.execute(_ROW_ID_SQL, (n,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def _renamed(written: dict[str, str], now: dict[str, str | None]) -> bool:
-    """Whether a contact's name differs from the one their lines carry."""
-    return any((now.get(contact_id) or "") != name for contact_id, name in written.items())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import enum
 import itertools
 import json
 import mmap
@@ -42,7 +43,7 @@ REC = struct.Struct("<QqqIB3x16s")
 STRIDE = REC.size // 8  # records are whole numbers of 8-byte words
 HEAD_FILE = "head.json"
 LOCK_FILE = "lock"
-MAXHEAD_FILE_BYTES = 64 << 20
+MAX_HEAD_BYTES = 64 << 20
 
 
 class Matcher(Protocol):
@@ -171,7 +172,6 @@ class Head:
     base: str
     base_lines: int
     base_bytes: int
-    base_top: int  # the log number the base was built up to
     tail: str
     tail_lines: int
     tail_bytes: int
@@ -197,7 +197,6 @@ class Head:
         for field_name in (
             "base_lines",
             "base_bytes",
-            "base_top",
             "tail_lines",
             "tail_bytes",
             "tail_text_crc",
@@ -223,12 +222,12 @@ class Head:
 def read_head(folder: Path) -> Head | None:
     try:
         with (folder / HEAD_FILE).open("rb") as f:
-            raw = f.read(MAXHEAD_FILE_BYTES + 1)
+            raw = f.read(MAX_HEAD_BYTES + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise Damaged(f"head unreadable ({exc.strerror})") from exc
-    if len(raw) > MAXHEAD_FILE_BYTES:
+    if len(raw) > MAX_HEAD_BYTES:
         raise Damaged("head too large")
     return Head.load(raw)
 
@@ -253,6 +252,44 @@ def head_stat(folder: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+# What the mirror checks its head against: the log's newest row, that row's
+# event, the contacts' names. Plain statements, so that a quick command runs
+# them on the driver without the database layer (a test holds them to
+# store/memlog's TOP_SQL and to the Contact model).
+TOP_SQL = "SELECT max(n) FROM memory_event"
+ROW_ID_SQL = "SELECT id FROM memory_event WHERE n = ?"
+NAMES_SQL = "SELECT id, name FROM contact"
+
+
+class Standing(enum.Enum):
+    """How a head stands to the log."""
+
+    CURRENT = "current"
+    BEHIND = "behind"  # the log has rows past the head: they are appended
+    ASTRAY = "astray"  # another log, a shorter one, or a renamed contact: rebuilt
+
+
+def row_id(conn: Any, n: int) -> str | None:
+    """The event id of the log's row ``n``, if there is one."""
+    row = conn.execute(ROW_ID_SQL, (n,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def standing(conn: Any, head: Head) -> Standing:
+    """How ``head`` stands to the log ``conn`` reads (a DB-API connection, in
+    one read transaction): astray if the log is shorter than the head, its row
+    at the head's number is not the event the head recorded, or a contact
+    whose name the lines carry has since been renamed; else behind if the log
+    has rows past the head; else current."""
+    top = conn.execute(TOP_SQL).fetchone()[0] or 0
+    if top < head.top or (head.top_id is not None and row_id(conn, head.top) != head.top_id):
+        return Standing.ASTRAY
+    names = dict(conn.execute(NAMES_SQL).fetchall())
+    if any((names.get(cid) or "") != name for cid, name in head.names.items()):
+        return Standing.ASTRAY
+    return Standing.BEHIND if top > head.top else Standing.CURRENT
 
 
 def open_segments(folder: Path) -> tuple[Head, Segment, Segment, tuple[int, int, int] | None]:
@@ -397,7 +434,5 @@ def remove_unnamed(folder: Path, head: Head) -> None:
     keep = {f"{head.base}.txt", f"{head.base}.idx", f"{head.tail}.txt", f"{head.tail}.idx"}
     for path in folder.iterdir():
         if path.suffix in (".txt", ".idx", ".partial") and path.name not in keep:
-            if path.name == f"{HEAD_FILE}.partial":
-                continue
             with contextlib.suppress(OSError):
                 path.unlink()

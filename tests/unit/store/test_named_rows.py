@@ -8,7 +8,8 @@ import sqlite3
 from pathlib import Path
 
 from pixie.device.node.keyed import Node
-from pixie.device.store import memlog, mirror, notes
+from pixie.device.store import memlog, mirror, mirrorfiles, notes
+from pixie.device.store.contacts import Contact
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import (
     CLEAR_COLUMNS,
@@ -195,3 +196,16 @@ def test_replica_dates_a_release_by_its_clock(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_the_mirror_files_statements_read_the_log_and_the_contacts() -> None:
+    """The quick grep runs these on the driver, without the models: they must
+    say what the models do."""
+    events, contact = memlog.MemoryEvent.__table__.columns, Contact.__table__.columns
+    assert mirrorfiles.TOP_SQL == memlog.TOP_SQL
+    assert (
+        f"SELECT id FROM {memlog.MemoryEvent.__tablename__} WHERE n = ?"
+    ) == mirrorfiles.ROW_ID_SQL
+    assert f"SELECT id, name FROM {Contact.__tablename__}" == mirrorfiles.NAMES_SQL
+    assert {"id", "n"} <= set(events.keys())
+    assert {"id", "name"} <= set(contact.keys())
