@@ -140,21 +140,34 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 DEBUG_ENV = "PIXIE_DEBUG"
 
 
+def _quick(arguments: list[str]) -> int | None:
+    """The exit status of a command answered without the parser and the
+    database layer (a plain grep on a current text mirror, a plain status),
+    or None to run it in full."""
+    if any(_SURROGATE.search(a) for a in arguments):
+        return None
+    try:
+        if "grep" in arguments:
+            from pixie.device.cli import quickgrep
+
+            return quickgrep.run(arguments)
+        if "status" in arguments:
+            from pixie.device.cli import statusview
+
+            return statusview.quick(arguments)
+    except BrokenPipeError:
+        return _reader_gone()
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if arguments == ["--version"]:  # what argparse would print, without the subcommands
         print(f"pixie {package_version() or '(not installed)'}")
         return 0
-    if "grep" in arguments and not any(_SURROGATE.search(a) for a in arguments):
-        # A plain grep on a current text mirror needs none of the subcommands.
-        from pixie.device.cli import quickgrep
-
-        try:
-            quick = quickgrep.run(arguments)
-        except BrokenPipeError:
-            return _reader_gone()
-        if quick is not None:
-            return quick
+    quick = _quick(arguments)
+    if quick is not None:
+        return quick
     keep_freed_memory()
     parser = build_parser(command_of(arguments))
     try:

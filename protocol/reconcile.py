@@ -34,8 +34,13 @@ after the ordinary exchange. A false match (two different sets with equal
 cells, about 2^-96 per comparison) only leaves the digests apart: the session
 notices and runs another round.
 
-`ItemSet` keeps the hashes sorted with prefix sums of the tags, so the cell of
-any node costs two binary searches.
+A side reads its items through an `ItemIndex`, which answers for a node its
+count, its children's cells, its tags and an item by tag. `SortedItems` does
+so in memory (the hashes sorted with prefix sums of the tags, so a cell costs
+two binary searches, after a pass over every item); a store keeps the cells of
+a fixed depth and the items by hash on disk, current on every write as the
+digest is, so a round costs what the differences cost, not what the set holds.
+`Reconciler` is one side's part in a round, over either.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .digest import MODULUS
 from .errors import ProtocolError
@@ -163,7 +169,37 @@ def _expected(children: int, differing: int) -> float:
     return -children * math.log1p(-differing / children)
 
 
-class ItemSet:
+class ItemIndex(Protocol):
+    """What reconciliation reads of one side's items: the nodes of the hash
+    space, answered from wherever the items live (`SortedItems` in memory, or
+    a store that keeps its cells current on every write). A node is named by
+    ``depth`` and ``prefix`` as in the module docstring."""
+
+    def __len__(self) -> int: ...
+
+    def count(self, depth: int, prefix: int) -> int:
+        """How many items the node holds."""
+        ...
+
+    def cells(self, depth: int, prefix: int, bits: int) -> list[tuple[int, int]]:
+        """The cell (tag sum modulo 2^64, count) of each of the node's 2^bits
+        children, in prefix order."""
+        ...
+
+    def listing(self, depth: int, prefix: int, limit: int | None = None) -> list[tuple[int, bytes]]:
+        """(tag, key) of the node's items in hash order, the first ``limit`` of them."""
+        ...
+
+    def find(self, depth: int, prefix: int, tag: int) -> bytes | None:
+        """The key of an item of the node with this tag (two sharing it: one of them)."""
+        ...
+
+
+class SortedItems:
+    """An `ItemIndex` in memory: the hashes sorted, with prefix sums of their
+    tags, so the cell of any node costs two binary searches. Building it reads
+    every item; a store that keeps cells on disk needs no such pass."""
+
     def __init__(self, items: Iterable[tuple[bytes, int]]) -> None:
         by_hash = {h: k for k, h in items}
         self.hashes = sorted(by_hash)
@@ -173,13 +209,9 @@ class ItemSet:
         for h in self.hashes:
             total += h & _TAG_MASK
             self._sums.append(total)
-        self._by_tag: dict[int, int] | None = None  # built on first use
-        self._spent = 0  # bytes of ranges in the reply being made
 
     def __len__(self) -> int:
         return len(self.hashes)
-
-    # -- nodes ----------------------------------------------------------------------
 
     def _bounds(self, depth: int, prefix: int) -> tuple[int, int]:
         """Where the node of hashes starting with ``prefix`` lies in ours."""
@@ -187,11 +219,11 @@ class ItemSet:
         i = bisect_left(self.hashes, prefix << shift)
         return i, bisect_left(self.hashes, (prefix + 1) << shift, i)
 
-    def _cell(self, i: int, j: int) -> tuple[int, int]:
-        return (self._sums[j] - self._sums[i]) & _TAG_MASK, (j - i) % _COUNT_MOD
+    def count(self, depth: int, prefix: int) -> int:
+        i, j = self._bounds(depth, prefix)
+        return j - i
 
-    def _children(self, depth: int, prefix: int, bits: int) -> list[tuple[int, int]]:
-        """The (start, end) index of each of a node's 2^bits children."""
+    def cells(self, depth: int, prefix: int, bits: int) -> list[tuple[int, int]]:
         i, j = self._bounds(depth, prefix)
         shift = HASH_BITS - depth - bits
         base = prefix << bits
@@ -199,26 +231,60 @@ class ItemSet:
         for c in range(1, 1 << bits):
             cuts.append(bisect_left(self.hashes, (base + c) << shift, cuts[-1], j))
         cuts.append(j)
-        return [(cuts[c], cuts[c + 1]) for c in range(1 << bits)]
+        sums = self._sums
+        return [
+            ((sums[cuts[c + 1]] - sums[cuts[c]]) & _TAG_MASK, cuts[c + 1] - cuts[c])
+            for c in range(1 << bits)
+        ]
 
-    def _tag(self, index: int) -> int:
-        return self.hashes[index] & _TAG_MASK
-
-    def _with_tag(self, tag: int) -> int | None:
-        """The index of an item of ours with this tag (two sharing 64 bits: one of them)."""
-        if self._by_tag is None:
-            self._by_tag = {h & _TAG_MASK: index for index, h in enumerate(self.hashes)}
-        return self._by_tag.get(tag)
-
-    def describe(self, depth: int, prefix: int, expected: float = 1.0) -> Range:
-        """Our view of a node that differs: its tags if few, else a split whose
-        fan-out suits ``expected`` differences."""
+    def listing(self, depth: int, prefix: int, limit: int | None = None) -> list[tuple[int, bytes]]:
         i, j = self._bounds(depth, prefix)
-        if j - i <= IDLIST_MAX or depth >= MAX_DEPTH:
-            listed = [self._tag(k) for k in range(i, min(j, i + MAX_IDLIST))]
-            described = Range(Part.ITEMS, depth, prefix, _tag_bytes(listed))
+        if limit is not None:
+            j = min(j, i + limit)
+        return [(self.hashes[k] & _TAG_MASK, self.keys[k]) for k in range(i, j)]
+
+    def find(self, depth: int, prefix: int, tag: int) -> bytes | None:
+        i, j = self._bounds(depth, prefix)
+        hashes = self.hashes
+        for k in range(i, j):
+            if hashes[k] & _TAG_MASK == tag:
+                return self.keys[k]
+        return None
+
+
+class Reconciler:
+    """One side of a round of reconciliation, over its `ItemIndex`.
+
+    It remembers the tags it listed in the round (each ``ITEMS`` range it
+    sends), which is where every tag the peer then asks for comes from: a
+    ``need`` is answered from that memory, not from a search of every item."""
+
+    def __init__(self, index: ItemIndex) -> None:
+        self.index = index
+        self._listed: dict[int, bytes] = {}  # tag -> key, of the tags we listed
+        self._spent = 0  # bytes of ranges in the reply being made
+
+    @classmethod
+    def of(cls, items: Iterable[tuple[bytes, int]]) -> Reconciler:
+        """A reconciler over these (key, item hash) pairs, held in memory."""
+        return cls(SortedItems(items))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def describe(
+        self, depth: int, prefix: int, expected: float = 1.0, count: int | None = None
+    ) -> Range:
+        """Our view of a node that differs: its tags if few, else a split whose
+        fan-out suits ``expected`` differences. ``count``: how many items we
+        hold there, if known."""
+        held = self.index.count(depth, prefix) if count is None else count
+        if held <= IDLIST_MAX or depth >= MAX_DEPTH:
+            listed = self.index.listing(depth, prefix, MAX_IDLIST)
+            self._listed.update(listed)
+            described = Range(Part.ITEMS, depth, prefix, _tag_bytes(t for t, _ in listed))
         else:
-            bits = min(fanout_for(expected), MAX_DEPTH - depth, max(1, (j - i).bit_length()))
+            bits = min(fanout_for(expected), MAX_DEPTH - depth, max(1, held.bit_length()))
             if self._spent > REPLY_LIMIT:
                 bits = 1
             described = self._split(depth, prefix, bits)
@@ -227,8 +293,8 @@ class ItemSet:
 
     def _split(self, depth: int, prefix: int, bits: int) -> Range:
         cells = b"".join(
-            s.to_bytes(TAG_BYTES, "big") + c.to_bytes(COUNT_BYTES, "big")
-            for s, c in (self._cell(i, j) for i, j in self._children(depth, prefix, bits))
+            s.to_bytes(TAG_BYTES, "big") + (c % _COUNT_MOD).to_bytes(COUNT_BYTES, "big")
+            for s, c in self.index.cells(depth, prefix, bits)
         )
         return Range(Part.SPLIT, depth, prefix, cells)
 
@@ -241,9 +307,10 @@ class ItemSet:
         return [self._split(0, 0, bits)]
 
     def keys_for(self, wanted: Iterable[bytes]) -> list[bytes]:
-        """The keys of our items with these tags."""
-        found = (self._with_tag(int.from_bytes(tag, "big")) for tag in wanted)
-        return [self.keys[k] for k in found if k is not None]
+        """The keys of the items with these tags among those we listed this
+        round (a tag we did not list is one the peer cannot have seen)."""
+        found = (self._listed.get(int.from_bytes(tag, "big")) for tag in wanted)
+        return [key for key in found if key is not None]
 
     # -- the peer's ranges ------------------------------------------------------------
 
@@ -264,53 +331,47 @@ class ItemSet:
         depth = r.depth + bits
         theirs = r.data
         differing = []
-        for c, (i, j) in enumerate(self._children(r.depth, r.prefix, bits)):
+        for c, (my_sum, my_count) in enumerate(self.index.cells(r.depth, r.prefix, bits)):
             cell = theirs[c * CELL_BYTES : (c + 1) * CELL_BYTES]
             their_sum = int.from_bytes(cell[:TAG_BYTES], "big")
             their_count = int.from_bytes(cell[TAG_BYTES:], "big")
-            my_sum, my_count = self._cell(i, j)
-            if (my_sum, my_count) != (their_sum, their_count):
-                differing.append((c, i, j, my_sum - their_sum, my_count - their_count, their_count))
+            if (my_sum, my_count % _COUNT_MOD) != (their_sum, their_count):
+                differing.append(
+                    (c, my_count, my_sum - their_sum, my_count - their_count, their_count)
+                )
         if not differing:
             return
         expected = _expected(1 << bits, len(differing)) / len(differing)
-        for c, i, j, sum_gap, count_gap, their_count in differing:
+        for c, my_count, sum_gap, count_gap, their_count in differing:
             child = (r.prefix << bits) | c
             gap = (count_gap + _COUNT_MOD // 2) % _COUNT_MOD - _COUNT_MOD // 2  # signed
             if their_count == 0:  # the peer holds nothing here: it lacks all of ours
-                out.send.extend(self.keys[i:j])
-            elif i == j:  # we hold nothing here: ask for all of theirs
+                out.send.extend(key for _, key in self.index.listing(depth, child))
+            elif my_count == 0:  # we hold nothing here: ask for all of theirs
                 out.reply.append(Range(Part.ITEMS, depth, child))
-            elif gap == 1 and (found := self._one_of_ours(i, j, sum_gap & _TAG_MASK)) is not None:
-                out.send.append(self.keys[found])
+            elif (
+                gap == 1
+                and (found := self.index.find(depth, child, sum_gap & _TAG_MASK)) is not None
+            ):
+                out.send.append(found)
             elif gap == -1:
                 want = (-sum_gap) & _TAG_MASK
                 out.reply.append(Range(Part.WANT, depth, child, want.to_bytes(TAG_BYTES, "big")))
             else:
                 # At least two differences (one more when the counts differ by an odd number).
                 floor = max(2.0, abs(gap), 3.0 if gap % 2 else 2.0)
-                out.reply.append(self.describe(depth, child, max(expected, floor)))
-
-    def _one_of_ours(self, i: int, j: int, tag: int) -> int | None:
-        """The index of our item with this tag among indices i..j, if any."""
-        hashes = self.hashes
-        for k in range(i, j):
-            if hashes[k] & _TAG_MASK == tag:
-                return k
-        return None
+                out.reply.append(self.describe(depth, child, max(expected, floor), my_count))
 
     def _compare_items(self, r: Range, out: Outcome) -> None:
-        i, j = self._bounds(r.depth, r.prefix)
         theirs = set(tags(r.data))
-        mine = {self._tag(k): k for k in range(i, j)}
-        out.send.extend(self.keys[k] for tag, k in mine.items() if tag not in theirs)
+        mine = dict(self.index.listing(r.depth, r.prefix))
+        out.send.extend(key for tag, key in mine.items() if tag not in theirs)
         out.need.extend(t.to_bytes(TAG_BYTES, "big") for t in theirs if t not in mine)
 
     def _answer_want(self, r: Range, out: Outcome) -> None:
-        i, j = self._bounds(r.depth, r.prefix)
-        found = self._one_of_ours(i, j, int.from_bytes(r.data, "big"))
+        found = self.index.find(r.depth, r.prefix, int.from_bytes(r.data, "big"))
         if found is not None:
-            out.send.append(self.keys[found])
+            out.send.append(found)
         else:  # the peer's guess was wrong: the node holds more than that one item
             out.reply.append(self.describe(r.depth, r.prefix, 3.0))
 
@@ -324,10 +385,12 @@ __all__ = [
     "MAX_FANOUT_BITS",
     "MAX_IDLIST",
     "TAG_BYTES",
-    "ItemSet",
+    "ItemIndex",
     "Outcome",
     "Part",
     "Range",
+    "Reconciler",
+    "SortedItems",
     "range_fingerprint",
     "tags",
 ]

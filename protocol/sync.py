@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from .clock import SYSTEM_ENTROPY, Entropy
 from .errors import ProtocolError
-from .reconcile import ItemSet, Range
+from .reconcile import ItemIndex, Range, Reconciler
 from .syncwire import (
     MAX_NEED,
     SESSION_BYTES,
@@ -104,8 +104,9 @@ class Replica(Protocol):
         ``in_order``: refuse a log batch that skips sequence numbers."""
         ...
 
-    def items(self) -> Iterable[tuple[bytes, int]]:
-        """Every (17-byte key, item hash) the digest sums."""
+    def item_index(self) -> ItemIndex:
+        """The items the digest sums, by hash, for reconciliation (see
+        `reconcile.ItemIndex`): read as the replica stands at each call."""
         ...
 
     def records_for(self, keys: Sequence[bytes]) -> Iterator[Records]:
@@ -196,7 +197,7 @@ class SyncSession:
         self._sent_number = 0
         self._expect_number = 0
         self._round = _Round()
-        self._items: ItemSet | None = None
+        self._items: Reconciler | None = None
         self._pending_ranges: list[Range] = []
         self._pending_need: list[bytes] = []
         self._acked = 0  # batches the sibling has confirmed applying
@@ -430,12 +431,12 @@ class SyncSession:
         if self.opener:
             self._send(Repair(self.session_id, tuple(items.initial(r.peer_check[1])), ()))
 
-    def _begin_repair(self) -> ItemSet:
+    def _begin_repair(self) -> Reconciler:
         """Start a repair round: both sides' streams are over, the items read afresh."""
         self.stats.repair_rounds += 1
         self.phase = Phase.REPAIRING
         self._round = _Round(sent_all=True, got_all=True)
-        self._items = ItemSet(self.replica.items())
+        self._items = Reconciler(self.replica.item_index())
         self._pending_ranges = []
         self._pending_need = []
         return self._items

@@ -35,7 +35,7 @@ from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.keystore import KEYS_ENV, KEYSTORE_ENV
 from pixie.device.store.provision import create_data_dir
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.lastsync import LAST_SYNC_KEY
 from pixie.protocol.timestamps import now_us
 

@@ -66,7 +66,7 @@ from pixie.device.notebook.store import Distilled
 from pixie.device.store.db import checkpoint_in_background
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.provision import create_data_dir
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.offload import NoteOffloadService
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
+from pixie.device.store import itemindex
 from pixie.device.store.notes import (
     NoteKind,
     clean_tags,
@@ -49,6 +50,7 @@ from pixie.protocol.digest import (
     contact_item,
     detail_item,
     event_item,
+    item_hash,
     note_item,
 )
 from pixie.protocol.offload import body_hash
@@ -296,6 +298,11 @@ def rebuilt_digest(node: Node) -> Fingerprint:
     """The state digest rebuilt from the store's rows (one read), as
     `Node.recompute_digest` rebuilds it: an item per event, note version,
     contact, alias and contact detail."""
+    return Fingerprint.of(rebuilt_items(node))
+
+
+def rebuilt_items(node: Node) -> list[bytes]:
+    """Every item of the state digest, read from the store's rows (one read)."""
     items: list[bytes] = []
     for tag, a, b, c, d, e in node.db.peek(_DIGEST_ROWS):
         if tag == _EVENT:
@@ -308,7 +315,7 @@ def rebuilt_digest(node: Node) -> Fingerprint:
             items.append(alias_item(a, b, c))
         else:
             items.append(detail_item(a, b, c, d))
-    return Fingerprint.of(items)
+    return items
 
 
 def check_digests(world: World, *, full: bool = False) -> None:
@@ -326,6 +333,17 @@ def check_digests(world: World, *, full: bool = False) -> None:
             drifted = maintained != peer.node.recompute_digest()
         if drifted:
             _fail(5, f"{peer.name}: the maintained digest drifted from its rows")
+        if full and not index_is_maintained(peer.node):
+            _fail(5, f"{peer.name}: the item index drifted from its rows")
+
+
+def index_is_maintained(node: Node) -> bool:
+    """Whether the item index repair reads (see `itemindex`) holds exactly the
+    digest's items, and each of its cells what its items sum to."""
+    if not itemindex.is_built(node.db):
+        return True  # built by the first repair, from the rows
+    wanted = {itemindex.parts(i[:17], item_hash(i)) for i in rebuilt_items(node)}
+    return itemindex.stored(node.db) == wanted and itemindex.cells_agree(node.db)
 
 
 def upsert_is_noop(node: Node, item: Distilled) -> bool:

@@ -46,7 +46,7 @@ from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.admission import Admission, Incoming
 from pixie.device.sync.offload import OffloadLedger, Pointer
 from pixie.device.sync.replica import NodeReplica

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 from pixie.device.agent.grep import MAX_QUERY_CHARS, GrepMemoryTool
+from pixie.device.agent.limits import MAX_DAYS_BACK
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook, ScoredNote, search_terms
 from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold, query_terms, stems
@@ -46,7 +47,6 @@ from pixie.protocol.timestamps import format_date, now_us
 BODY_CHARS_SHOWN = 600
 ALIASES_SHOWN = 8
 MAX_PERSON_CHARS = 200
-MAX_DAYS_BACK = 36_500
 ALIAS_POOL = 32  # notes tagged with a name that are looked at for its person page
 DEFAULT_BUDGETS: Mapping[str, int] = {"check_notebook": 4, "grep_memory": 3}
 # Where the guards live when the tools are served to another agent's loop (MCP):

@@ -12,7 +12,7 @@ import math
 import sys
 from pathlib import Path
 
-from pixie.device.agent.tools import MAX_DAYS_BACK
+from pixie.device.agent.limits import MAX_DAYS_BACK
 from pixie.device.errors import BadInput
 from pixie.device.store.datadir import resolve_data_dir
 from pixie.protocol.errors import ProtocolError

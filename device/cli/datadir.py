@@ -7,15 +7,13 @@ from typing import Any
 
 from pixie.device.cli.common import data_path, emit_json, json_flag
 from pixie.device.cli.nodes import open_node
+from pixie.device.cli.statusview import show, status_of
 from pixie.device.node.keyed import Node
 from pixie.device.store import config
 from pixie.device.store.contacts import clean_name
 from pixie.device.store.datadir import ROLES
 from pixie.device.store.keystore import describe_key_store, open_key_store
 from pixie.device.store.provision import create_data_dir
-from pixie.device.sync.lastsync import last_syncs_in
-from pixie.protocol.identity import fingerprint
-from pixie.protocol.timestamps import format_time
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -34,53 +32,20 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    # A plain `pixie status` is answered before this runs (`statusview.quick`)
+    # when the data dir needs nothing the node's opening does.
     with open_node(args) as node:
-        siblings = node.siblings.all()
-        info = {
-            "data": str(node.data.path),
-            "role": node.role,
-            "name": node.name,
-            "fingerprint": fingerprint(node.public_key()),
-            "origin": node.origin,
-            "digest": node.digest().digest().hex(),
-            "events": node.log.count(),
-            "contacts": len(node.contacts.all()),
-            **{f"{zone}_notes": count for zone, count in node.notebook.counts().items()},
-            "keys": describe_key_store(open_key_store()),
-        }
-        last = last_syncs_in(node.db)
-    if args.json:
-        emit_json(
-            {
-                **info,
-                "siblings": [
-                    {**s.as_json(), "last_sync": last.get(s.fingerprint)} for s in siblings
-                ],
-            }
+        status = status_of(
+            node.data.path,
+            node.db.meta(),
+            node.digest().digest().hex(),
+            node.log.count(),
+            len(node.contacts.all()),
+            node.notebook.counts(),
+            node.siblings.all(),
         )
-    else:
-        for key, value in info.items():
-            print(f"{key}: {value}")
-        for s in siblings:
-            print(f"sibling: {s.name} ({s.role}) {s.fingerprint} via {s.relay}")
-            print(f"  last sync: {_last_sync_line(last.get(s.fingerprint))}")
+    show(status, args.json)
     return 0
-
-
-def _last_sync_line(report: object) -> str:
-    """One line for a sibling's last sync report (as `record_last_sync` keeps it)."""
-    if not isinstance(report, dict):
-        return "never"
-    at = report.get("at")
-    when = format_time(int(at * 1_000_000)) if isinstance(at, int | float) else "at an unknown time"
-    parts = [f"{when}, {report.get('outcome', 'unknown')}"]
-    trips = report.get("round_trips")
-    if isinstance(trips, int):
-        parts.append(f"{trips} round trip{'' if trips == 1 else 's'}")
-    applied = report.get("applied")
-    if isinstance(applied, int):
-        parts.append(f"{applied} item{'' if applied == 1 else 's'} taken in")
-    return ", ".join(parts)
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:

@@ -8,7 +8,8 @@ import argparse
 import sys
 from typing import Any
 
-from pixie.device.agent.tools import MAX_DAYS_BACK, CheckNotebookTool
+from pixie.device.agent.limits import MAX_DAYS_BACK
+from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.cli import display, editor
 from pixie.device.cli.common import (
     days_back_flag,

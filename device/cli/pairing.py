@@ -11,7 +11,7 @@ import trio
 from pixie.device.cli.common import emit_json, json_flag, positive, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import relay_address
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync import control, pairing
 from pixie.device.sync.relayclient import RelayAddress
 

@@ -9,7 +9,7 @@ from typing import Any
 from pixie.device.errors import BadInput
 from pixie.device.node.clear import ClearNode
 from pixie.device.store import config
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync import control
 from pixie.device.sync.relayclient import RelayAddress
 

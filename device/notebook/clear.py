@@ -52,7 +52,7 @@ from pixie.device.store.notes import (
 )
 from pixie.device.store.statedigest import DIGEST_KEY
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
-from pixie.protocol.digest import Fingerprint, note_item
+from pixie.protocol.digest import note_item
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.ids import IdMinter, minter_for
 
@@ -626,12 +626,6 @@ _EDIT_SQL = (
     f"UPDATE {_NOTE.name} SET {', '.join(f'{_NOTE.c[c].name} = ?' for c in _EDIT_COLUMNS)} "
     f"WHERE {_NOTE.c.n.name} = ?"
 )
-_META = cast(Table, Meta.__table__)
-_DIGEST_READ_SQL = f"SELECT value FROM {_META.name} WHERE key = ?"
-_DIGEST_WRITE_SQL = (
-    f"INSERT INTO {_META.name} (key, value) VALUES (?, ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
 
 
 class _Row:
@@ -763,12 +757,8 @@ def _move_digest(
     digest's row (then through it, so the two never disagree)."""
     if session.identity_map.get(session.identity_key(Meta, DIGEST_KEY)) is not None:
         statedigest.update(session, add=added, remove=removed)
-        return
-    found = conn.execute(_DIGEST_READ_SQL, (DIGEST_KEY,)).fetchone()
-    current = Fingerprint.decode(found[0]) if found is not None else Fingerprint()
-    changed = current.update(added, removed)
-    if changed != current:
-        conn.execute(_DIGEST_WRITE_SQL, (DIGEST_KEY, changed.encode()))
+    else:
+        statedigest.update_on(conn, add=added, remove=removed)
 
 
 __all__ = [

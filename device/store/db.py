@@ -27,6 +27,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.util import LRUCache
 
 from pixie.device.errors import DataDirError
+from pixie.device.store.version import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import trio
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
 # How a database of an older version becomes the current one: the statements
 # that take version N to N + 1, run in one durable transaction with the new
 # version number, so a migration is done whole or not at all.
@@ -75,6 +75,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # The series notes a daemon's poll reads (`notes.SERIES_INDEX_DDL`).
         "CREATE INDEX IF NOT EXISTS ix_note_series_due ON note (about_date) "
         "WHERE kind = 'conversation_digest' AND source_ref LIKE 'series:%'",
+    ),
+    # The digest's items by hash and their cells (`itemindex.TABLES_DDL`,
+    # spelt out here for the same reason), empty: the first repair fills
+    # them (the built mark is left unset).
+    6: (
+        "CREATE TABLE IF NOT EXISTS digest_item ("
+        " top BIGINT NOT NULL, tag BIGINT NOT NULL, key BLOB NOT NULL,"
+        " PRIMARY KEY (top, tag)) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS digest_cell ("
+        " cell INTEGER NOT NULL PRIMARY KEY, high BIGINT NOT NULL, low BIGINT NOT NULL,"
+        " n INTEGER NOT NULL)",
     ),
 }
 BUSY_TIMEOUT_MS = 10_000

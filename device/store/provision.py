@@ -14,14 +14,16 @@ from sqlalchemy import bindparam, insert
 
 from pixie.device.errors import BadInput, DataDirError
 from pixie.device.store.datadir import CONFIG_NAME, DB_NAME, ROLES, DataDir
-from pixie.device.store.db import SCHEMA_VERSION, Database, Meta, driver_sql
+from pixie.device.store.db import Database, Meta, driver_sql
 from pixie.device.store.holdings import Holding  # noqa: F401  (its tables are created here too)
+from pixie.device.store.itemindex import ITEM_INDEX_DDL
 from pixie.device.store.keystore import KeyStore, open_key_store
 from pixie.device.store.marks import DistillMark  # noqa: F401  (its table is created here too)
 from pixie.device.store.meanings import MEANINGS_DDL
 from pixie.device.store.memlog import MEMLOG_DDL
 from pixie.device.store.notes import NOTEBOOK_DDL
 from pixie.device.store.siblings import Sibling  # noqa: F401  (its tables are created here too)
+from pixie.device.store.version import SCHEMA_VERSION
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy, is_system
 from pixie.protocol.identity import identity_from_seed, new_identity
 
@@ -90,7 +92,7 @@ def _create(
             stale.unlink()
         db = Database(partial, create=True)
         try:
-            db.create_schema(MEMLOG_DDL + NOTEBOOK_DDL + MEANINGS_DDL)
+            db.create_schema(MEMLOG_DDL + NOTEBOOK_DDL + MEANINGS_DDL + ITEM_INDEX_DDL)
             facts = [
                 ("schema_version", str(SCHEMA_VERSION)),
                 ("origin", origin),

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import String, bindparam, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from pixie.device.errors import DeviceError
 from pixie.device.store.db import Base, Database, driver_sql
-from pixie.protocol.identity import fingerprint
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.protocol.replay import WINDOW, ReplayWindow, Verdict
 
 # Checked in the transaction that reserves an envelope's counter: is the reason
@@ -58,44 +56,6 @@ _SAVE_WINDOW_SQL = (
     "ON CONFLICT (key) DO UPDATE SET recv_high = excluded.recv_high, "
     "recv_bitmap = excluded.recv_bitmap"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SiblingInfo:
-    key: bytes
-    name: str
-    role: str
-    relay: str
-    paired_at: int
-
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(self.key)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SiblingInfo:
-        """A sibling as `as_json` wrote it (a daemon's answer, say)."""
-        try:
-            key = bytes.fromhex(str(data["key"]))
-            return cls(
-                key,
-                str(data["name"]),
-                str(data["role"]),
-                str(data["relay"]),
-                int(data["paired_at"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            raise DeviceError("a sibling we cannot read") from None
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "fingerprint": self.fingerprint,
-            "key": self.key.hex(),
-            "name": self.name,
-            "role": self.role,
-            "relay": self.relay,
-            "paired_at": self.paired_at,
-        }
 
 
 _COLUMNS = (Sibling.name, Sibling.role, Sibling.relay, Sibling.paired_at)

@@ -11,6 +11,9 @@ session's own, inside its transaction): they run on every write and every
 sync, and the ORM's per-statement cost was several times the statement's.
 The SQL is made from the `Meta` model, which stays the schema's one
 definition.
+
+The same update moves the item index repair reads (see `itemindex`): each
+item is hashed once for both.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from typing import cast
 from sqlalchemy import Table
 from sqlalchemy.orm import Session
 
+from pixie.device.store import itemindex
 from pixie.device.store.db import Database, Meta
 from pixie.device.store.notes import Note
-from pixie.protocol.digest import Fingerprint, note_item
-
-DIGEST_KEY = "state_fingerprint"
+from pixie.device.store.version import DIGEST_KEY
+from pixie.protocol.digest import MODULUS, Fingerprint, item_hashes, note_item
+from pixie.protocol.reconcile import KEY_BYTES
 
 _META = cast(Table, Meta.__table__)
 _KEY, _VALUE = _META.c.key.name, _META.c.value.name
@@ -54,22 +58,50 @@ def _held_row(session: Session) -> Meta | None:
     return None
 
 
+def _hashed(items: Iterable[bytes]) -> list[tuple[bytes, int]]:
+    listed = list(items)
+    return list(zip([item[:KEY_BYTES] for item in listed], item_hashes(listed), strict=True))
+
+
+def _moved(
+    current: Fingerprint, plus: list[tuple[bytes, int]], minus: list[tuple[bytes, int]]
+) -> Fingerprint:
+    total = current.total + sum(h for _, h in plus) - sum(h for _, h in minus)
+    return Fingerprint(total % MODULUS, current.count + len(plus) - len(minus))
+
+
 def update(session: Session, *, add: Iterable[bytes] = (), remove: Iterable[bytes] = ()) -> None:
-    """Add and remove items, inside ``session``'s transaction.
+    """Add and remove items, inside ``session``'s transaction: the digest and
+    the item index.
 
     Through the session's driver connection, unless the session holds the
-    row as an object (then through that object, so the two never disagree)."""
+    digest's row as an object (then the digest through that object, so the
+    two never disagree)."""
+    conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
     row = _held_row(session)
     if row is not None:
+        plus, minus = _hashed(add), _hashed(remove)
+        itemindex.write(conn, plus, minus)
         current = Fingerprint.decode(row.value)
-        changed = current.update(add, remove)
+        changed = _moved(current, plus, minus)
         if changed != current:
             row.value = changed.encode()
         return
-    conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+    update_on(conn, add=add, remove=remove)
+
+
+def update_on(
+    conn: sqlite3.Connection, *, add: Iterable[bytes] = (), remove: Iterable[bytes] = ()
+) -> None:
+    """`update` on a driver connection inside its write transaction, for a
+    writer that holds no ORM object of the digest's row."""
+    plus, minus = _hashed(add), _hashed(remove)
+    if not plus and not minus:
+        return
+    itemindex.write(conn, plus, minus)
     found = conn.execute(_READ_SQL, (DIGEST_KEY,)).fetchone()
     current = Fingerprint.decode(found[0]) if found is not None else Fingerprint()
-    changed = current.update(add, remove)
+    changed = _moved(current, plus, minus)
     if changed != current:
         conn.execute(_WRITE_SQL, (DIGEST_KEY, changed.encode()))
 
@@ -80,3 +112,6 @@ def current(db: Database) -> Fingerprint:
     rows = db.peek(_READ_SQL, (DIGEST_KEY,))
     value = rows[0][0] if rows else None
     return Fingerprint.decode(value) if value else Fingerprint()
+
+
+__all__ = ["DIGEST_KEY", "current", "note_version", "update", "update_on"]

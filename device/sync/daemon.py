@@ -27,7 +27,7 @@ from pixie.device.errors import DeviceError
 from pixie.device.node.keyed import Node
 from pixie.device.notebook import meaning
 from pixie.device.store.db import checkpoint_in_background
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.control import HolderReplies, Live, serve_control
 from pixie.device.sync.driver import PeerService, SyncEndpoint, SyncOutcome, SyncReport
 from pixie.device.sync.peers import PeerLink

@@ -37,7 +37,7 @@ from nacl.exceptions import CryptoError
 
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.node.keyed import Node
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy

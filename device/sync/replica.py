@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session
 
 from pixie.device.errors import BadInput
 from pixie.device.notebook.store import sealed_hash
-from pixie.device.store import statedigest
+from pixie.device.store import itemindex, statedigest
 from pixie.device.store.contacts import (
     ALIASES_SQL,
     CONTACTS_SQL,
@@ -58,6 +58,7 @@ from pixie.device.store.contacts import (
 )
 from pixie.device.store.db import Database, Meta, driver_sql
 from pixie.device.store.holdings import RELEASE_LATER_SQL, Holding
+from pixie.device.store.itemindex import StoredItems
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
@@ -184,6 +185,25 @@ _NOTE_VERSIONS = driver_sql(
 
 
 _FROM_ME = {None: None, 0: False, 1: True}  # SQLite hands booleans back as 0/1
+
+
+def _every_item(conn: sqlite3.Connection) -> Iterator[bytes]:
+    """Every item the digest sums, read on a driver connection inside its
+    transaction: only the columns an item is made of (a rebuild reads every
+    event, and ORM rows, each note with its body, cost several times the
+    hashing)."""
+    cursor = conn.cursor()
+    try:
+        cursor.execute(_EVENT_IDS)
+        while rows := cursor.fetchmany(_ITEM_PAGE):
+            for (event_id,) in rows:
+                yield event_item(event_id)
+        cursor.execute(_NOTE_VERSIONS)
+        for note_id, stamp, digest, user_edited, deleted in cursor.fetchall():
+            yield note_item(note_id, stamp, digest, bool(user_edited), bool(deleted))
+        yield from contact_items_of(cursor)
+    finally:
+        cursor.close()
 
 
 # What a record costs encoded, at most, besides its strings: fixed-width fields
@@ -569,25 +589,20 @@ class NodeReplica:
     # -- repair ---------------------------------------------------------------------------
 
     def items(self) -> Iterator[tuple[bytes, int]]:
-        # Read through the driver, only the columns an item is made of: a
-        # repair reads every event, and loading ORM rows (each note with its
-        # body) cost several times the hashing.
+        """Every (key, item hash) the digest sums, read from the rows."""
         with self.db.snapshot() as conn:
-            cursor = conn.cursor()
-            try:
-                cursor.execute(_EVENT_IDS)
-                while rows := cursor.fetchmany(_ITEM_PAGE):
-                    for (event_id,) in rows:
-                        item = event_item(event_id)
-                        yield item[:17], item_hash(item)
-                cursor.execute(_NOTE_VERSIONS)
-                for note_id, stamp, digest, user_edited, deleted in cursor.fetchall():
-                    item = note_item(note_id, stamp, digest, bool(user_edited), bool(deleted))
-                    yield item[:17], item_hash(item)
-                for item in list(contact_items_of(cursor)):
-                    yield item[:17], item_hash(item)
-            finally:
-                cursor.close()
+            for item in _every_item(conn):
+                yield item[:17], item_hash(item)
+
+    def item_index(self) -> StoredItems:
+        # The index kept on every write; a data dir made before it existed
+        # gets it built here, once, in one write transaction.
+        if not itemindex.is_built(self.db):
+            with self.db.writing() as session:
+                conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+                if not itemindex.is_built_on(conn):  # read again, under the write lock
+                    itemindex.rebuild(conn, list(_every_item(conn)))
+        return StoredItems(self.db)
 
     def records_for(self, keys: Sequence[bytes]) -> Iterator[Records]:
         return _chunked(self._records_for(keys))

@@ -39,8 +39,8 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp
 
 from pixie.device.agent.grep import MAX_QUERY_CHARS
+from pixie.device.agent.limits import MAX_DAYS_BACK
 from pixie.device.agent.tools import (
-    MAX_DAYS_BACK,
     MAX_PERSON_CHARS,
     label,
     render_results,

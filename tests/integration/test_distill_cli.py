@@ -19,7 +19,7 @@ import trio
 from pixie.device.distill.service import NotetakingService
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import NoteKind
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.daemon import run_peer
 from pixie.device.sync.relayclient import RelayAddress
 from tests.support.cli import run_cli

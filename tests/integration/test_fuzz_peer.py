@@ -32,7 +32,7 @@ from nacl.public import Box, PrivateKey
 from nacl.signing import SigningKey
 
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol.envelope import open_envelope, seal
 from pixie.protocol.errors import ProtocolError

@@ -1,6 +1,7 @@
 """What a command imports before it answers: `pixie --version` needs none of
 the subcommands, so none of the heavy libraries are loaded for it; neither
-does a plain `pixie grep` when the text mirror is current."""
+does a plain `pixie grep` when the text mirror is current, or a plain
+`pixie status`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
@@ -163,3 +166,85 @@ def test_status_imports_no_other_command(tmp_path: Path) -> None:
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
     others = {m for m in set(COMMAND_MODULES.values()) if m != "pixie.device.cli.datadir"}
     assert not loaded & others
+
+
+def _status(argv: list[str], keys: Path) -> tuple[str, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", GREP_PROBE.format(argv=argv, heavy=set(HEAVY))],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, KEYS_ENV: str(keys), KEYSTORE_ENV: "file"},
+    )
+    *printed, loaded = done.stdout.splitlines()
+    code, heavy = json.loads(loaded)
+    assert code == 0, done.stderr
+    return "\n".join(printed) + "\n", heavy
+
+
+def test_status_answers_without_the_database_layer_as_the_full_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pixie status` reads its counts on the driver alone, and says exactly
+    what the full command (which opens the node) says: events, contacts,
+    notes by zone (offloaded and deleted ones too), siblings and their last
+    sync."""
+    from pixie.device.cli import datadir
+    from pixie.device.notebook.store import Distilled
+    from pixie.device.store.notes import NoteKind, SealedKind
+    from pixie.device.store.siblinginfo import SiblingInfo
+    from pixie.device.sync.lastsync import LAST_SYNC_KEY
+
+    keys = tmp_path / "keys"
+    monkeypatch.setenv(KEYS_ENV, str(keys))
+    monkeypatch.setenv(KEYSTORE_ENV, "file")
+    data = tmp_path / "d"
+    create_data_dir(data, name="phone", role="device", key_store=FileKeyStore(keys))
+    at = 1_700_000_000_000_000
+    with Node.open(data, key_store=FileKeyStore(keys)) as node:
+        node.log.append(
+            [NewEvent(EventKind.MESSAGE, at + i, f"hello {i}", contact="Zoë") for i in range(7)],
+            now=at,
+        )
+        cid = node.contacts.add("Ada Lovelace", ["ada@example.org"], now=0)[0]
+        node.notebook.upsert_clear(Distilled(NoteKind.PERSON, cid, "Ada", "Runs.", cid, ()))
+        gone = node.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers.")
+        node.notebook.delete(gone)
+        node.notebook.record_sealed(SealedKind.HUDDLE_TAKEAWAY, title="t", body="sealed")
+        mac = bytes(range(32))
+        node.siblings.add(SiblingInfo(mac, "mac", "homebase", "relay.example:7000", at))
+        report = {"at": 1_700_000_100, "outcome": "done", "round_trips": 1, "applied": 3}
+        with node.db.writing() as session:
+            from pixie.device.store.db import Meta
+
+            fp = SiblingInfo(mac, "mac", "homebase", "r", 0).fingerprint
+            session.add(Meta(key=f"{LAST_SYNC_KEY}:{fp}", value=json.dumps(report)))
+    for flags in ([], ["--json"]):
+        argv = ["--data", str(data), "status", *flags]
+        printed, heavy = _status(argv, keys)
+        assert heavy == []  # the quick path answered
+        parser = build_parser("status")
+        datadir.cmd_status(parser.parse_args(argv))
+        assert printed == capsys.readouterr().out
+    assert "events: 8" not in printed and '"events": 7' in printed
+    assert '"sealed_notes": 1' in printed and '"clear_notes": 1' in printed
+    assert "1 round trip, 3 items taken in" in _status(["--data", str(data), "status"], keys)[0]
+
+
+def test_status_of_an_older_schema_is_left_to_the_full_command(tmp_path: Path) -> None:
+    """A database the quick reader cannot take as it is (here: one a version
+    behind, which opening migrates) goes to the full command."""
+    import sqlite3
+
+    keys = tmp_path / "keys"
+    data = tmp_path / "d"
+    create_data_dir(data, name="phone", role="device", key_store=FileKeyStore(keys))
+    con = sqlite3.connect(data / "pixie.db")
+    with con:
+        con.execute("DELETE FROM meta WHERE key = 'item_index'")
+        con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    con.close()
+    printed, heavy = _status(["--data", str(data), "status"], keys)
+    assert "events: 0" in printed and "sqlalchemy" in heavy
+    printed, heavy = _status(["--data", str(data), "status"], keys)
+    assert "events: 0" in printed and heavy == []  # migrated by the first

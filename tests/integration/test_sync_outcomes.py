@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from pixie.device.node.keyed import Node
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.driver import SyncOutcome, SyncReport
 from pixie.protocol.identity import fingerprint, new_identity
 from tests.support.processes import PIXIE, start_relay

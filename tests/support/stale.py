@@ -8,7 +8,7 @@ import trio
 
 from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.driver import SyncEndpoint
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient

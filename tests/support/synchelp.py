@@ -10,7 +10,7 @@ from pathlib import Path
 from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.provision import create_data_dir
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.sync import Loopback, SyncSession
 

@@ -21,9 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pixie.device.agent.grep import EMPTY_MEMORY, MAX_QUERY_CHARS, GrepMemoryTool
+from pixie.device.agent.limits import MAX_DAYS_BACK
 from pixie.device.agent.tools import (
     DEFAULT_BUDGETS,
-    MAX_DAYS_BACK,
     CheckNotebookTool,
     GrepMemory,
     ToolBox,

@@ -324,17 +324,17 @@ def _raising(exc: Exception) -> Callable[..., int]:
 def test_an_unexpected_error_is_one_line_naming_its_type(
     full_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(datadir_cli, "cmd_status", _raising(RuntimeError("boom\nsecond line")))
-    res = cli(full_dir, "status")
+    monkeypatch.setattr(datadir_cli, "cmd_config_show", _raising(RuntimeError("boom\nsecond line")))
+    res = cli(full_dir, "config", "show")
     refused(res, "unexpected RuntimeError: boom")
     assert "PIXIE_DEBUG=1" in res.err
     assert "Traceback" not in res.err
 
 
 def test_pixie_debug_shows_the_traceback(full_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(datadir_cli, "cmd_status", _raising(KeyError("identity")))
+    monkeypatch.setattr(datadir_cli, "cmd_config_show", _raising(KeyError("identity")))
     monkeypatch.setenv("PIXIE_DEBUG", "1")
-    res = cli(full_dir, "status")
+    res = cli(full_dir, "config", "show")
     assert res.code == 2
     assert "Traceback" in res.err
     assert res.err.splitlines()[-1].startswith("pixie: error: unexpected KeyError")

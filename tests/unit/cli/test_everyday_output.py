@@ -10,7 +10,7 @@ from pathlib import Path
 from nacl.signing import SigningKey
 
 from pixie.device.node.keyed import Node
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.driver import SyncOutcome, SyncReport, record_last_sync
 from pixie.protocol.identity import fingerprint
 from tests.support.cli import run_cli

@@ -13,9 +13,9 @@ from pixie.protocol.reconcile import (
     IDLIST_MAX,
     MAX_FANOUT_BITS,
     TAG_BYTES,
-    ItemSet,
     Part,
     Range,
+    Reconciler,
     fanout_for,
 )
 
@@ -35,7 +35,7 @@ def _reconcile(a: Items, b: Items, max_turns: int = 40) -> tuple[int, int]:
     left, moving every record asked for or pushed; returns (turns, bytes of ranges
     and needs). Both dicts end up as the union, as a session's merges would."""
     sides = [a, b]
-    sets = [ItemSet(a.items()), ItemSet(b.items())]
+    sets = [Reconciler.of(a.items()), Reconciler.of(b.items())]
     ranges: list[Range] = sets[0].initial(len(b))
     need: list[bytes] = []
     sent = sum(r.wire_size() for r in ranges)
@@ -57,7 +57,7 @@ def test_one_difference_among_many_is_pushed_by_the_first_answer() -> None:
     base = _items(rng, 20_000)
     extra = _items(rng, 1)
     a, b = {**base, **extra}, dict(base)
-    sets = ItemSet(b.items()), ItemSet(a.items())
+    sets = Reconciler.of(b.items()), Reconciler.of(a.items())
     first = sets[0].initial(len(a))
     assert len(first) == 1 and first[0].part is Part.SPLIT
     assert len(first[0].data) == 16 * CELL_BYTES  # 16 children: 192 bytes
@@ -69,7 +69,7 @@ def test_one_item_the_other_side_holds_is_wanted_by_tag() -> None:
     rng = Random(2)
     base = _items(rng, 5_000)
     extra = _items(rng, 1)
-    mine, theirs = ItemSet(base.items()), ItemSet({**base, **extra}.items())
+    mine, theirs = Reconciler.of(base.items()), Reconciler.of({**base, **extra}.items())
     out = mine.process(theirs.initial(len(base)))
     assert not out.send and not out.need
     (want,) = out.reply
@@ -79,7 +79,7 @@ def test_one_item_the_other_side_holds_is_wanted_by_tag() -> None:
 
 def test_a_wrong_want_makes_the_holder_describe_the_node() -> None:
     rng = Random(3)
-    held = ItemSet(_items(rng, 5_000).items())
+    held = Reconciler.of(_items(rng, 5_000).items())
     answer = held.process([Range(Part.WANT, 2, 1, bytes(TAG_BYTES))])
     assert not answer.send
     (described,) = answer.reply
@@ -116,7 +116,7 @@ def test_changed_versions_and_differences_on_both_sides_converge() -> None:
 
 def test_small_sets_list_their_tags() -> None:
     rng = Random(6)
-    few = ItemSet(_items(rng, IDLIST_MAX).items())
+    few = Reconciler.of(_items(rng, IDLIST_MAX).items())
     (whole,) = few.initial(0)
     assert whole.part is Part.ITEMS and len(whole.data) == IDLIST_MAX * TAG_BYTES
 
@@ -129,7 +129,7 @@ def test_the_fan_out_grows_with_the_differences_expected_and_is_bounded() -> Non
 
 def test_a_flood_of_differing_cells_is_answered_with_narrow_splits() -> None:
     rng = Random(7)
-    held = ItemSet(_items(rng, 50_000).items())
+    held = Reconciler.of(_items(rng, 50_000).items())
     # Every cell wrong, in 64 splits of 256 children at depth 8.
     flood = [Range(Part.SPLIT, 8, p, b"\x01" * (256 * CELL_BYTES)) for p in range(0, 256, 4)]
     out = held.process(flood)

@@ -21,10 +21,10 @@ from pixie.device.store.contacts import (
     ContactDetails,
     contact_items,
 )
-from pixie.device.store.db import SCHEMA_VERSION
 from pixie.device.store.memlog import MemoryEvent
 from pixie.device.store.notes import Note, NoteKind
 from pixie.device.store.statedigest import note_version
+from pixie.device.store.version import SCHEMA_VERSION
 from pixie.protocol.digest import Fingerprint, event_item
 from tests.support.cli import run_cli
 
@@ -220,7 +220,7 @@ def test_a_version_4_data_dir_is_migrated_on_open_and_keeps_its_contacts(
     _make_version_4(data_dir)
     assert _table_shape(data_dir / "pixie.db") == ([], [])
     with Node.open(data_dir) as n:
-        assert n.db.meta()["schema_version"] == str(SCHEMA_VERSION) == "6"
+        assert n.db.meta()["schema_version"] == str(SCHEMA_VERSION) == "7"
         (info,) = n.contacts.all()
         assert (info.id, info.aliases, info.details) == (
             cid,

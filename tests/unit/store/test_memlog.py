@@ -9,8 +9,8 @@ import pytest
 
 from pixie.device.errors import BadInput, DataDirError
 from pixie.device.node.keyed import Node
-from pixie.device.store.db import SCHEMA_VERSION
 from pixie.device.store.memlog import OPTIMISTIC_EVENTS, EventKind, EventRecord, NewEvent
+from pixie.device.store.version import SCHEMA_VERSION
 from pixie.protocol.ids import id_time_ms, new_id, parse_id
 from pixie.protocol.timestamps import parse_time
 

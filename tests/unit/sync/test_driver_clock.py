@@ -17,7 +17,8 @@ from pixie.device.notebook.store import Distilled
 from pixie.device.store.holdings import PendingRelease
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.provision import create_data_dir
-from pixie.device.store.siblings import SiblingInfo, Still
+from pixie.device.store.siblinginfo import SiblingInfo
+from pixie.device.store.siblings import Still
 from pixie.device.sync.driver import SyncEndpoint, SyncOutcome
 from pixie.device.sync.offload import NoteOffloadService, candidates
 from pixie.device.sync.pairing import SECRET_BYTES, InviteCode, new_code

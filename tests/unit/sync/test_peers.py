@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from pixie.device.node.keyed import Node
-from pixie.device.store.siblings import SiblingInfo
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import Delivered
 from pixie.protocol.envelope import seal

@@ -48,6 +48,7 @@ from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncwire import Marks, decode, encode
+from pixie.sim.invariants import index_is_maintained
 from tests.support.synchelp import dump, open_pair, replica
 
 SIDES = st.sampled_from([0, 1])  # 0: the device, 1: the Homebase
@@ -423,6 +424,11 @@ class SyncMachine(RuleBasedStateMachine):
     def digests_are_maintained(self) -> None:
         for node in self.nodes:
             assert node.digest() == node.recompute_digest()
+
+    @invariant()
+    def the_item_index_is_maintained(self) -> None:
+        for node in self.nodes:
+            assert index_is_maintained(node)
 
     @invariant()
     def versions_only_move_up(self) -> None:

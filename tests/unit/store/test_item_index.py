@@ -1,0 +1,205 @@
+"""The digest's items by hash and their cells (`pixie.device.store.itemindex`):
+kept on every write, answering reconciliation as the same items in memory
+would, and built once for a data dir made before it existed."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from random import Random
+from typing import ClassVar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pixie.device.node.keyed import Node
+from pixie.device.notebook.store import Distilled
+from pixie.device.store import itemindex
+from pixie.device.store.contacts import put_detail_in
+from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.notes import NoteKind, SealedKind
+from pixie.device.store.version import SCHEMA_VERSION
+from pixie.device.sync.replica import NodeReplica
+from pixie.protocol.reconcile import SortedItems
+from pixie.protocol.sync import Loopback, Phase, SyncSession
+from pixie.protocol.syncwire import Marks
+from pixie.sim.invariants import index_is_maintained
+from tests.support.synchelp import dump, open_pair, replica, say, sync
+
+
+def _wanted(node: Node) -> set[tuple[bytes, int, int]]:
+    return {itemindex.parts(k, h) for k, h in replica(node).items()}
+
+
+def _write_everything(node: Node) -> None:
+    """Events, clear notes changed and deleted, a sealed note, contacts with
+    an alias and a detail: every kind of item the digest sums."""
+    for i in range(40):
+        say(node, f"message {i}", contact="Grace Hopper")
+    cid = node.contacts.add("Ada Lovelace", ["Ada"], now=0)[0]
+    note_id = node.notebook.upsert_clear(
+        Distilled(NoteKind.PERSON, cid, "Ada", "Runs marathons.", cid, ("sport",))
+    ).note_id
+    node.notebook.edit(note_id, body="the user's words")
+    gone = node.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers please.")
+    node.notebook.delete(gone)
+    node.notebook.record_sealed(SealedKind.HUDDLE_TAKEAWAY, title="t", body="sealed body")
+    with node.db.writing() as session:
+        assert put_detail_in(session, cid, "org", "Analytical Engines", 1)
+    with node.db.writing() as session:
+        assert put_detail_in(session, cid, "org", "Difference Engines", 2)  # a replaced item
+
+
+def test_every_write_keeps_the_index_equal_to_the_digests_items(tmp_path: Path) -> None:
+    a, _ = open_pair(tmp_path)
+    assert itemindex.is_built(a.db) and itemindex.stored(a.db) == set()
+    _write_everything(a)
+    assert len(_wanted(a)) > 45
+    assert itemindex.stored(a.db) == _wanted(a)
+    assert itemindex.cells_agree(a.db) and index_is_maintained(a)
+
+
+def test_a_merge_keeps_the_index_of_the_replica_it_lands_in(tmp_path: Path) -> None:
+    a, b = open_pair(tmp_path)
+    _write_everything(a)
+    sync(a, b)
+    assert dump(a) == dump(b)
+    assert itemindex.stored(b.db) == _wanted(b) == _wanted(a)
+    assert itemindex.cells_agree(b.db)
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    a, b = open_pair(tmp_path_factory.mktemp("index"))
+    b.close()
+    _say_many(a, 3_000)
+    _write_everything(a)
+    yield a
+    a.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(0, 20), bits=st.integers(1, 8), seed=st.integers(0, 2**32))
+def test_the_stored_index_answers_as_the_same_items_in_memory(
+    filled: Node, depth: int, bits: int, seed: int
+) -> None:
+    node = filled
+    memory = SortedItems(replica(node).items())
+    stored = itemindex.StoredItems(node.db)
+    rng = Random(seed)
+    # A node that holds something (the prefix of a random held item), or any.
+    hashes = memory.hashes
+    prefix = hashes[rng.randrange(len(hashes))] >> (256 - depth) if rng.random() < 0.8 else 0
+    assert len(stored) == len(memory)
+    assert stored.count(depth, prefix) == memory.count(depth, prefix)
+    assert stored.cells(depth, prefix, bits) == memory.cells(depth, prefix, bits)
+    listed = memory.listing(depth, prefix)
+    assert sorted(stored.listing(depth, prefix)) == sorted(listed)
+    for tag, key in listed[:3]:
+        assert stored.find(depth, prefix, tag) == key
+    assert stored.find(depth, prefix, rng.getrandbits(64)) is None
+
+
+def _say_many(node: Node, count: int) -> None:
+    at = 1_700_000_000_000_000
+    node.log.append(
+        [NewEvent(EventKind.MESSAGE, at + i, f"line {i}", thread="t1") for i in range(count)],
+        now=at,
+    )
+
+
+class _Frozen(NodeReplica):
+    """A replica whose marks stay as they were before its last writes, so the
+    stream sends nothing and only reconciliation can find those writes."""
+
+    frozen: ClassVar[dict[str, Marks]] = {}
+
+    def marks(self) -> Marks:
+        return self.frozen.get(self.origin) or super().marks()
+
+
+def test_repair_through_the_stored_index_settles_differences_the_marks_hide(
+    tmp_path: Path,
+) -> None:
+    a, b = open_pair(tmp_path)
+    _say_many(a, 2_000)
+    sync(a, b)
+    _Frozen.frozen = {n.origin: replica(n).marks() for n in (a, b)}
+    try:
+        say(a, "only on a")
+        say(a, "and another only on a")
+        say(b, "only on b")
+        assert index_is_maintained(a) and index_is_maintained(b)
+        opener = SyncSession(_Frozen(a.db, a.log, a.origin), opener=True)
+        responder = SyncSession(_Frozen(b.db, b.log, b.origin), opener=False)
+        loop = Loopback(opener, responder)
+        loop.run()
+    finally:
+        _Frozen.frozen = {}
+    assert opener.phase is Phase.DONE, opener.error
+    assert opener.stats.repair_rounds == 1
+    assert a.digest() == b.digest() == a.recompute_digest()
+    assert dump(a) == dump(b)
+    assert index_is_maintained(a) and index_is_maintained(b)
+    # Cells and a few records went across, not a listing of 2,000 items.
+    assert loop.bytes_a_to_b < 3_000 and loop.bytes_b_to_a < 3_000
+
+
+def _make_version_6(data_dir: Path) -> None:
+    con = sqlite3.connect(data_dir / "pixie.db")
+    with con:
+        con.execute("DROP TABLE digest_item")
+        con.execute("DROP TABLE digest_cell")
+        con.execute("DELETE FROM meta WHERE key = ?", (itemindex.BUILT_KEY,))
+        con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    con.close()
+
+
+def _schema(path: Path) -> list[object]:
+    """The index's tables as SQLite sees them (columns, keys, whether rowid)."""
+    con = sqlite3.connect(path)
+    try:
+        shape: list[object] = []
+        for table in ("digest_item", "digest_cell"):
+            (sql,) = con.execute(
+                "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
+            ).fetchone()
+            shape.append(con.execute(f"PRAGMA table_info({table})").fetchall())
+            shape.append("WITHOUT ROWID" in sql)
+        return shape
+    finally:
+        con.close()
+
+
+def test_a_version_6_data_dir_gets_its_index_built_by_the_first_repair(tmp_path: Path) -> None:
+    a, b = open_pair(tmp_path)
+    _write_everything(a)
+    sync(a, b)
+    a_dir = a.data.path
+    fresh = _schema(a_dir / "pixie.db")
+    a.close()
+    _make_version_6(a_dir)
+    a = Node.open(a_dir)
+    try:
+        assert a.db.meta()["schema_version"] == str(SCHEMA_VERSION) == "7"
+        # The migrated tables are those a new data dir creates.
+        assert _schema(a_dir / "pixie.db") == fresh and fresh[1] is True
+        assert not itemindex.is_built(a.db) and itemindex.stored(a.db) == set()
+        _Frozen.frozen = {n.origin: replica(n).marks() for n in (a, b)}
+        try:
+            say(a, "written before the index is built")  # in the table already
+            say(b, "one the other side lacks")
+            opener = SyncSession(_Frozen(a.db, a.log, a.origin), opener=True)
+            responder = SyncSession(_Frozen(b.db, b.log, b.origin), opener=False)
+            Loopback(opener, responder).run()
+        finally:
+            _Frozen.frozen = {}
+        assert opener.phase is Phase.DONE, opener.error
+        assert itemindex.is_built(a.db)
+        assert itemindex.stored(a.db) == _wanted(a) and itemindex.cells_agree(a.db)
+        assert dump(a) == dump(b)
+    finally:
+        a.close()
+        b.close()
