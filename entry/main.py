@@ -141,22 +141,24 @@ DEBUG_ENV = "PIXIE_DEBUG"
 
 
 def _quick(arguments: list[str]) -> int | None:
-    """The exit status of a command answered without the parser and the
-    database layer (a plain grep on a current text mirror, a plain status),
-    or None to run it in full."""
+    """The exit status of a command answered without the full parser and
+    the database layer (a plain grep on a current text mirror, a plain
+    status, a notebook search), or None to run it in full. Each answers
+    only what it can answer as the full command would, errors included."""
     if any(_SURROGATE.search(a) for a in arguments):
         return None
-    try:
-        if "grep" in arguments:
-            from pixie.device.cli import quickgrep
+    if "grep" in arguments:
+        from pixie.device.cli import quickgrep
 
-            return quickgrep.run(arguments)
-        if "status" in arguments:
-            from pixie.device.cli import statusview
+        return quickgrep.run(arguments)
+    if "status" in arguments:
+        from pixie.device.cli import statusview
 
-            return statusview.quick(arguments)
-    except BrokenPipeError:
-        return _reader_gone()
+        return statusview.quick(arguments)
+    if "search" in arguments:
+        from pixie.device.cli import notebooksearch
+
+        return notebooksearch.quick(arguments)
     return None
 
 
@@ -165,15 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     if arguments == ["--version"]:  # what argparse would print, without the subcommands
         print(f"pixie {package_version() or '(not installed)'}")
         return 0
-    quick = _quick(arguments)
-    if quick is not None:
-        return quick
-    keep_freed_memory()
-    parser = build_parser(command_of(arguments))
     try:
-        _check_arguments(arguments)
-        args = parser.parse_args(arguments)
-        code: int = args.func(args)
+        quick = _quick(arguments)
+        if quick is None:
+            keep_freed_memory()
+            parser = build_parser(command_of(arguments))
+            _check_arguments(arguments)
+            args = parser.parse_args(arguments)
+            code: int = args.func(args)
+        else:
+            code = quick
         sys.stdout.flush()
     except KeyboardInterrupt:
         print("pixie: interrupted", file=sys.stderr)

@@ -55,10 +55,10 @@ from pixie.device.notebook.clearview import ClearNotebook
 from pixie.device.notebook.seal import NONCE_BYTES, NotebookSeal
 from pixie.device.notebook.store import Distilled
 from pixie.device.notebook.terms import query_words
-from pixie.device.store.db import sqlite_uri
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
+from pixie.device.store.plaindb import sqlite_uri
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us
 from pixie.sim.samplelife import CONTACTS

@@ -73,9 +73,9 @@ from nacl.signing import SigningKey
 from pixie.device.ingest.jsonl import event_from_object
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.db import sqlite_uri
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
+from pixie.device.store.plaindb import sqlite_uri
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.digest import MODULUS, Fingerprint, event_item, item_hash

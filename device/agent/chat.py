@@ -57,7 +57,7 @@ from pixie.device.agent.tools import (
 from pixie.device.distill.contract import BackendFailure
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.terms import STOPWORDS, fold
-from pixie.device.store.contacts import ContactBook, clean_name
+from pixie.device.store.contacts import ContactReader, clean_name
 from pixie.device.store.memlog import EventKind, MemoryLog, NewEvent
 from pixie.protocol.timestamps import now_us
 
@@ -319,7 +319,7 @@ def _mentions(question: str, name: str) -> bool:
     return n > 0 and any(words[i : i + n] == wanted for i in range(len(words) - n + 1))
 
 
-def people_in(question: str, contacts: ContactBook) -> list[str]:
+def people_in(question: str, contacts: ContactReader) -> list[str]:
     """The contacts a question names (full name, alias or first name), as
     check_notebook's person argument would be given them."""
     found: list[str] = []
@@ -374,7 +374,7 @@ def window_in(question: str) -> dict[str, int]:
     return {}
 
 
-def _resolves(contacts: ContactBook, name: str) -> bool:
+def _resolves(contacts: ContactReader, name: str) -> bool:
     """Whether check_notebook's person argument would name one contact."""
     try:
         contacts.resolve(clean_name(name, "person"))
@@ -383,7 +383,7 @@ def _resolves(contacts: ContactBook, name: str) -> bool:
     return True
 
 
-def plan_calls(question: str, contacts: ContactBook) -> list[dict[str, Any]]:
+def plan_calls(question: str, contacts: ContactReader) -> list[dict[str, Any]]:
     """The check_notebook calls a question makes without a model: its key
     words always (a tag counts twice a body word in the ranking, so topics
     and words are tried together), for each person it names filtered to
@@ -409,7 +409,7 @@ def plan_calls(question: str, contacts: ContactBook) -> list[dict[str, Any]]:
 
 
 def would_fetch(
-    question: str, check: CheckNotebookTool, contacts: ContactBook
+    question: str, check: CheckNotebookTool, contacts: ContactReader
 ) -> list[tuple[dict[str, Any], str]]:
     """What check_notebook returns for a question without a model
     (`plan_calls`): each call's arguments and its result, exactly as a model

@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-import re2
-
 from pixie.device.errors import BadInput
 from pixie.device.store.kinds import EventKind
 from pixie.device.store.mirrorfiles import Matcher, MirrorHit
@@ -84,7 +82,7 @@ class GrepResult:
         return {"hits": [h.as_json() for h in self.hits], "message": self.message}
 
 
-def _options() -> Any:
+def _options(re2: Any) -> Any:
     options = re2.Options()
     options.case_sensitive = False
     options.never_nl = True  # a match never spans two events
@@ -111,10 +109,14 @@ def compile_query(query: str) -> tuple[Any, bool]:
     makes ``^`` and ``$`` mean the start and end of one event's line.
     """
     query = check_query(query)
+    # Here, not at the top: the agent's tools import this module, and
+    # check_notebook (the quick `pixie notebook search`) never compiles one.
+    import re2
+
     try:
-        return re2.compile("(?m)" + query, _options()), False
+        return re2.compile("(?m)" + query, _options(re2)), False
     except re2.error:
-        return re2.compile(re2.escape(query), _options()), True
+        return re2.compile(re2.escape(query), _options(re2)), True
 
 
 def clip(body: str, start: int, end: int, limit: int = SNIPPET_CHARS) -> str:

@@ -35,8 +35,8 @@ from pixie.device.notebook.clearview import ClearNotebook, ScoredNote, search_te
 from pixie.device.notebook.terms import MAX_QUERY_TERMS, STOPWORDS, fold, query_terms, stems
 from pixie.device.store.contacts import (
     DETAIL_NAMES,
-    ContactBook,
     ContactInfo,
+    ContactReader,
     clean_name,
     name_key,
     name_tag,
@@ -166,7 +166,7 @@ class CheckNotebookTool:
     def __init__(
         self,
         notebook: ClearNotebook,
-        contacts: ContactBook,
+        contacts: ContactReader,
         now: Callable[[], int] = now_us,
     ) -> None:
         self._notebook = notebook

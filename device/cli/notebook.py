@@ -8,11 +8,8 @@ import argparse
 import sys
 from typing import Any
 
-from pixie.device.agent.limits import MAX_DAYS_BACK
-from pixie.device.agent.tools import CheckNotebookTool
-from pixie.device.cli import display, editor
+from pixie.device.cli import display, editor, notebooksearch
 from pixie.device.cli.common import (
-    days_back_flag,
     emit_id,
     emit_json,
     file_arg,
@@ -20,7 +17,6 @@ from pixie.device.cli.common import (
 )
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.node.keyed import Node
 from pixie.device.notebook.huddle import read_huddle_file, record_huddle
 from pixie.device.store.notes import NoteKind, Zone
 from pixie.device.store.shortids import (
@@ -41,10 +37,6 @@ def _kind(value: str | None) -> NoteKind | None:
     except ValueError:
         names = ", ".join(k.value for k in NoteKind)
         raise BadInput(f"unknown note kind {value!r:.40} (one of: {names})") from None
-
-
-def _check_tool(node: Node) -> CheckNotebookTool:
-    return CheckNotebookTool(node.notebook.clear_view(), node.contacts)
 
 
 def cmd_notebook_list(args: argparse.Namespace) -> int:
@@ -161,35 +153,9 @@ def cmd_notebook_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_notebook_search(args: argparse.Namespace) -> int:
-    for flag, value in (("--days", args.days), ("--ahead", args.ahead)):
-        if value is not None and not 1 <= value <= MAX_DAYS_BACK:
-            raise BadInput(f"{flag} must be from 1 to {MAX_DAYS_BACK}")
-    wanted: dict[str, Any] = {"query": args.query or ""}
-    for key, value in (
-        ("person", args.person),
-        ("topic", args.topic),
-        ("days_back", args.days),
-        ("days_ahead", args.ahead),
-    ):
-        if value is not None:
-            wanted[key] = value
+    # A plain command line is answered before this runs (`notebooksearch.quick`).
     with open_node(args) as node:
-        answer = _check_tool(node).lookup(wanted)
-        if args.json:
-            names = node.contacts.names()
-            emit_json(
-                {
-                    "notes": [
-                        {**display.note_json(s.note, names), "score": s.score} for s in answer.notes
-                    ],
-                    "message": answer.text.splitlines()[0],
-                }
-            )
-        else:
-            # A miss is one line that says so; the person's contact card, which
-            # the model gets after it, is no match and is not shown as one.
-            print(answer.text if answer.notes else answer.text.splitlines()[0])
-    return 0
+        return notebooksearch.search(args, node.notebook.clear_view(), node.contacts)
 
 
 def cmd_notebook_export(args: argparse.Namespace) -> int:
@@ -257,19 +223,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     json_flag(p)
     p.set_defaults(func=cmd_notebook_delete)
     p = nsub.add_parser("search", parents=[common], help="what check_notebook returns")
-    p.add_argument("query", nargs="?", default="")
-    p.add_argument("--person", metavar="NAME")
-    p.add_argument("--topic", metavar="T")
-    p.add_argument(
-        "--days", type=days_back_flag, metavar="N", help="only notes about the last N days"
-    )
-    p.add_argument(
-        "--ahead",
-        type=days_back_flag,
-        metavar="N",
-        help="only notes about the next N days (appointments, plans)",
-    )
-    json_flag(p)
+    notebooksearch.add_arguments(p)
     p.set_defaults(func=cmd_notebook_search)
     p = nsub.add_parser("export", parents=[common], help="the clear zone as Markdown files")
     p.add_argument("dir", metavar="DIR")

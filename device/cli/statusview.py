@@ -16,25 +16,23 @@ The statements name the tables and columns the ORM models declare;
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pixie.device.cli.early import split_data
+from pixie.device.cli.quickopen import current_meta, read_only
 from pixie.device.errors import DeviceError
-from pixie.device.store.datadir import DB_NAME, ROLES, resolve_data_dir
+from pixie.device.store.datadir import DB_NAME, resolve_data_dir
 from pixie.device.store.keystore import describe_key_store, open_key_store
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.store.version import DIGEST_KEY, SCHEMA_VERSION
+from pixie.device.store.version import DIGEST_KEY
 from pixie.device.sync.lastsync import last_syncs_in
 from pixie.protocol.digest import Fingerprint
 from pixie.protocol.keyprint import fingerprint
 from pixie.protocol.timestamps import format_time
 
-_IDENTITY = re.compile(r"[0-9a-f]{64}")
-_META_SQL = "SELECT key, value FROM meta"
 _EVENTS_SQL = "SELECT count(*) FROM memory_event"
 _CONTACTS_SQL = "SELECT count(*) FROM contact"
 _NOTES_SQL = (
@@ -125,20 +123,15 @@ def _plain(arguments: list[str]) -> tuple[str | None, bool] | None:
 
 def _read(path: Path) -> Status | None:
     """The status of the data dir at ``path`` from one read-only transaction,
-    or None when it is not one the quick path answers for."""
+    or None when it is not one the quick path answers for (`quickopen`)."""
     db_path = path / DB_NAME
     if not path.is_dir() or not db_path.is_file():
         return None
-    con = sqlite3.connect(db_path.absolute().as_uri() + "?mode=ro", uri=True, isolation_level=None)
+    con = read_only(db_path)
     try:
         con.execute("BEGIN")
-        meta = {str(k): str(v) for k, v in con.execute(_META_SQL)}
-        if (
-            meta.get("schema_version") != str(SCHEMA_VERSION)
-            or not meta.get("origin")
-            or meta.get("role") not in ROLES
-            or not _IDENTITY.fullmatch(meta.get("identity", ""))
-        ):
+        meta = current_meta(con)
+        if meta is None:
             return None
         events = int(con.execute(_EVENTS_SQL).fetchone()[0])
         contacts = int(con.execute(_CONTACTS_SQL).fetchone()[0])

@@ -125,7 +125,8 @@ from pixie.device.notebook.clear import (
     identity_for,
 )
 from pixie.device.store import config
-from pixie.device.store.contacts import ContactBook, name_key, name_tag, name_words
+from pixie.device.store.contactbook import ContactBook
+from pixie.device.store.contacts import name_key, name_tag, name_words
 from pixie.device.store.db import Database
 from pixie.device.store.marks import DistillMark
 from pixie.device.store.notes import (

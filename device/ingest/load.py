@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from pixie.device.ingest.base import Item, Skipped
-from pixie.device.store.contacts import ContactBook, ContactCard
+from pixie.device.store.contactbook import ContactBook
+from pixie.device.store.contacts import ContactCard
 from pixie.device.store.memlog import MemoryLog, NewEvent
 
 BATCH = 2048  # events written per batch inside the one transaction

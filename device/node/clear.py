@@ -12,12 +12,12 @@ from sqlalchemy import select
 from pixie.device.errors import DataDirError
 from pixie.device.notebook.clear import ClearNotebookStore
 from pixie.device.store import statedigest
-from pixie.device.store.contacts import ContactBook, contact_items
+from pixie.device.store.contactbook import ContactBook, contact_items
 from pixie.device.store.datadir import ROLES, DataDir
 from pixie.device.store.db import Database
 from pixie.device.store.memlog import MemoryEvent, MemoryLog
 from pixie.device.store.mirror import MIRROR_FOLDER, MemoryTextMirror
-from pixie.device.store.notes import Note
+from pixie.device.store.notetable import Note
 from pixie.device.store.siblings import SiblingBook
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.digest import Fingerprint, event_item

@@ -25,7 +25,7 @@ from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
 from pixie.device.notebook.versions import NoteStamper, versioned
 from pixie.device.store import statedigest
-from pixie.device.store.contacts import Contact
+from pixie.device.store.contactbook import Contact
 from pixie.device.store.db import Database, Meta, driver_sql
 from pixie.device.store.holdings import RELEASE_LATER_SQL, make_resident
 from pixie.device.store.memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
@@ -34,7 +34,6 @@ from pixie.device.store.notes import (
     MAX_BODY_CHARS,
     MAX_IDENTITY_CHARS,
     ClearNote,
-    Note,
     NoteKind,
     Zone,
     clean_tags,
@@ -45,11 +44,10 @@ from pixie.device.store.notes import (
     is_kept_up_identity,
     kept_up_identity,
     kept_up_title,
-    record_marks,
     tags_json,
-    to_clear_note,
     unsaid,
 )
+from pixie.device.store.notetable import Note, record_marks, to_clear_note
 from pixie.device.store.statedigest import DIGEST_KEY
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.digest import note_item

@@ -17,13 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    and_,
-    func,
-    select,
-)
-
 from pixie.device.errors import DeviceError
 from pixie.device.notebook import meaning, nearby
 from pixie.device.notebook.terms import (
@@ -38,15 +31,13 @@ from pixie.device.notebook.terms import (
 )
 from pixie.device.store import config
 from pixie.device.store.contacts import name_tag
-from pixie.device.store.db import Database
 from pixie.device.store.notes import (
     CLEAR_COLUMNS,
     ClearNote,
-    Note,
     NoteKind,
-    Zone,
     clear_note_from_columns,
 )
+from pixie.device.store.plaindb import DriverAccess
 
 TOP_RESULTS = 8
 # Of notes whose titles differ only in dates and numbers ("Call with Ada, 3 May
@@ -223,7 +214,7 @@ class ClearNotebook:
     """Clear-zone reads: `clear_notes`, `get_clear` and `search_clear`."""
 
     def __init__(
-        self, db: Database, *, meaning: bool | None = None, settings: Path | None = None
+        self, db: DriverAccess, *, meaning: bool | None = None, settings: Path | None = None
     ) -> None:
         self._db = db
         # The places term matches leave, filled by meaning (`nearby`); None:
@@ -251,10 +242,6 @@ class ClearNotebook:
         """Whether searches here use meaning: not turned off, and the model
         loads (finding out imports the libraries, once)."""
         return self._meaning_on()
-
-    @staticmethod
-    def _clear() -> ColumnElement[bool]:
-        return and_(Note.zone == Zone.CLEAR.value, Note.deleted.is_(False))
 
     def clear_notes(self, kind: NoteKind | None = None) -> list[ClearNote]:
         """Live clear notes, newest first."""
@@ -589,11 +576,10 @@ class ClearNotebook:
         return [(r[0], r[1], *whole[r[0]]) for r in picked]
 
     def counts(self) -> dict[str, int]:
-        with self._db.reading() as session:
-            rows = session.execute(
-                select(Note.kind, func.count()).where(self._clear()).group_by(Note.kind)
-            ).all()
-        return {str(kind): int(count) for kind, count in rows}
+        """Live clear notes by kind."""
+        with self._db.snapshot() as conn:
+            rows = conn.execute(f"SELECT kind, count(*) FROM note WHERE {_LIVE} GROUP BY kind")
+            return {str(kind): int(count) for kind, count in rows}
 
 
 def _without_their_name(name: str, query: str, terms: list[Term]) -> tuple[str, list[Term]]:

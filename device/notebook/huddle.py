@@ -22,7 +22,8 @@ from sqlalchemy import func, select
 
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.notebook.store import Distilled, NotebookStore
-from pixie.device.store.contacts import Contact, ContactBook, clean_name
+from pixie.device.store.contactbook import Contact, ContactBook
+from pixie.device.store.contacts import clean_name
 from pixie.device.store.memlog import EventKind, MemoryEvent
 from pixie.device.store.notes import MAX_BODY_CHARS, NoteKind, SealedKind, Zone, clean_text
 from pixie.device.store.strictjson import loads_strict

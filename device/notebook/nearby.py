@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from pixie.device.notebook import meaning
 from pixie.device.store import meanings
-from pixie.device.store.db import Database
+from pixie.device.store.plaindb import DriverAccess
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,7 +63,7 @@ def preload() -> None:
         meaning.preload()
 
 
-def refresh(db: Database, limit: int | None = None) -> int:
+def refresh(db: DriverAccess, limit: int | None = None) -> int:
     """Embed the clear notes whose vector is missing or stale, at most
     ``limit`` (all when None); how many were embedded. The notes are read,
     embedded outside any write lock, and written with the stamp they had
@@ -103,7 +103,7 @@ class MeaningIndex:
     """The clear zone's vectors as one matrix, and the nearest notes to a
     query among a set of candidates. One per database per process."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: DriverAccess) -> None:
         self._db = db
         self._lock = threading.Lock()
         self._generation: str | None = None
@@ -162,7 +162,7 @@ _INDEXES: dict[int, MeaningIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 
 
-def index_for(db: Database) -> MeaningIndex:
+def index_for(db: DriverAccess) -> MeaningIndex:
     """The one index of ``db`` in this process."""
     with _INDEXES_LOCK:
         found = _INDEXES.get(id(db))

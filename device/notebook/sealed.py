@@ -23,13 +23,13 @@ from pixie.device.store.db import Database, Meta
 from pixie.device.store.keystore import KeyStore, open_key_store
 from pixie.device.store.notes import (
     MAX_BODY_CHARS,
-    Note,
     SealedKind,
     Zone,
     clean_tags,
     clean_text,
     clean_title,
 )
+from pixie.device.store.notetable import Note
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.ids import IdMinter, minter_for

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session
 
 from pixie.device.store import statedigest
-from pixie.device.store.notes import Note, record_marks
+from pixie.device.store.notetable import Note, record_marks
 from pixie.protocol.clock import SYSTEM_CLOCK, Clock
 from pixie.protocol.hlc import HybridClock, Stamp
 

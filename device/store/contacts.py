@@ -17,22 +17,14 @@ import hashlib
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import cast
-
-from sqlalchemy import ForeignKey, String, Table, bindparam, insert, select
-from sqlalchemy.engine.interfaces import DBAPICursor
-from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.store import statedigest
-from pixie.device.store.db import Base, Database, driver_sql
+from pixie.device.store.plaindb import DriverAccess
 from pixie.protocol.digest import alias_item, contact_item, detail_item
-from pixie.protocol.syncwire import DETAIL_CHARS, DETAIL_FIELDS, MAX_DETAIL_AT
+from pixie.protocol.syncwire import DETAIL_CHARS, DETAIL_FIELDS
 
 MAX_NAME_CHARS = 200
-_FIELD_CHARS = 16  # the column; every field name is far shorter
 # What a message calls each detail.
 DETAIL_NAMES = {
     "org": "organisation",
@@ -42,42 +34,6 @@ DETAIL_NAMES = {
     "phone": "phone",
     "address": "address",
 }
-
-
-class Contact(Base):
-    __tablename__ = "contact"
-
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
-    name_key: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
-    created_at: Mapped[int]
-
-
-class ContactAlias(Base):
-    __tablename__ = "contact_alias"
-
-    alias_key: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), primary_key=True)
-    contact_id: Mapped[str] = mapped_column(ForeignKey("contact.id"), index=True)
-    alias: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
-
-
-class ContactDetail(Base):
-    """One detail of a contact: its value and when that value was written.
-
-    A row per (contact, field) rather than columns on ``contact``: each detail
-    converges on its own (last writer wins on (at, value)), so its value and
-    time belong together, and a detail nobody knows is no row at all instead
-    of a pair of NULL columns; the digest item of a detail maps onto one row;
-    and a field added later needs no new migration. Adding the table is also
-    the one migration that can run again harmlessly (``IF NOT EXISTS``).
-    """
-
-    __tablename__ = "contact_detail"
-
-    contact_id: Mapped[str] = mapped_column(ForeignKey("contact.id"), primary_key=True)
-    field: Mapped[str] = mapped_column(String(_FIELD_CHARS), primary_key=True)
-    value: Mapped[str] = mapped_column(String(max(DETAIL_CHARS.values())))
-    at: Mapped[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,14 +188,6 @@ def contact_id_for(name: str) -> str:
     return hashlib.sha256(b"pixie-contact\0" + name_key(name).encode()).hexdigest()[:32]
 
 
-_INSERT_CONTACT_SQL = driver_sql(
-    insert(Contact).values(
-        id=bindparam("id"),
-        name=bindparam("name"),
-        name_key=bindparam("name_key"),
-        created_at=bindparam("created_at"),
-    )
-)
 _RESOLVE_SQL = (
     "SELECT id, 0 FROM contact WHERE name_key = ?"
     " UNION ALL SELECT contact_id, 0 FROM contact_alias WHERE alias_key = ?"
@@ -270,7 +218,24 @@ def name_tag(name: str) -> str:
     return " ".join(_TAG_DROP.sub(" ", name_key(name)).split())
 
 
-def _by_words(session: Session, key: str) -> str | None:
+# The contact book's reads, on a driver connection: the statements name the
+# tables and columns `contactbook` declares (a test holds them to it), so
+# that this module, and a reader without the database layer, need none.
+CONTACTS_SQL = "SELECT id, name FROM contact"
+ALIASES_SQL = "SELECT alias_key, contact_id, alias FROM contact_alias"
+DETAILS_SQL = "SELECT contact_id, field, value, at FROM contact_detail"
+_NAME_KEYS_SQL = "SELECT id, name_key FROM contact"
+_CONTACT_SQL = "SELECT id, name FROM contact WHERE id = ?"
+_ALIASES_OF_SQL = "SELECT alias FROM contact_alias WHERE contact_id = ? ORDER BY alias_key"
+_DETAILS_OF_SQL = "SELECT field, value FROM contact_detail WHERE contact_id = ?"
+_ALL_SQL = "SELECT id, name FROM contact ORDER BY name_key"
+_ALL_ALIASES_SQL = "SELECT contact_id, alias FROM contact_alias ORDER BY alias_key"
+_ALL_DETAILS_SQL = "SELECT contact_id, field, value FROM contact_detail"
+
+Reading = sqlite3.Connection | sqlite3.Cursor
+
+
+def _by_words(conn: Reading, key: str) -> str | None:
     """The one contact whose name holds every word of ``key`` once titles are
     left out of both ("Dr. Nowak", "Nowak" and "Tomasz Nowak" for "Dr. Tomasz
     Nowak"); None if nobody or several do. Only names, never aliases: an alias
@@ -279,7 +244,7 @@ def _by_words(session: Session, key: str) -> str | None:
     if not wanted:
         return None
     found: list[str] = []
-    for cid, their_key in session.connection().exec_driver_sql("SELECT id, name_key FROM contact"):
+    for cid, their_key in conn.execute(_NAME_KEYS_SQL):
         words = set(name_words(their_key))
         if all(w in words for w in wanted):
             found.append(str(cid))
@@ -288,19 +253,40 @@ def _by_words(session: Session, key: str) -> str | None:
     return found[0] if found else None
 
 
-def _columns_sql(table: type[Base], *columns: str) -> str:
-    """A plain SELECT of a model's columns, its names taken from the model."""
-    t = cast(Table, table.__table__)
-    return f"SELECT {', '.join(t.c[c].name for c in columns)} FROM {t.name}"
+def resolve_on(conn: Reading, name: str, *, loose: bool = False) -> str | None:
+    """The contact a name or alias belongs to, read on a driver connection.
+
+    With ``loose`` (how people and models ask: "Ada"), a name that matches
+    nobody exactly may still match exactly one contact's first name, or,
+    failing that, exactly one contact whose name holds all its words,
+    titles such as "Dr." left out ("Dr. Nowak", "Nowak").
+    Writers never resolve loosely, so an import cannot merge two people.
+    """
+    key = name_key(name)
+    # One statement (this runs on every check_notebook call): exact names and
+    # aliases rank 0; with ``loose``, up to two contacts whose name starts
+    # with the word rank 1 (names in [key + " ", key + "!")).
+    low, high = (key + " ", key + "!") if loose and " " not in key else ("", "")
+    rows = conn.execute(_RESOLVE_SQL, (key, key, low, high)).fetchall()
+    exact = [r[0] for r in rows if r[1] == 0]
+    if exact:
+        return str(exact[0])
+    loose_hits = [r[0] for r in rows if r[1] == 1]
+    if len(loose_hits) == 1:
+        return str(loose_hits[0])
+    if not loose or loose_hits:
+        return None
+    return _by_words(conn, key)
 
 
-# What the items of the contact book are made of, for the driver (see `contact_items`).
-CONTACTS_SQL = _columns_sql(Contact, "id", "name")
-ALIASES_SQL = _columns_sql(ContactAlias, "alias_key", "contact_id", "alias")
-DETAILS_SQL = _columns_sql(ContactDetail, "contact_id", "field", "value", "at")
+def details_on(conn: Reading, contact_id: str) -> ContactDetails:
+    """The details known about a contact (all None for one nobody knows)."""
+    rows = conn.execute(_DETAILS_OF_SQL, (contact_id,)).fetchall()
+    known = {field: value for field, value in rows if field in DETAIL_FIELDS}
+    return ContactDetails(**known) if known else NO_DETAILS
 
 
-def contact_items_of(conn: sqlite3.Connection | sqlite3.Cursor | DBAPICursor) -> list[bytes]:
+def contact_items_of(conn: Reading) -> list[bytes]:
     """Every state-digest item of the contact book, read on a driver
     connection or cursor (inside whatever transaction it is in)."""
     items = [contact_item(cid, name) for cid, name in conn.execute(CONTACTS_SQL).fetchall()]
@@ -314,208 +300,57 @@ def contact_items_of(conn: sqlite3.Connection | sqlite3.Cursor | DBAPICursor) ->
     return items
 
 
-def contact_items(session: Session) -> Iterator[bytes]:
-    """Every state-digest item of the contact book: contacts, aliases, details.
+class ContactReader:
+    """The contact book's reads, each in one read transaction on the driver:
+    what check_notebook and the commands that show contacts need. Works on a
+    `Database` or on a `plaindb.PlainDatabase` alike."""
 
-    Read on the session's own driver connection, inside its transaction (this
-    runs in every digest rebuild and, through the replica, every sync: the
-    ORM cost several times the three statements). Anything the session has
-    pending is flushed first, as the ORM's reads would have done."""
-    if session.autoflush:
-        session.flush()
-    conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
-    yield from contact_items_of(conn)
-
-
-def put_detail_in(
-    session: Session, contact_id: str, field: str, value: str, at: int, *, from_sync: bool = False
-) -> bool:
-    """Set a contact's detail if (at, value) wins over what it holds (a clean
-    value, see `clean_detail`); returns whether anything changed.
-
-    An import (``from_sync`` false) that brings the value already held
-    changes nothing, not even the time: importing one address book twice
-    leaves no trace. Sync compares (at, value) whole, so two replicas that
-    imported one value at different times still agree on one time."""
-    if not -MAX_DETAIL_AT <= at <= MAX_DETAIL_AT:
-        raise BadInput(f"contact detail time {at} is out of range")
-    row = session.get(ContactDetail, (contact_id, field))
-    if row is None:
-        session.add(ContactDetail(contact_id=contact_id, field=field, value=value, at=at))
-        session.flush()
-        statedigest.update(session, add=[detail_item(contact_id, field, value, at)])
-        return True
-    if (row.value == value and not from_sync) or (at, value) <= (row.at, row.value):
-        return False
-    statedigest.update(
-        session,
-        add=[detail_item(contact_id, field, value, at)],
-        remove=[detail_item(contact_id, field, row.value, row.at)],
-    )
-    row.value, row.at = value, at
-    return True
-
-
-def _card_details(card: ContactCard) -> list[tuple[str, str]]:
-    out = []
-    for field in DETAIL_FIELDS:
-        value = getattr(card, field)
-        if value is not None:
-            cleaned = clean_detail(field, value)
-            if cleaned is not None:
-                out.append((field, cleaned))
-    return out
-
-
-class ContactBook:
-    """Reads and writes contacts inside a caller's unit of work."""
-
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: DriverAccess) -> None:
         self.db = db
-
-    @staticmethod
-    def resolve_in(session: Session, name: str, *, loose: bool = False) -> str | None:
-        """The contact a name or alias belongs to.
-
-        With ``loose`` (how people and models ask: "Ada"), a name that matches
-        nobody exactly may still match exactly one contact's first name, or,
-        failing that, exactly one contact whose name holds all its words,
-        titles such as "Dr." left out ("Dr. Nowak", "Nowak").
-        Writers never resolve loosely, so an import cannot merge two people.
-        """
-        key = name_key(name)
-        # One statement on the driver (this runs on every check_notebook call):
-        # exact names and aliases rank 0; with ``loose``, up to two contacts
-        # whose name starts with the word rank 1 (names in [key + " ", key + "!")).
-        low, high = (key + " ", key + "!") if loose and " " not in key else ("", "")
-        rows = session.connection().exec_driver_sql(_RESOLVE_SQL, (key, key, low, high)).all()
-        exact = [r[0] for r in rows if r[1] == 0]
-        if exact:
-            return str(exact[0])
-        loose_hits = [r[0] for r in rows if r[1] == 1]
-        if len(loose_hits) == 1:
-            return str(loose_hits[0])
-        if not loose or loose_hits:
-            return None
-        return _by_words(session, key)
-
-    @classmethod
-    def ensure_in(cls, session: Session, name: str, now: int) -> tuple[str, bool]:
-        """Resolve a name, creating the contact if nobody answers to it."""
-        name = clean_name(name)
-        existing = cls.resolve_in(session, name)
-        if existing is not None:
-            return existing, False
-        cid = contact_id_for(name)
-        # A plain insert: the ORM's unit of work costs several times it.
-        session.connection().exec_driver_sql(_INSERT_CONTACT_SQL, (cid, name, name_key(name), now))
-        statedigest.update(session, add=[contact_item(cid, name)])
-        return cid, True
-
-    @classmethod
-    def merge_card_in(cls, session: Session, card: ContactCard, now: int) -> tuple[str, bool]:
-        """Merge ``card`` into the book inside the caller's write: the contact
-        one of its aliases (tried first: an address or a number is surer than a
-        name) or its name already resolves to, else a new one; then every alias
-        nobody else holds is added. An alias another contact holds is left
-        with them: an import never moves an alias or merges two people.
-        Then its details, each set if the contact has none, or replaced if
-        this card is newer (see `put_detail_in`; ``now`` is the card's time).
-        Everything is checked before anything is written.
-        Returns the contact's id and whether it was created."""
-        name = clean_name(card.name)
-        aliases = [clean_name(a, "alias") for a in card.aliases]
-        details = _card_details(card)
-        cid = None
-        for alias in aliases:
-            cid = cls.resolve_in(session, alias)
-            if cid is not None:
-                break
-        created = False
-        if cid is None:
-            cid, created = cls.ensure_in(session, name, now)
-        for alias in [name, *aliases]:
-            if cls.resolve_in(session, alias) is None:
-                key = name_key(alias)
-                session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
-                session.flush()
-                statedigest.update(session, add=[alias_item(key, cid, alias)])
-        for field, value in details:
-            put_detail_in(session, cid, field, value, now)
-        return cid, created
-
-    @staticmethod
-    def details_in(session: Session, contact_id: str) -> ContactDetails:
-        rows = session.execute(
-            select(ContactDetail.field, ContactDetail.value).where(
-                ContactDetail.contact_id == contact_id
-            )
-        )
-        known = {field: value for field, value in rows if field in DETAIL_FIELDS}
-        return ContactDetails(**known) if known else NO_DETAILS
 
     def details(self, contact_id: str) -> ContactDetails:
         """The details known about a contact (all None for one nobody knows)."""
-        with self.db.reading() as session:
-            return self.details_in(session, contact_id)
+        with self.db.snapshot() as conn:
+            return details_on(conn, contact_id)
 
     def info(self, contact_id: str) -> ContactInfo:
         """One contact: name, aliases and details; NotFound if there is none."""
-        with self.db.reading() as session:
-            row = session.get(Contact, contact_id)
+        with self.db.snapshot() as conn:
+            row = conn.execute(_CONTACT_SQL, (contact_id,)).fetchone()
             if row is None:
                 raise NotFound(f"no contact {contact_id!r:.40}")
-            aliases = session.scalars(
-                select(ContactAlias.alias)
-                .where(ContactAlias.contact_id == contact_id)
-                .order_by(ContactAlias.alias_key)
-            ).all()
-            return ContactInfo(row.id, row.name, tuple(aliases), self.details_in(session, row.id))
-
-    def add(self, name: str, aliases: list[str], now: int) -> tuple[str, bool]:
-        """Create a contact (or extend an existing one) with aliases; all or nothing."""
-        name = clean_name(name)
-        cleaned = [clean_name(a, "alias") for a in aliases]
-        with self.db.writing() as session:
-            cid, created = self.ensure_in(session, name, now)
-            for alias in cleaned:
-                owner = self.resolve_in(session, alias)
-                if owner is not None and owner != cid:
-                    raise BadInput(f"alias {alias!r} already names another contact")
-                if owner is None:
-                    key = name_key(alias)
-                    session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
-                    session.flush()
-                    statedigest.update(session, add=[alias_item(key, cid, alias)])
-        return cid, created
+            aliases = tuple(a for (a,) in conn.execute(_ALIASES_OF_SQL, (contact_id,)))
+            return ContactInfo(str(row[0]), str(row[1]), aliases, details_on(conn, contact_id))
 
     def resolve(self, name: str) -> str:
-        with self.db.reading() as session:
-            cid = self.resolve_in(session, clean_name(name), loose=True)
+        """The contact a name answers to, loosely (see `resolve_on`); NotFound if none."""
+        cleaned = clean_name(name)
+        with self.db.snapshot() as conn:
+            cid = resolve_on(conn, cleaned, loose=True)
         if cid is None:
             raise NotFound(f"no contact named {name!r}")
         return cid
 
     def all(self) -> list[ContactInfo]:
-        with self.db.reading() as session:
-            contacts = session.scalars(select(Contact).order_by(Contact.name_key)).all()
+        with self.db.snapshot() as conn:
+            contacts = conn.execute(_ALL_SQL).fetchall()
             aliases: dict[str, list[str]] = {}
-            for row in session.scalars(select(ContactAlias).order_by(ContactAlias.alias_key)):
-                aliases.setdefault(row.contact_id, []).append(row.alias)
+            for cid, alias in conn.execute(_ALL_ALIASES_SQL):
+                aliases.setdefault(cid, []).append(alias)
             details: dict[str, dict[str, str]] = {}
-            for d in session.scalars(select(ContactDetail)):
-                if d.field in DETAIL_FIELDS:
-                    details.setdefault(d.contact_id, {})[d.field] = d.value
-            return [
-                ContactInfo(
-                    c.id,
-                    c.name,
-                    tuple(aliases.get(c.id, ())),
-                    ContactDetails(**details[c.id]) if c.id in details else NO_DETAILS,
-                )
-                for c in contacts
-            ]
+            for cid, field, value in conn.execute(_ALL_DETAILS_SQL):
+                if field in DETAIL_FIELDS:
+                    details.setdefault(cid, {})[field] = value
+        return [
+            ContactInfo(
+                cid,
+                name,
+                tuple(aliases.get(cid, ())),
+                ContactDetails(**details[cid]) if cid in details else NO_DETAILS,
+            )
+            for cid, name in contacts
+        ]
 
     def names(self) -> dict[str, str]:
-        with self.db.reading() as session:
-            return dict(session.execute(select(Contact.id, Contact.name)).all())
+        with self.db.snapshot() as conn:
+            return {str(cid): str(name) for cid, name in conn.execute(CONTACTS_SQL)}

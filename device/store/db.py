@@ -13,9 +13,8 @@ import contextvars
 import logging
 import re
 import sqlite3
-import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -27,6 +26,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.util import LRUCache
 
 from pixie.device.errors import DataDirError
+from pixie.device.store.plaindb import (
+    BUSY_TIMEOUT_MS,
+    Plain,
+    configure,
+    sqlite_uri,
+    translate_errors,
+)
 from pixie.device.store.version import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -88,7 +94,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " n INTEGER NOT NULL)",
     ),
 }
-BUSY_TIMEOUT_MS = 10_000
 # One in this many unsynced writes `at_once` would make goes to a worker thread,
 # where its commit may checkpoint the WAL (see `Database._plain`).
 AT_ONCE_CHECKPOINT_EVERY = 64
@@ -100,11 +105,6 @@ BACKGROUND_CHECKPOINT_SECONDS = 1.0
 # pause (a first sync of a long log) could otherwise keep a checkpoint beside
 # them from ever catching up, and the WAL from starting over.
 DEFERRED_AUTOCHECKPOINT_PAGES = 10_000
-# Page cache per connection, a ceiling rather than an allocation. SQLite's
-# default (2 MiB) holds a fraction of a 10k-note Notebook, and a search that
-# joins a thousand full-text hits to their rows then re-reads pages from the OS
-# on every call: 64 MiB made check_notebook about 5x faster at 10k notes.
-CACHE_KIB = 64 * 1024
 
 
 # Compiled statements one process keeps when its databases share them (see
@@ -161,14 +161,6 @@ def reuse_across_databases(on: bool = True) -> None:
 _NO_WAIT: contextvars.ContextVar[bool] = contextvars.ContextVar("pixie_no_wait", default=False)
 
 
-def sqlite_uri(path: Path, mode: str) -> str:
-    """The SQLite URI that opens ``path`` in ``mode``, the path percent-encoded:
-    pasted in as it is, a ``?`` or ``#`` in a directory name would end the
-    path early (``victim.db?x/pixie.db`` opens ``victim.db``) and a ``%41``
-    would be decoded."""
-    return f"{path.absolute().as_uri()}?mode={mode}"
-
-
 class WouldBlock(Exception):
     """Raised inside `at_once` where the work would have to wait (for a lock
     held by another thread or process, or for an fsync): nothing was changed."""
@@ -207,41 +199,6 @@ async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awa
     return cast(T, late)
 
 
-class _Plain:
-    """One plain driver connection to the database and the lock that keeps it
-    to one caller at a time; ``busy_ms`` is how long it waits for a lock."""
-
-    def __init__(
-        self, path: Path, busy_ms: int, *, autocheckpoint_pages: int | None = None
-    ) -> None:
-        self.path = path
-        self.busy_ms = busy_ms
-        # None: SQLite's default; 0: never (see `Database.defer_checkpoints`).
-        self.autocheckpoint_pages = autocheckpoint_pages
-        self.lock = threading.Lock()
-        self.level = "NORMAL"
-        self._conn: sqlite3.Connection | None = None
-
-    def connection(self) -> sqlite3.Connection:
-        conn = self._conn
-        if conn is None:
-            conn = sqlite3.connect(sqlite_uri(self.path, "rw"), uri=True, check_same_thread=False)
-            _on_connect(conn, None)
-            conn.execute(f"PRAGMA busy_timeout={self.busy_ms}")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            if self.autocheckpoint_pages is not None:
-                conn.execute(f"PRAGMA wal_autocheckpoint={self.autocheckpoint_pages}")
-            self.level = "NORMAL"
-            self._conn = conn
-        return conn
-
-    def close(self) -> None:
-        with self.lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-
 def _locked(exc: sqlite3.OperationalError) -> bool:
     message = str(exc)
     return "locked" in message or "busy" in message
@@ -263,19 +220,6 @@ class Meta(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(512))
-
-
-def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
-    # Let SQLAlchemy's "begin" hook issue BEGIN itself (pysqlite's implicit
-    # transactions would otherwise defer the lock and hide our BEGIN mode).
-    dbapi_conn.isolation_level = None
-    cur = dbapi_conn.cursor()
-    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=FULL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-    cur.close()
 
 
 def _on_begin(conn: Any) -> None:
@@ -320,14 +264,14 @@ class Database:
         self._lazy_engine = self.engine.execution_options(pixie_write=True, pixie_lazy=True)
         # Plain connections for the per-envelope work: one that waits on
         # locks like the engine's, one that never waits (see `at_once`).
-        self._waiting = _Plain(path, BUSY_TIMEOUT_MS)
-        self._at_once = _Plain(path, 0, autocheckpoint_pages=0)
+        self._waiting = Plain(path, BUSY_TIMEOUT_MS)
+        self._at_once = Plain(path, 0, autocheckpoint_pages=0)
         self._at_once_writes = 0
         self._deferred = False
-        self._checkpointer = _Plain(path, BUSY_TIMEOUT_MS, autocheckpoint_pages=0)
+        self._checkpointer = Plain(path, BUSY_TIMEOUT_MS, autocheckpoint_pages=0)
 
     def _on_connect(self, dbapi_conn: sqlite3.Connection, record: Any) -> None:
-        _on_connect(dbapi_conn, record)
+        configure(dbapi_conn)
         if self._deferred:
             dbapi_conn.execute(f"PRAGMA wal_autocheckpoint={DEFERRED_AUTOCHECKPOINT_PAGES}")
 
@@ -359,7 +303,7 @@ class Database:
             row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return int(row[0]), int(row[1]), int(row[2])
 
-    def _plain(self, *, write: bool = False) -> _Plain:
+    def _plain(self, *, write: bool = False) -> Plain:
         """The plain connection for this caller, its lock held on return."""
         if not _NO_WAIT.get():
             self._waiting.lock.acquire()
@@ -437,7 +381,7 @@ class Database:
                 conn.execute("ROLLBACK")
 
     @contextmanager
-    def _using(self, plain: _Plain) -> Iterator[sqlite3.Connection]:
+    def _using(self, plain: Plain) -> Iterator[sqlite3.Connection]:
         """``plain``'s connection, its lock released at the end; errors are
         translated, and on the loop's connection a lock held elsewhere becomes
         `WouldBlock`."""
@@ -573,30 +517,9 @@ def driver_sql(statement: Any) -> str:
     return str(statement.compile(dialect=_SQLITE_DIALECT))
 
 
-@contextmanager
-def _translate_errors(path: Path) -> Iterator[None]:
-    try:
-        yield
-    except (OperationalError, sqlite3.OperationalError) as exc:
-        message = _one_line(exc)
-        if "no such table" in message or "file is not a database" in message:
-            raise DataDirError(f"{path} is not a Pixie database ({message})") from None
-        if "unable to open" in message:
-            raise DataDirError(f"cannot open {path} ({message})") from None
-        if "locked" in message or "busy" in message:
-            raise DataDirError(f"{path} is busy: another pixie is writing; try again") from None
-        raise DataDirError(f"database error in {path} ({message})") from None
-    except (DatabaseError, sqlite3.DatabaseError) as exc:
-        message = _one_line(exc)
-        raise DataDirError(f"{path} is damaged or not a Pixie database ({message})") from None
-    except UnicodeDecodeError:
-        # The driver decodes SQLite's own error text and every stored string
-        # as UTF-8; only a damaged file holds bytes that are not.
-        raise DataDirError(f"{path} is damaged (text that is not UTF-8)") from None
-
-
-def _one_line(exc: Exception) -> str:
-    """The driver's message, on one bounded line (a damaged schema's message
-    quotes the schema, newlines and all)."""
-    orig = getattr(exc, "orig", None)
-    return " ".join(str(orig if orig is not None else exc).split())[:300]
+def _translate_errors(path: Path) -> AbstractContextManager[None]:
+    """`plaindb.translate_errors`, SQLAlchemy's wrappers of the driver's
+    errors caught as the driver's own."""
+    return translate_errors(
+        path, (OperationalError, sqlite3.OperationalError), (DatabaseError, sqlite3.DatabaseError)
+    )

@@ -19,7 +19,7 @@ from sqlalchemy import LargeBinary, String, bindparam, delete, insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.store.db import Base, driver_sql
-from pixie.device.store.notes import Note
+from pixie.device.store.notetable import Note
 from pixie.protocol.clock import SYSTEM_CLOCK, Clock
 
 

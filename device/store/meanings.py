@@ -10,7 +10,8 @@ same statement that deletes it).
 
 Only clear notes ever get a row: `stale` reads the clear zone alone, so a
 sealed note's meaning is never computed, let alone stored. The statements
-that read and write the table live here, beside its model; the notebook's
+that read and write the table live here (its model is in `notetable`, with
+the note tables; this module needs no database layer); the notebook's
 `nearby` module decides when they run.
 """
 
@@ -19,21 +20,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-
-from sqlalchemy import LargeBinary, String
-from sqlalchemy.orm import Mapped, mapped_column
-
-from pixie.device.store.db import Base
-
-
-class NoteMeaning(Base):
-    __tablename__ = "note_meaning"
-
-    note_n: Mapped[int] = mapped_column(primary_key=True)  # note.n
-    updated_at: Mapped[str] = mapped_column(String(90))  # the note's stamp when embedded
-    model: Mapped[str] = mapped_column(String(64))
-    vec: Mapped[bytes] = mapped_column(LargeBinary)
-
 
 _LIVE_CLEAR = "note.zone = 'clear' AND NOT note.deleted"
 # Clear notes without a vector of ``model`` made at their current stamp.
@@ -146,7 +132,6 @@ def every(conn: sqlite3.Connection, model: str) -> list[tuple[int, bytes]]:
 
 __all__ = [
     "MEANINGS_DDL",
-    "NoteMeaning",
     "every",
     "generation",
     "mark_seen",

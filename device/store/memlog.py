@@ -20,7 +20,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.errors import BadInput, DataDirError
 from pixie.device.store import statedigest
-from pixie.device.store.contacts import ContactBook
+from pixie.device.store.contactbook import ContactBook
 from pixie.device.store.db import Base, Database
 
 # Re-exported: the log's callers name the kinds from here.

@@ -311,7 +311,9 @@ def search_segments(base: Segment, tail: Segment, matcher: Matcher, limit: int) 
 
     The tail is scanned whole; the base from its newest end back, in runs of
     lines that double in length, until it has given ``limit`` hits: every
-    older line of the base is older than those.
+    older line of the base is older than those. A pattern is matched against
+    lines, so it must be compiled multi-line (grep_memory's are: "(?m)"):
+    without that, "^" would match only where a scan happens to start.
     """
     found: list[tuple[int, bytes, Segment, int, int, int]] = []
     for i, start, end in tail.scan(matcher, 0, tail.count):

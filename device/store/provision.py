@@ -21,7 +21,7 @@ from pixie.device.store.keystore import KeyStore, open_key_store
 from pixie.device.store.marks import DistillMark  # noqa: F401  (its table is created here too)
 from pixie.device.store.meanings import MEANINGS_DDL
 from pixie.device.store.memlog import MEMLOG_DDL
-from pixie.device.store.notes import NOTEBOOK_DDL
+from pixie.device.store.notetable import NOTEBOOK_DDL
 from pixie.device.store.siblings import Sibling  # noqa: F401  (its tables are created here too)
 from pixie.device.store.version import SCHEMA_VERSION
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy, is_system

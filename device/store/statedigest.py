@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from pixie.device.store import itemindex
 from pixie.device.store.db import Database, Meta
-from pixie.device.store.notes import Note
+from pixie.device.store.notetable import Note
 from pixie.device.store.version import DIGEST_KEY
 from pixie.protocol.digest import MODULUS, Fingerprint, item_hashes, note_item
 from pixie.protocol.reconcile import KEY_BYTES

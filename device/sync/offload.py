@@ -38,7 +38,8 @@ from pixie.device.errors import BadInput, NotFound
 from pixie.device.node.keyed import Node
 from pixie.device.store.db import at_once, driver_sql
 from pixie.device.store.holdings import PendingRelease, forget_release, release_later
-from pixie.device.store.notes import Note, NoteKind, Zone
+from pixie.device.store.notes import NoteKind, Zone
+from pixie.device.store.notetable import Note
 from pixie.device.store.siblings import Still, Withdrawn
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient, RelayUnavailable

@@ -42,19 +42,16 @@ from sqlalchemy.orm import Session
 from pixie.device.errors import BadInput
 from pixie.device.notebook.store import sealed_hash
 from pixie.device.store import itemindex, statedigest
+from pixie.device.store.contactbook import Contact, ContactAlias, ContactDetail, put_detail_in
 from pixie.device.store.contacts import (
     ALIASES_SQL,
     CONTACTS_SQL,
     DETAILS_SQL,
-    Contact,
-    ContactAlias,
-    ContactDetail,
     clean_detail,
     clean_name,
     contact_id_for,
     contact_items_of,
     name_key,
-    put_detail_in,
 )
 from pixie.device.store.db import Database, Meta, driver_sql
 from pixie.device.store.holdings import RELEASE_LATER_SQL, Holding
@@ -72,15 +69,13 @@ from pixie.device.store.memlog import (
 )
 from pixie.device.store.notes import (
     STAMP_ORIGIN_AT,
-    Note,
     NoteKind,
-    NoteMark,
     Zone,
     clean_tags,
     content_hash,
-    record_marks,
     tags_json,
 )
+from pixie.device.store.notetable import Note, NoteMark, record_marks
 from pixie.protocol.clock import Clock
 from pixie.protocol.digest import (
     Fingerprint,

@@ -30,7 +30,8 @@ from pixie.device.store.memlog import (
     to_record,
 )
 from pixie.device.store.mirror import Matcher, MemoryTextMirror, mirror_line
-from pixie.device.store.notes import ClearNote, Note, NoteKind, Zone, to_clear_note
+from pixie.device.store.notes import ClearNote, NoteKind, Zone
+from pixie.device.store.notetable import Note, to_clear_note
 
 PAGE_NOTES = 50
 PAGE_EVENTS = 50

@@ -248,3 +248,100 @@ def test_status_of_an_older_schema_is_left_to_the_full_command(tmp_path: Path) -
     assert "events: 0" in printed and "sqlalchemy" in heavy
     printed, heavy = _status(["--data", str(data), "status"], keys)
     assert "events: 0" in printed and heavy == []  # migrated by the first
+
+
+def test_notebook_search_answers_without_the_database_layer_as_the_full_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain `pixie notebook search` runs check_notebook on a plain
+    connection: no ORM, no sync stack, no crypto; and prints what the full
+    command prints, filters, misses and refusals included."""
+    from pixie.device.cli import notebook as notebook_cli
+    from pixie.device.notebook.store import Distilled
+    from pixie.device.store.notes import NoteKind
+    from pixie.entry.main import main
+
+    keys = tmp_path / "keys"
+    monkeypatch.setenv(KEYS_ENV, str(keys))
+    monkeypatch.setenv(KEYSTORE_ENV, "file")
+    data = tmp_path / "d"
+    create_data_dir(data, name="phone", role="device", key_store=FileKeyStore(keys))
+    with Node.open(data, key_store=FileKeyStore(keys)) as node:
+        cid = node.contacts.add("Claire Dubois", ["claire@example.org"], now=0)[0]
+        node.notebook.upsert_clear(
+            Distilled(NoteKind.PERSON, cid, "Claire Dubois", "Sister; an architect.", cid, ())
+        )
+        node.notebook.add_user_note(
+            NoteKind.GUIDANCE, "Kitchen cabinets", "Claire wants oak cabinets.", ("home",)
+        )
+        node.notebook.add_user_note(NoteKind.ABOUT_YOU, "Running", "Runs on Sundays.")
+    heavy = set(HEAVY) - {"numpy", "msgpack"}  # meaning may load its model
+    cases = [
+        ["cabinets"],
+        ["cabinets", "--json"],
+        ["oak", "--person", "Claire"],
+        ["--topic", "home"],
+        ["--days", "30", "running"],
+        ["nothing matches this"],
+        ["x", "--person", "Nobody At All"],
+    ]
+    for case in cases:
+        argv = ["--data", str(data), "notebook", "search", *case]
+        done = subprocess.run(
+            [sys.executable, "-c", GREP_PROBE.format(argv=argv, heavy=heavy)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        *printed, loaded = done.stdout.splitlines()
+        code, imported = json.loads(loaded)
+        assert (code, imported) == (0, []), (case, done.stderr)
+        parser = build_parser("notebook")
+        notebook_cli.cmd_notebook_search(parser.parse_args(argv))
+        assert "\n".join(printed) + "\n" == capsys.readouterr().out, case
+    # A command line the quick parser refuses goes to the full one, which says why.
+    assert main(["--data", str(data), "notebook", "search", "--days", "0", "x"]) == 2
+    assert "--days: must be at least 1" in capsys.readouterr().err
+
+
+def test_notebook_search_by_meaning_keeps_its_vectors_through_the_plain_connection(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With meaning on, the quick search embeds the notes it lacks vectors
+    for and keeps them (a bookkeeping write on its plain connection), and
+    answers as the full command does."""
+    import sqlite3
+
+    from pixie.device.cli import notebook as notebook_cli
+    from pixie.device.notebook import nearby
+    from pixie.device.store.notes import NoteKind
+
+    keys = tmp_path / "keys"
+    monkeypatch.setenv(KEYS_ENV, str(keys))
+    monkeypatch.setenv(KEYSTORE_ENV, "file")
+    monkeypatch.delenv(nearby.ENV, raising=False)
+    data = tmp_path / "d"
+    create_data_dir(data, name="phone", role="device", key_store=FileKeyStore(keys))
+    with Node.open(data, key_store=FileKeyStore(keys)) as node:
+        node.notebook.add_user_note(NoteKind.GUIDANCE, "Kitchen", "New oak cupboards and a sink.")
+        node.notebook.add_user_note(NoteKind.ABOUT_YOU, "Running", "Runs ten miles on Sundays.")
+    argv = ["--data", str(data), "notebook", "search", "carpentry for the kitchen"]
+    env = {k: v for k, v in os.environ.items() if k != nearby.ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", GREP_PROBE.format(argv=argv, heavy={"sqlalchemy", "nacl"})],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    *printed, loaded = done.stdout.splitlines()
+    assert json.loads(loaded) == [0, []], done.stderr
+    con = sqlite3.connect(data / "pixie.db")
+    try:
+        (vectors,) = con.execute("SELECT count(*) FROM note_meaning").fetchone()
+    finally:
+        con.close()
+    assert vectors == 2
+    notebook_cli.cmd_notebook_search(build_parser("notebook").parse_args(argv))
+    assert "\n".join(printed) + "\n" == capsys.readouterr().out
+    assert "Kitchen" in printed[0] or any("Kitchen" in line for line in printed)

@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from pixie.device.notebook.store import NotebookStore, UpsertOutcome, UpsertResult
 from pixie.device.store import statedigest
-from pixie.device.store.notes import Note, NoteKind
+from pixie.device.store.notes import NoteKind
+from pixie.device.store.notetable import Note
 from pixie.device.sync import replica as syncstore
 from pixie.device.sync.offload import OffloadLedger
 from pixie.device.sync.replica import NodeReplica

@@ -9,7 +9,8 @@ from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
 from pixie.device.distill.service import NotetakingService
 from pixie.device.node.keyed import Node
-from pixie.device.store.contacts import ContactBook, ContactCard
+from pixie.device.store.contactbook import ContactBook
+from pixie.device.store.contacts import ContactCard
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
 

@@ -43,7 +43,8 @@ from pixie.device.distill.prompt import SchemaViolation, parse_result
 from pixie.device.distill.service import MAX_WEEK_BODY, NotetakingService, PassReport, post_gist
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.clear import UpsertOutcome
-from pixie.device.store.contacts import ContactBook, ContactCard
+from pixie.device.store.contactbook import ContactBook
+from pixie.device.store.contacts import ContactCard
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import ClearNote, NoteKind, kept_up_title
 

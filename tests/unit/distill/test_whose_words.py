@@ -31,7 +31,8 @@ from pixie.device.distill.offline import (
 )
 from pixie.device.distill.service import NotetakingService
 from pixie.device.node.keyed import Node
-from pixie.device.store.contacts import ContactBook, ContactCard
+from pixie.device.store.contactbook import ContactBook
+from pixie.device.store.contacts import ContactCard
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
 

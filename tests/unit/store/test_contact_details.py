@@ -14,15 +14,11 @@ from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.contacts import (
-    ContactBook,
-    ContactCard,
-    ContactDetail,
-    ContactDetails,
-    contact_items,
-)
+from pixie.device.store.contactbook import ContactBook, ContactDetail, contact_items
+from pixie.device.store.contacts import ContactCard, ContactDetails
 from pixie.device.store.memlog import MemoryEvent
-from pixie.device.store.notes import Note, NoteKind
+from pixie.device.store.notes import NoteKind
+from pixie.device.store.notetable import Note
 from pixie.device.store.statedigest import note_version
 from pixie.device.store.version import SCHEMA_VERSION
 from pixie.protocol.digest import Fingerprint, event_item

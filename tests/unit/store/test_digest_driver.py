@@ -15,7 +15,8 @@ from sqlalchemy import select
 
 from pixie.device.node.keyed import Node
 from pixie.device.store import statedigest
-from pixie.device.store.contacts import Contact, ContactAlias, contact_id_for, contact_items
+from pixie.device.store.contactbook import Contact, ContactAlias, contact_items
+from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.db import Meta
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store import itemindex
-from pixie.device.store.contacts import put_detail_in
+from pixie.device.store.contactbook import put_detail_in
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.version import SCHEMA_VERSION

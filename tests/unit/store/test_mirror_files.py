@@ -248,10 +248,13 @@ def test_small_segments_merge_and_search_like_a_rebuild(
             records = [r for r in node.log.all_records() if r.kind not in CHAT_KINDS]
             assert len(node.mirror) == len(records)
             for word in (rb"lyon", rb"ada", rb"^x$", rb"zo"):
-                got = [h.event_id for h in node.mirror.search(re.compile(word), 3)]
+                # Multi-line, as grep_memory compiles every pattern ("(?m)"):
+                # "^" and "$" are a line's ends wherever a scan starts.
+                pattern = re.compile(word, re.MULTILINE)
+                got = [h.event_id for h in node.mirror.search(pattern, 3)]
                 fresh = MemoryTextMirror(node.db)
                 try:
-                    want = [h.event_id for h in fresh.search(re.compile(word), 3)]
+                    want = [h.event_id for h in fresh.search(pattern, 3)]
                 finally:
                     fresh.close()
                 assert got == want, word

@@ -9,15 +9,15 @@ from pathlib import Path
 
 from pixie.device.node.keyed import Node
 from pixie.device.store import memlog, mirror, mirrorfiles, notes
-from pixie.device.store.contacts import Contact
+from pixie.device.store.contactbook import Contact
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import (
     CLEAR_COLUMNS,
     ClearColumns,
-    Note,
     clear_note_from_columns,
     content_hash,
 )
+from pixie.device.store.notetable import Note
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync import replica
 from pixie.device.sync.replica import NodeReplica

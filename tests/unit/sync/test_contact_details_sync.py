@@ -17,15 +17,10 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from pixie.device.node.keyed import Node
-from pixie.device.store.contacts import (
-    ContactBook,
-    ContactCard,
-    ContactDetails,
-    contact_id_for,
-    contact_items,
-)
+from pixie.device.store.contactbook import ContactBook, contact_items
+from pixie.device.store.contacts import ContactCard, ContactDetails, contact_id_for
 from pixie.device.store.memlog import MemoryEvent
-from pixie.device.store.notes import Note
+from pixie.device.store.notetable import Note
 from pixie.device.store.statedigest import note_version
 from pixie.protocol.digest import Fingerprint, detail_item, event_item, item_hash
 from pixie.protocol.errors import ProtocolError

@@ -112,7 +112,7 @@ def test_lying_marks_are_caught_by_repair(tmp_path: Path) -> None:
 def test_a_replicas_items_sum_to_its_digest(tmp_path: Path) -> None:
     """What repair reconciles is exactly what the digest sums: every event,
     note version (clear, sealed, edited, deleted) and contact item."""
-    from pixie.device.store.contacts import contact_items, put_detail_in
+    from pixie.device.store.contactbook import contact_items, put_detail_in
     from pixie.device.sync.replica import NodeReplica
     from pixie.protocol.digest import MODULUS, Fingerprint, item_hash
 

@@ -17,7 +17,8 @@ from pixie.device.errors import BadInput
 from pixie.device.node.clear import ClearNode
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
-from pixie.device.store.contacts import ContactBook, ContactCard
+from pixie.device.store.contactbook import ContactBook
+from pixie.device.store.contacts import ContactCard
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
 from pixie.device.sync.offload import OffloadLedger
