@@ -92,6 +92,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE IF NOT EXISTS digest_cell ("
         " cell INTEGER NOT NULL PRIMARY KEY, high BIGINT NOT NULL, low BIGINT NOT NULL,"
         " n INTEGER NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS digest_pending ("
+        " n INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT, top BIGINT NOT NULL, tag BIGINT NOT NULL,"
+        " key BLOB NOT NULL, sign INTEGER NOT NULL)",
     ),
 }
 # One in this many unsynced writes `at_once` would make goes to a worker thread,

@@ -52,13 +52,35 @@ def _write_everything(node: Node) -> None:
         assert put_detail_in(session, cid, "org", "Difference Engines", 2)  # a replaced item
 
 
-def test_every_write_keeps_the_index_equal_to_the_digests_items(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pending_max", [3, 65_536])
+def test_every_write_keeps_the_index_equal_to_the_digests_items(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pending_max: int
+) -> None:
+    """With merges every few rows or none at all, digest_item and the
+    pending rows together hold the digest's items, and the cells their sums."""
+    monkeypatch.setattr(itemindex, "PENDING_MAX", pending_max)
     a, _ = open_pair(tmp_path)
     assert itemindex.is_built(a.db) and itemindex.stored(a.db) == set()
     _write_everything(a)
     assert len(_wanted(a)) > 45
     assert itemindex.stored(a.db) == _wanted(a)
     assert itemindex.cells_agree(a.db) and index_is_maintained(a)
+    pending = len(a.db.peek("SELECT * FROM digest_pending"))
+    assert pending < 3 if pending_max == 3 else pending > 45
+
+
+def test_a_merge_moves_what_waits_in_hash_order_and_changes_no_answer(tmp_path: Path) -> None:
+    a, _ = open_pair(tmp_path)
+    _write_everything(a)
+    before = itemindex.stored(a.db)
+    with a.db.writing() as session:
+        conn = session.connection().connection.driver_connection
+        assert isinstance(conn, sqlite3.Connection)
+        moved = itemindex.merge(conn)
+    assert moved > 45 and not a.db.peek("SELECT * FROM digest_pending")
+    # An item replaced (the detail) and a deleted note's version left nothing behind.
+    assert itemindex.stored(a.db) == before == _wanted(a)
+    assert len(a.db.peek("SELECT * FROM digest_item")) == len(before)
 
 
 def test_a_merge_keeps_the_index_of_the_replica_it_lands_in(tmp_path: Path) -> None:
@@ -70,12 +92,30 @@ def test_a_merge_keeps_the_index_of_the_replica_it_lands_in(tmp_path: Path) -> N
     assert itemindex.cells_agree(b.db)
 
 
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+@pytest.fixture(scope="module", params=["merged", "pending"])
+def filled(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Node]:
+    """A node of some 3,000 items: all in digest_item ("merged"), or 2,000
+    there and the rest, adds and removals, still pending."""
     a, b = open_pair(tmp_path_factory.mktemp("index"))
     b.close()
-    _say_many(a, 3_000)
+    _say_many(a, 2_000)
+    with a.db.writing() as session:
+        conn = session.connection().connection.driver_connection
+        assert isinstance(conn, sqlite3.Connection)
+        itemindex.merge(conn)
+    _say_many(a, 1_000)
     _write_everything(a)
+    if request.param == "merged":
+        with a.db.writing() as session:
+            conn = session.connection().connection.driver_connection
+            assert isinstance(conn, sqlite3.Connection)
+            itemindex.merge(conn)
+        assert not a.db.peek("SELECT * FROM digest_pending")
+    else:
+        assert len(a.db.peek("SELECT * FROM digest_pending")) > 1_000
+        assert a.db.peek("SELECT * FROM digest_pending WHERE sign < 0")
     yield a
     a.close()
 
@@ -152,6 +192,7 @@ def _make_version_6(data_dir: Path) -> None:
     with con:
         con.execute("DROP TABLE digest_item")
         con.execute("DROP TABLE digest_cell")
+        con.execute("DROP TABLE digest_pending")
         con.execute("DELETE FROM meta WHERE key = ?", (itemindex.BUILT_KEY,))
         con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     con.close()
@@ -162,7 +203,7 @@ def _schema(path: Path) -> list[object]:
     con = sqlite3.connect(path)
     try:
         shape: list[object] = []
-        for table in ("digest_item", "digest_cell"):
+        for table in ("digest_item", "digest_cell", "digest_pending"):
             (sql,) = con.execute(
                 "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
             ).fetchone()
@@ -203,3 +244,38 @@ def test_a_version_6_data_dir_gets_its_index_built_by_the_first_repair(tmp_path:
     finally:
         a.close()
         b.close()
+
+
+def test_a_reader_follows_writes_and_merges_made_while_it_reads(tmp_path: Path) -> None:
+    """A repair's reader outlives the writes it causes: it reads the pending
+    rows written since its last look, or all of them again after a merge, and
+    answers as the items in memory would at each moment."""
+    a, _ = open_pair(tmp_path)
+    _say_many(a, 800)
+    stored = itemindex.StoredItems(a.db)
+
+    def agree() -> None:
+        memory = SortedItems(replica(a).items())
+        for h in memory.hashes[::97]:
+            for depth in (CELL_BITS_BELOW, CELL_BITS_BELOW + 3):
+                prefix = h >> (256 - depth)
+                assert stored.count(depth, prefix) == memory.count(depth, prefix)
+                assert stored.cells(depth, prefix, 2) == memory.cells(depth, prefix, 2)
+                assert sorted(stored.listing(depth, prefix)) == sorted(
+                    memory.listing(depth, prefix)
+                )
+                tag, key = memory.listing(depth, prefix)[0]
+                assert stored.find(depth, prefix, tag) == key
+
+    agree()
+    _write_everything(a)  # adds, a replaced detail, a deleted note: read row by row
+    agree()
+    with a.db.writing() as session:
+        conn = session.connection().connection.driver_connection
+        assert isinstance(conn, sqlite3.Connection)
+        itemindex.merge(conn)
+    _say_many(a, 300)  # after a merge: all read again
+    agree()
+
+
+CELL_BITS_BELOW = itemindex.CELL_BITS + 1

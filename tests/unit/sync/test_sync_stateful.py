@@ -40,6 +40,7 @@ from hypothesis.stateful import (
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, UpsertOutcome
+from pixie.device.store import itemindex
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
@@ -467,6 +468,9 @@ class SyncMachine(RuleBasedStateMachine):
 def test_sync_state_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     # Small batches, so a stream spans several and ordering faults have something to hit.
     monkeypatch.setattr(syncstore, "BATCH_RECORDS", SMALL_BATCH)
+    # Pending item-index rows merged every few writes, so merges meet every
+    # kind of write, repair's included.
+    monkeypatch.setattr(itemindex, "PENDING_MAX", 7)
     run_state_machine_as_test(
         SyncMachine, settings=settings(max_examples=25, stateful_step_count=25, deadline=None)
     )
