@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pixie.device.store.datadir import DB_NAME, ROLES
@@ -42,17 +44,27 @@ def current_meta(conn: sqlite3.Connection) -> dict[str, str] | None:
     return meta
 
 
-def readable(path: Path) -> bool:
-    """Whether ``path`` is a data dir whose database a quick command may read."""
+@contextmanager
+def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, str]] | None]:
+    """A read-only connection to the data dir at ``path``, inside one read
+    transaction, and its meta rows; None if a quick command may not read it."""
     db_path = path / DB_NAME
     if not path.is_dir() or not db_path.is_file():
-        return False
+        yield None
+        return
     conn = read_only(db_path)
     try:
         conn.execute("BEGIN")
-        return current_meta(conn) is not None
+        meta = current_meta(conn)
+        yield None if meta is None else (conn, meta)
     finally:
         conn.close()
 
 
-__all__ = ["current_meta", "read_only", "readable"]
+def readable(path: Path) -> bool:
+    """Whether ``path`` is a data dir whose database a quick command may read."""
+    with reading(path) as found:
+        return found is not None
+
+
+__all__ = ["current_meta", "read_only", "readable", "reading"]

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pixie.device.cli.early import split_data
-from pixie.device.cli.quickopen import current_meta, read_only
+from pixie.device.cli.quickopen import reading
 from pixie.device.errors import DeviceError
-from pixie.device.store.datadir import DB_NAME, resolve_data_dir
+from pixie.device.store.datadir import resolve_data_dir
 from pixie.device.store.keystore import describe_key_store, open_key_store
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.store.version import DIGEST_KEY
@@ -124,31 +124,24 @@ def _plain(arguments: list[str]) -> tuple[str | None, bool] | None:
 def _read(path: Path) -> Status | None:
     """The status of the data dir at ``path`` from one read-only transaction,
     or None when it is not one the quick path answers for (`quickopen`)."""
-    db_path = path / DB_NAME
-    if not path.is_dir() or not db_path.is_file():
-        return None
-    con = read_only(db_path)
-    try:
-        con.execute("BEGIN")
-        meta = current_meta(con)
-        if meta is None:
+    with reading(path) as found:
+        if found is None:
             return None
+        con, meta = found
         events = int(con.execute(_EVENTS_SQL).fetchone()[0])
         contacts = int(con.execute(_CONTACTS_SQL).fetchone()[0])
-        found: dict[str, int] = {}
+        found_notes: dict[str, int] = {}
         offloaded = 0
         for zone, count, held in con.execute(_NOTES_SQL):
-            found[str(zone)] = int(count)
+            found_notes[str(zone)] = int(count)
             offloaded += int(held or 0)
         siblings = [
             SiblingInfo(bytes.fromhex(key), name, role, relay, paired_at)
             for key, name, role, relay, paired_at in con.execute(_SIBLINGS_SQL)
         ]
-    finally:
-        con.close()
     notes = {
-        "clear": found.get("clear", 0),
-        "sealed": found.get("sealed", 0),
+        "clear": found_notes.get("clear", 0),
+        "sealed": found_notes.get("sealed", 0),
         "offloaded": offloaded,
     }
     value = meta.get(DIGEST_KEY)

@@ -30,8 +30,10 @@ from pixie.device.store.plaindb import (
     BUSY_TIMEOUT_MS,
     Plain,
     configure,
+    read_transaction,
     sqlite_uri,
     translate_errors,
+    write_transaction,
 )
 from pixie.device.store.version import SCHEMA_VERSION
 
@@ -339,15 +341,8 @@ class Database:
         with _translate_errors(self.path):
             fairy = self.engine.raw_connection()
             try:
-                conn = cast(sqlite3.Connection, fairy.driver_connection)
-                conn.execute("BEGIN DEFERRED")
-                try:
+                with read_transaction(cast(sqlite3.Connection, fairy.driver_connection)) as conn:
                     yield conn
-                finally:
-                    # SQLite may have ended it already (some errors roll back):
-                    # then a ROLLBACK would only hide that error behind its own.
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
             finally:
                 fairy.close()
 
@@ -376,12 +371,8 @@ class Database:
         """One small read statement on a plain driver connection (one
         consistent snapshot, like `reading`): for the few per-request lookups
         on the offload path, where a session costs twenty times the query."""
-        with self._using(self._plain()) as conn:
-            conn.execute("BEGIN DEFERRED")
-            try:
-                return conn.execute(sql, params).fetchall()
-            finally:
-                conn.execute("ROLLBACK")
+        with self._using(self._plain()) as conn, read_transaction(conn):
+            return conn.execute(sql, params).fetchall()
 
     @contextmanager
     def _using(self, plain: Plain) -> Iterator[sqlite3.Connection]:
@@ -410,19 +401,9 @@ class Database:
         inside `at_once`: an fsync is a wait). One caller at a time."""
         if durable and _NO_WAIT.get():
             raise WouldBlock
-        level = "FULL" if durable else "NORMAL"
         plain = self._plain(write=True)
-        with self._using(plain) as conn:
-            if plain.level != level:
-                conn.execute(f"PRAGMA synchronous={level}")
-                plain.level = level
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._using(plain), write_transaction(plain, durable=durable) as conn:
+            yield conn
 
     def create_schema(self, extra_ddl: Sequence[str]) -> None:
         """Create every mapped table, then the triggers and virtual tables given."""

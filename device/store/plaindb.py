@@ -152,6 +152,39 @@ def translate_errors(
         raise DataDirError(f"{path} is damaged (text that is not UTF-8)") from None
 
 
+@contextmanager
+def read_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``conn`` inside one read transaction, rolled back at the end."""
+    conn.execute("BEGIN DEFERRED")
+    try:
+        yield conn
+    finally:
+        # SQLite may have ended it already (some errors roll back): then a
+        # ROLLBACK would only hide that error behind its own.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+@contextmanager
+def write_transaction(plain: Plain, *, durable: bool) -> Iterator[sqlite3.Connection]:
+    """``plain``'s connection (its lock held by the caller) inside one write
+    transaction, committed at synchronous=FULL if ``durable``, else NORMAL
+    (set on the connection only when it changes); rolled back on any error."""
+    conn = plain.connection()
+    level = "FULL" if durable else "NORMAL"
+    if plain.level != level:
+        conn.execute(f"PRAGMA synchronous={level}")
+        plain.level = level
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 class PlainDatabase:
     """`DriverAccess` on one plain connection of its own, no SQLAlchemy: for
     a command that only reads (and keeps derived data, such as meaning
@@ -175,13 +208,8 @@ class PlainDatabase:
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as conn:
-            conn.execute("BEGIN DEFERRED")
-            try:
-                yield conn
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+        with self._connection() as conn, read_transaction(conn):
+            yield conn
 
     def peek(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.snapshot() as conn:
@@ -189,19 +217,8 @@ class PlainDatabase:
 
     @contextmanager
     def bookkeeping(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        level = "FULL" if durable else "NORMAL"
-        with self._connection() as conn:
-            if self._plain.level != level:
-                conn.execute(f"PRAGMA synchronous={level}")
-                self._plain.level = level
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._connection(), write_transaction(self._plain, durable=durable) as conn:
+            yield conn
 
     def dispose(self) -> None:
         self._plain.close()
@@ -216,6 +233,8 @@ __all__ = [
     "configure",
     "database_error",
     "one_line",
+    "read_transaction",
     "sqlite_uri",
     "translate_errors",
+    "write_transaction",
 ]

@@ -8,7 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pixie.device.node.keyed import Node
+from pixie.device.notebook.store import Distilled
+from pixie.device.store.contactbook import put_detail_in
 from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.replica import NodeReplica
@@ -81,3 +84,22 @@ def dump(node: Node) -> dict[str, object]:
         "aliases": aliases,
         "details": details,
     }
+
+
+def write_every_kind(node: Node) -> None:
+    """Events, clear notes changed and deleted, a sealed note, contacts with
+    an alias and a detail: every kind of item the digest sums."""
+    for i in range(40):
+        say(node, f"message {i}", contact="Grace Hopper")
+    cid = node.contacts.add("Ada Lovelace", ["Ada"], now=0)[0]
+    note_id = node.notebook.upsert_clear(
+        Distilled(NoteKind.PERSON, cid, "Ada", "Runs marathons.", cid, ("sport",))
+    ).note_id
+    node.notebook.edit(note_id, body="the user's words")
+    gone = node.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers please.")
+    node.notebook.delete(gone)
+    node.notebook.record_sealed(SealedKind.HUDDLE_TAKEAWAY, title="t", body="sealed body")
+    with node.db.writing() as session:
+        assert put_detail_in(session, cid, "org", "Analytical Engines", 1)
+    with node.db.writing() as session:
+        assert put_detail_in(session, cid, "org", "Difference Engines", 2)  # a replaced item

@@ -15,41 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pixie.device.node.keyed import Node
-from pixie.device.notebook.store import Distilled
 from pixie.device.store import itemindex
-from pixie.device.store.contactbook import put_detail_in
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.version import SCHEMA_VERSION
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.reconcile import SortedItems
 from pixie.protocol.sync import Loopback, Phase, SyncSession
 from pixie.protocol.syncwire import Marks
 from pixie.sim.invariants import index_is_maintained
-from tests.support.synchelp import dump, open_pair, replica, say, sync
+from tests.support.synchelp import dump, open_pair, replica, say, sync, write_every_kind
 
 
 def _wanted(node: Node) -> set[tuple[bytes, int, int]]:
     return {itemindex.parts(k, h) for k, h in replica(node).items()}
-
-
-def _write_everything(node: Node) -> None:
-    """Events, clear notes changed and deleted, a sealed note, contacts with
-    an alias and a detail: every kind of item the digest sums."""
-    for i in range(40):
-        say(node, f"message {i}", contact="Grace Hopper")
-    cid = node.contacts.add("Ada Lovelace", ["Ada"], now=0)[0]
-    note_id = node.notebook.upsert_clear(
-        Distilled(NoteKind.PERSON, cid, "Ada", "Runs marathons.", cid, ("sport",))
-    ).note_id
-    node.notebook.edit(note_id, body="the user's words")
-    gone = node.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers please.")
-    node.notebook.delete(gone)
-    node.notebook.record_sealed(SealedKind.HUDDLE_TAKEAWAY, title="t", body="sealed body")
-    with node.db.writing() as session:
-        assert put_detail_in(session, cid, "org", "Analytical Engines", 1)
-    with node.db.writing() as session:
-        assert put_detail_in(session, cid, "org", "Difference Engines", 2)  # a replaced item
 
 
 @pytest.mark.parametrize("pending_max", [3, 65_536])
@@ -61,7 +39,7 @@ def test_every_write_keeps_the_index_equal_to_the_digests_items(
     monkeypatch.setattr(itemindex, "PENDING_MAX", pending_max)
     a, _ = open_pair(tmp_path)
     assert itemindex.is_built(a.db) and itemindex.stored(a.db) == set()
-    _write_everything(a)
+    write_every_kind(a)
     assert len(_wanted(a)) > 45
     assert itemindex.stored(a.db) == _wanted(a)
     assert itemindex.cells_agree(a.db) and index_is_maintained(a)
@@ -71,7 +49,7 @@ def test_every_write_keeps_the_index_equal_to_the_digests_items(
 
 def test_a_merge_moves_what_waits_in_hash_order_and_changes_no_answer(tmp_path: Path) -> None:
     a, _ = open_pair(tmp_path)
-    _write_everything(a)
+    write_every_kind(a)
     before = itemindex.stored(a.db)
     with a.db.writing() as session:
         conn = session.connection().connection.driver_connection
@@ -85,7 +63,7 @@ def test_a_merge_moves_what_waits_in_hash_order_and_changes_no_answer(tmp_path: 
 
 def test_a_merge_keeps_the_index_of_the_replica_it_lands_in(tmp_path: Path) -> None:
     a, b = open_pair(tmp_path)
-    _write_everything(a)
+    write_every_kind(a)
     sync(a, b)
     assert dump(a) == dump(b)
     assert itemindex.stored(b.db) == _wanted(b) == _wanted(a)
@@ -106,7 +84,7 @@ def filled(
         assert isinstance(conn, sqlite3.Connection)
         itemindex.merge(conn)
     _say_many(a, 1_000)
-    _write_everything(a)
+    write_every_kind(a)
     if request.param == "merged":
         with a.db.writing() as session:
             conn = session.connection().connection.driver_connection
@@ -216,7 +194,7 @@ def _schema(path: Path) -> list[object]:
 
 def test_a_version_6_data_dir_gets_its_index_built_by_the_first_repair(tmp_path: Path) -> None:
     a, b = open_pair(tmp_path)
-    _write_everything(a)
+    write_every_kind(a)
     sync(a, b)
     a_dir = a.data.path
     fresh = _schema(a_dir / "pixie.db")
@@ -268,7 +246,7 @@ def test_a_reader_follows_writes_and_merges_made_while_it_reads(tmp_path: Path) 
                 assert stored.find(depth, prefix, tag) == key
 
     agree()
-    _write_everything(a)  # adds, a replaced detail, a deleted note: read row by row
+    write_every_kind(a)  # adds, a replaced detail, a deleted note: read row by row
     agree()
     with a.db.writing() as session:
         conn = session.connection().connection.driver_connection

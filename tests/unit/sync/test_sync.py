@@ -15,7 +15,7 @@ from pixie.device.store.provision import create_data_dir
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncwire import Marks, Records
-from tests.support.synchelp import dump, open_pair, replica, say, sync
+from tests.support.synchelp import dump, open_pair, replica, say, sync, write_every_kind
 
 
 def test_empty_replicas_agree_in_one_round_trip(tmp_path: Path) -> None:
@@ -112,23 +112,12 @@ def test_lying_marks_are_caught_by_repair(tmp_path: Path) -> None:
 def test_a_replicas_items_sum_to_its_digest(tmp_path: Path) -> None:
     """What repair reconciles is exactly what the digest sums: every event,
     note version (clear, sealed, edited, deleted) and contact item."""
-    from pixie.device.store.contactbook import contact_items, put_detail_in
+    from pixie.device.store.contactbook import contact_items
     from pixie.device.sync.replica import NodeReplica
     from pixie.protocol.digest import MODULUS, Fingerprint, item_hash
 
     a, _ = open_pair(tmp_path)
-    for i in range(20):
-        say(a, f"message {i}", contact="Grace Hopper")
-    cid = a.contacts.add("Ada Lovelace", ["Ada"], now=0)[0]
-    note_id = a.notebook.upsert_clear(
-        Distilled(NoteKind.PERSON, cid, "Ada", "Runs marathons.", cid, ("sport",))
-    ).note_id
-    a.notebook.edit(note_id, body="the user's words")
-    gone = a.notebook.add_user_note(NoteKind.GUIDANCE, "Be brief", "Short answers please.")
-    a.notebook.delete(gone)
-    a.notebook.record_sealed(SealedKind.HUDDLE_TAKEAWAY, title="t", body="sealed body")
-    with a.db.writing() as session:
-        assert put_detail_in(session, cid, "org", "Analytical Engines", 1)
+    write_every_kind(a)
     items = list(NodeReplica(a.db, a.log, a.origin).items())
     with a.db.reading() as session:
         book = {(i[:17], item_hash(i)) for i in contact_items(session)}
