@@ -6,8 +6,19 @@ A calendar is parsed whole by ``icalendar`` (calendars are small; a file over
 VEVENT with a RECURRENCE-ID replaces (moves, retitles or cancels) the one it
 names. Only occurrences that start inside a window around the import are
 kept, `PAST` before ``options.now_us`` to `FUTURE` after it, so a rule without
-an end ("every day") still gives a bounded number; a series is also cut after
-`MAX_OCCURRENCES`, and rules that repeat more often than hourly are skipped.
+an end ("every day") still gives a bounded number.
+
+Expansion is bounded before it starts, from each rule alone (`_Rule`): its
+FREQ, INTERVAL and every BY part that multiplies occurrences (BYSECOND,
+BYMINUTE, BYHOUR, BYDAY, BYMONTHDAY, BYYEARDAY, BYWEEKNO, BYMONTH) give how
+many times a day it can fire at most and on average. A rule that can fire
+more often than hourly is skipped (FREQ=HOURLY;BYMINUTE=0..59 is a minutely
+rule). A rule whose start lies so far before the window that reaching it
+would mean stepping through more than `MAX_EXPANSION` occurrences is
+skipped (the library steps through every one from the start). A series is
+cut to its newest `MAX_OCCURRENCES` in the window (the window starts later
+for it), and a file to `MAX_FILE_OCCURRENCES` (more for a larger file, see
+`_file_limit`). Each cut is one line in the import's summary.
 
 Times: a TZID names its VTIMEZONE, an IANA zone or a Windows zone name
 ("W. Europe Standard Time"); a zone nobody knows reads like a floating time.
@@ -59,9 +70,19 @@ FUTURE = dt.timedelta(days=366)
 # At most this many occurrences of one series: an hourly rule over the whole
 # window would otherwise give close to 100,000 events.
 MAX_OCCURRENCES = 10_000
-# Rules at these frequencies are skipped: no calendar means them as events,
-# and expanding one over years costs minutes.
-_TOO_FREQUENT = frozenset({"SECONDLY", "MINUTELY"})
+# A rule fires at most this often a day, or it is skipped: no calendar means
+# a minutely or secondly rule as events, and expanding one costs minutes.
+MAX_PER_DAY = 24
+# At most this many occurrences stepped through before a series' window:
+# FREQ=HOURLY from the year 1 would take minutes to reach today.
+MAX_EXPANSION = 200_000
+# At most this many occurrences of a whole file, plus `FILE_OCCURRENCES_PER_KIB`
+# for each KiB of it: 200 hourly series in 20 KB would otherwise give 2
+# million events.
+MAX_FILE_OCCURRENCES = 20_000
+FILE_OCCURRENCES_PER_KIB = 20
+_SECONDS_A_DAY = 86_400
+_SERIES_CUT = "occurrences past the limit of one series"
 # Properties an occurrence's time depends on: broken, the event cannot be read.
 _TIME_PROPERTIES = frozenset(
     {"DTSTART", "DTEND", "DURATION", "RRULE", "RDATE", "EXDATE", "RECURRENCE-ID"}
@@ -170,15 +191,83 @@ def _when(start: dt.date, end: dt.date | None) -> str:
     return text
 
 
-def _frequency(component: Any) -> str:
-    rules = component.get("RRULE")
-    if rules is None:
-        return ""
-    for rule in rules if isinstance(rules, list) else [rules]:
-        freq = rule.get("FREQ") if hasattr(rule, "get") else None
-        if freq:
-            return str(freq[0]).upper()
-    return ""
+def _parts(rule: Any, name: str) -> list[Any]:
+    values = rule.get(name) if hasattr(rule, "get") else None
+    return list(values) if values else []
+
+
+class _Rule:
+    """How often a VEVENT's RRULEs can fire, from the rules alone: at most
+    (``peak``) and on average (``rate``) a day, and how many occurrences
+    they are limited to by COUNT (None: unlimited). Upper bounds: a BY part
+    is taken to add every value it lists."""
+
+    def __init__(self, component: Any) -> None:
+        rules = component.get("RRULE")
+        listed = rules if isinstance(rules, list) else [] if rules is None else [rules]
+        self.peak = 0.0
+        self.rate = 0.0
+        self.count: int | None = 0
+        self.until: list[Any] = []  # each rule's UNTIL, when every rule has one
+        for rule in listed:
+            peak, rate = _rates(rule)
+            self.peak += peak
+            self.rate += rate
+            counts = _parts(rule, "COUNT")
+            if self.count is not None:
+                self.count = self.count + int(counts[0]) if counts else None
+            untils = _parts(rule, "UNTIL")
+            self.until.append(untils[0] if untils else None)
+        if not listed:
+            self.count = None
+        if None in self.until:
+            self.until = []
+
+    @property
+    def repeats(self) -> bool:
+        return self.rate > 0
+
+
+def _rates(rule: Any) -> tuple[float, float]:
+    """(at most, on average) occurrences a day of one RRULE."""
+    freq = str((_parts(rule, "FREQ") or [""])[0]).upper()
+    interval = max(1, int((_parts(rule, "INTERVAL") or [1])[0]))
+
+    def many(name: str) -> int:
+        return max(1, len(set(map(str, _parts(rule, name)))))
+
+    seconds, minutes, hours = many("BYSECOND"), many("BYMINUTE"), many("BYHOUR")
+    if freq == "SECONDLY":
+        peak = _SECONDS_A_DAY / interval
+        return peak, peak
+    if freq == "MINUTELY":
+        peak = 1440 / interval * seconds
+        return peak, peak
+    if freq == "HOURLY":
+        peak = 24 / interval * minutes * seconds
+        return peak, peak
+    times = hours * minutes * seconds  # in a day the rule fires on
+    days = {"DAILY": 1.0, "WEEKLY": 7.0, "MONTHLY": 30.0, "YEARLY": 365.0}.get(freq)
+    if days is None:
+        return 0.0, 0.0  # the library refuses it, with its own message
+    fired = 1
+    if freq == "WEEKLY":
+        fired = many("BYDAY")
+    elif freq == "MONTHLY":
+        fired = max(many("BYMONTHDAY"), 5 * many("BYDAY"))
+    elif freq == "YEARLY":
+        fired = max(
+            many("BYYEARDAY"),
+            many("BYMONTHDAY") * many("BYMONTH"),
+            53 * many("BYDAY"),
+            7 * many("BYWEEKNO"),
+            many("BYMONTH"),
+        )
+    return float(times), min(times * fired / (days * interval), float(times))
+
+
+def _file_limit(size: int) -> int:
+    return MAX_FILE_OCCURRENCES + FILE_OCCURRENCES_PER_KIB * (size // 1024)
 
 
 def _event_name(component: Any) -> str:
@@ -212,8 +301,9 @@ class IcsImporter:
         low_us = to_us(now - PAST, _UTC)
         high_us = to_us(now + FUTURE, _UTC)
         carded: set[ContactCard] = set()
+        left = [_file_limit(len(data))]
         for calendar in calendars:
-            yield from self._calendar(path, calendar, options, low_us, high_us, carded)
+            yield from self._calendar(path, calendar, options, low_us, high_us, carded, left)
         if progress is not None:
             progress(len(data), len(data))
 
@@ -225,9 +315,13 @@ class IcsImporter:
         low_us: int,
         high_us: int,
         carded: set[ContactCard],
+        left: list[int],
     ) -> Iterator[Item]:
+        """The occurrences of one calendar; ``left[0]``: how many more the
+        file may still give (shared by its calendars)."""
         skips: list[Skipped] = []
-        frequent: set[str] = set()
+        dropped: set[str] = set()
+        windows: dict[str, int] = {}  # UID -> where its series' window starts
         for component in list(calendar.subcomponents):
             if component.name != "VEVENT":
                 continue
@@ -243,13 +337,14 @@ class IcsImporter:
                 basis = f"{component.get('SUMMARY', '')}\x1f{_iso(component['DTSTART'].dt)}"
                 digest = hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()
                 component.add("UID", f"pixie-nouid-{digest[:32]}")
-            if _frequency(component) in _TOO_FREQUENT:
-                frequent.add(str(component["UID"]))
-        if frequent:
+            cut = self._bound(component, options, low_us, high_us, windows)
+            if cut is not None:
+                dropped.add(str(component["UID"]))
+                skips.append(Skipped(cut))
+        if dropped:
             for component in list(calendar.subcomponents):
-                if component.name == "VEVENT" and str(component["UID"]) in frequent:
+                if component.name == "VEVENT" and str(component["UID"]) in dropped:
                     calendar.subcomponents.remove(component)
-            skips.extend(Skipped("repeats more often than hourly") for _ in frequent)
         yield from skips
         _drop_unknown_calendar_zone(calendar)
         import recurring_ical_events  # loaded by the calendar import alone
@@ -258,30 +353,91 @@ class IcsImporter:
             query = recurring_ical_events.of(calendar)
         except Exception as exc:  # the library raises its own and icalendar's errors
             raise BadInput(where(path, f"cannot expand the calendar: {exc}")) from None
-        # Bounds padded by a day: floating and all-day times are placed in
-        # ``options.tz`` below, and the exact window is applied after that.
-        epoch = dt.datetime(1970, 1, 1, tzinfo=_UTC)
-        low = (epoch + dt.timedelta(microseconds=low_us, days=-1)).astimezone(options.tz)
-        high = (epoch + dt.timedelta(microseconds=high_us, days=1)).astimezone(options.tz)
         for series in query.series:
-            kept = 0
+            if left[0] <= 0:
+                yield Skipped("series past the file's limit of occurrences")
+                continue
+            series_low = windows.get(str(series.uid), low_us)
+            shifted = series_low > low_us
+            if shifted:  # its older occurrences are left out
+                yield Skipped(_SERIES_CUT)
             try:
-                for occurrence in series.between(low, high):
-                    start_us = to_us(_local(occurrence.start, options.tz), options.tz)
-                    if not low_us <= start_us < high_us:
-                        continue
-                    if kept == MAX_OCCURRENCES:
-                        yield Skipped("occurrences past the limit of one series")
-                        break
-                    kept += 1
-                    component = occurrence.as_component(True)
-                    yield from self._occurrence(component, occurrence, start_us, options, carded)
+                yield from self._series(
+                    series, options, series_low, high_us, carded, left, noted=shifted
+                )
             except BadInput:
                 raise
             except Exception as exc:  # a rule or a date the library cannot expand
                 raise BadInput(
                     where(path, f"event {_one_line(series.uid, 60)!r}: cannot expand: {exc}")
                 ) from None
+
+    @staticmethod
+    def _bound(
+        component: Any, options: ImportOptions, low_us: int, high_us: int, windows: dict[str, int]
+    ) -> str | None:
+        """Why a VEVENT's series is skipped, if it is (see the module
+        docstring); else None, with its window's start in ``windows`` when
+        only its newest occurrences are kept."""
+        rule = _Rule(component)
+        if not rule.repeats:
+            return None
+        if rule.peak > MAX_PER_DAY:
+            return "repeats more often than hourly"
+        day_us = _SECONDS_A_DAY * 1_000_000
+        start_us = to_us(_local(component["DTSTART"].dt, options.tz), options.tz)
+        # Where its newest occurrences are: the window's end, its UNTIL, or
+        # where its COUNT runs out (at the highest rate it could have).
+        end_us = high_us
+        if rule.until:
+            end_us = min(end_us, max(to_us(_local(u, options.tz), options.tz) for u in rule.until))
+        if rule.count is not None:
+            end_us = min(end_us, start_us + int(rule.count / rule.rate * day_us))
+        series_low = max(low_us, end_us - int(MAX_OCCURRENCES / rule.rate * day_us))
+        before = max(0, series_low - start_us) / day_us * rule.rate
+        if rule.count is not None:
+            before = min(before, rule.count)
+        if before > MAX_EXPANSION:
+            return "repeats too often since too long ago to expand"
+        if series_low > max(low_us, start_us):
+            windows[str(component["UID"])] = series_low
+        return None
+
+    def _series(
+        self,
+        series: Any,
+        options: ImportOptions,
+        low_us: int,
+        high_us: int,
+        carded: set[ContactCard],
+        left: list[int],
+        *,
+        noted: bool = False,
+    ) -> Iterator[Item]:
+        """One series' occurrences in [low_us, high_us), at most
+        `MAX_OCCURRENCES` of them and what the file has ``left``; ``noted``:
+        a cut of this series was already said."""
+        # Bounds padded by a day: floating and all-day times are placed in
+        # ``options.tz`` below, and the exact window is applied after that.
+        epoch = dt.datetime(1970, 1, 1, tzinfo=_UTC)
+        low = (epoch + dt.timedelta(microseconds=low_us, days=-1)).astimezone(options.tz)
+        high = (epoch + dt.timedelta(microseconds=high_us, days=1)).astimezone(options.tz)
+        kept = 0
+        for occurrence in series.between(low, high):
+            start_us = to_us(_local(occurrence.start, options.tz), options.tz)
+            if not low_us <= start_us < high_us:
+                continue
+            if kept == MAX_OCCURRENCES:
+                if not noted:
+                    yield Skipped(_SERIES_CUT)
+                return
+            if left[0] <= 0:
+                yield Skipped("occurrences past the file's limit")
+                return
+            kept += 1
+            left[0] -= 1
+            component = occurrence.as_component(True)
+            yield from self._occurrence(component, occurrence, start_us, options, carded)
 
     def _occurrence(
         self,
@@ -402,8 +558,11 @@ IMPORTER = IcsImporter()
 __all__ = [
     "FUTURE",
     "IMPORTER",
+    "MAX_EXPANSION",
     "MAX_FILE_BYTES",
+    "MAX_FILE_OCCURRENCES",
     "MAX_OCCURRENCES",
+    "MAX_PER_DAY",
     "PAST",
     "SUFFIXES",
     "IcsImporter",

@@ -350,3 +350,67 @@ def test_every_fixture_loads_and_a_second_import_adds_nothing(node: Node) -> Non
     ada = node.contacts.info(node.contacts.resolve("ada.lovelace@example.org"))
     assert ada.name == "Ada Lovelace"
     assert all(c.name != "Me Myself" for c in node.contacts.all())
+
+
+# -- calendars built to cost memory and minutes --------------------------------------
+
+
+def _series(uid: str, start: str, rule: str) -> str:
+    return f"BEGIN:VEVENT\nUID:{uid}\nDTSTART:{start}\nRRULE:{rule}\nSUMMARY:{uid}\nEND:VEVENT\n"
+
+
+def test_an_hourly_rule_that_fires_every_second_is_skipped(tmp_path: Path) -> None:
+    """FREQ=HOURLY with 60 minutes and 60 seconds is a secondly rule: the BY
+    parts count, not the FREQ alone (this 400-byte file took gigabytes)."""
+    every = ",".join(str(i) for i in range(60))
+    path = write(
+        tmp_path,
+        calendar(
+            _series("tick", "20260101T000000Z", f"FREQ=HOURLY;BYMINUTE={every};BYSECOND={every}")
+        ),
+    )
+    assert list(ics.IMPORTER.read(path, options(), None)) == [
+        Skipped("repeats more often than hourly")
+    ]
+
+
+def test_a_frequent_rule_from_long_ago_is_skipped_not_stepped_through(tmp_path: Path) -> None:
+    """FREQ=HOURLY from the year 1 would step through 17 million occurrences
+    before the window; a daily rule from 1900 is stepped through and kept."""
+    path = write(
+        tmp_path,
+        calendar(
+            _series("ancient", "00010101T000000Z", "FREQ=HOURLY"),
+            _series("century", "19000101T080000Z", "FREQ=YEARLY"),
+            _series("daily", "19000101T080000Z", "FREQ=DAILY"),
+        ),
+    )
+    items = list(ics.IMPORTER.read(path, options(), None))
+    assert skips(items).count("repeats too often since too long ago to expand") == 1
+    found = events(items)
+    assert {e.thread for e in found} == {"cal:century", "cal:daily"}
+    # The daily series keeps its newest occurrences, up to now and a year ahead.
+    daily = sorted(e.at for e in found if e.thread == "cal:daily")
+    assert abs(len(daily) - (3653 + 366)) <= 2
+
+
+def test_an_hourly_series_keeps_its_newest_occurrences_and_says_so(tmp_path: Path) -> None:
+    path = write(tmp_path, calendar(_series("hourly", "20200101T000000Z", "FREQ=HOURLY")))
+    items = list(ics.IMPORTER.read(path, options(), None))
+    found = sorted(e.at for e in events(items))
+    assert len(found) == ics.MAX_OCCURRENCES
+    assert skips(items) == ["occurrences past the limit of one series"]
+    # The newest: they reach the end of the window (a year ahead of now).
+    assert found[-1] >= to_us(NOW + ics.FUTURE - dt.timedelta(hours=2), dt.UTC)
+
+
+def test_many_frequent_series_in_a_small_file_are_cut_at_the_files_limit(
+    tmp_path: Path,
+) -> None:
+    """200 hourly series (20 KB) gave 2 million events and minutes of CPU."""
+    body = calendar(*(_series(f"s{i}", "20260101T000000Z", "FREQ=HOURLY") for i in range(200)))
+    path = write(tmp_path, body)
+    items = list(ics.IMPORTER.read(path, options(), None))
+    limit = ics.MAX_FILE_OCCURRENCES + ics.FILE_OCCURRENCES_PER_KIB * (len(body) // 1024)
+    assert len(events(items)) == limit
+    assert "series past the file's limit of occurrences" in skips(items)
