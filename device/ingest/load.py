@@ -13,7 +13,7 @@ second import of the same export, or of one that grew, add only what is new.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -25,6 +25,7 @@ from pixie.device.store.contacts import ContactCard
 from pixie.device.store.memlog import MemoryLog, NewEvent
 
 BATCH = 2048  # events written per batch inside the one transaction
+CARDS_REMEMBERED = 4096  # cards an import skips when they come again
 
 
 @dataclass(slots=True)
@@ -72,7 +73,10 @@ class _Writer:
         self.now = now
         self.report = report
         self.pending: list[NewEvent] = []
-        self.cards: set[ContactCard] = set()
+        # The cards merged lately (at most `CARDS_REMEMBERED`, oldest forgotten
+        # first): mail repeats the same few people, and an address book of
+        # 200,000 distinct cards must not be held whole.
+        self.cards: OrderedDict[ContactCard, None] = OrderedDict()
 
     def drain(self, items: Iterable[Item]) -> None:
         for item in items:
@@ -92,11 +96,14 @@ class _Writer:
         # Mail repeats the same few people on every message: a card seen
         # already in this import changes nothing and is not merged again.
         if card in self.cards:
+            self.cards.move_to_end(card)
             return
         # Events read before this card are written first, so the card cannot
         # change whom an earlier event's name or address resolves to.
         self.flush()
-        self.cards.add(card)
+        self.cards[card] = None
+        if len(self.cards) > CARDS_REMEMBERED:
+            self.cards.popitem(last=False)
         self.report.cards += 1
         _, created = ContactBook.merge_card_in(self.session, card, self.now)
         self.report.new_contacts += created

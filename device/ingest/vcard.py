@@ -27,7 +27,6 @@ from typing import BinaryIO
 
 from vobject.base import (
     ParseError,
-    getLogicalLines,
     parseLine,
 )
 
@@ -73,6 +72,55 @@ class _Lines:
             self.first = False
             raw = raw.removeprefix(b"\xef\xbb\xbf")
         return _decode(raw)
+
+
+_QP = "quoted-printable"
+
+
+def logical_lines(lines: _Lines) -> Iterator[tuple[str, int]]:
+    """The file's logical lines and where each starts, as vobject's
+    ``getLogicalLines(..., allowQP=True)`` gives them: folded lines joined, a
+    quoted-printable value whose line ends in "=" continued on the next, a
+    blank line ending one. Written here because vobject looks at the whole
+    logical line again for every physical line added to it, so a card of
+    many thousand soft line breaks took time growing with their square; this
+    keeps the parts and what it needs to know of them as it goes."""
+    parts: list[str] = []
+    tail = ""  # the logical line's last characters, folded: a match may span a join
+    quoted = False  # "quoted-printable" is in the logical line
+    continued = False  # a quoted-printable value goes on on the next line
+    number = start = 0
+    while True:
+        line = lines.readline()
+        if line == "":
+            break
+        line = line.rstrip("\r\n")
+        number += 1
+        if line.rstrip() == "":
+            if parts:
+                yield "".join(parts), start
+            start = number
+            parts, tail, quoted, continued = [], "", False, False
+            continue
+        if continued:
+            added = "\n" + line
+            continued = False
+        elif line[0] in " \t":
+            added = line[1:]
+        else:
+            if parts:
+                yield "".join(parts), start
+                start = number
+            parts, tail, quoted = [], "", False
+            added = line
+        parts.append(added)
+        seen = (tail + added).lower()
+        quoted = quoted or _QP in seen
+        tail = seen[-len(_QP) :]
+        if tail.endswith("=") and quoted:
+            continued = True
+    if parts:
+        yield "".join(parts), start
 
 
 def _decode(raw: bytes, charset: str = "utf-8") -> str:
@@ -300,7 +348,7 @@ class VcardImporter:
         props: list[_Property] = []
         previous = ""
         start = 0
-        for text, counted in getLogicalLines(lines, allowQP=True):
+        for text, counted in logical_lines(lines):
             line_number = counted or 1  # the reader counts the first line as 0, the others from 1
             if lines.read > MAX_FILE_BYTES:
                 raise BadInput(

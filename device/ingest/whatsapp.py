@@ -59,6 +59,10 @@ from pixie.device.store.memlog import MAX_REF_CHARS, MAX_TEXT_CHARS, EventKind, 
 SNIFF_BYTES = 4096
 MAX_LINE_BYTES = 1024 * 1024
 BLOCK_BYTES = 1024 * 1024  # read at a time by the first pass
+# A chat in a zip may inflate this many times its compressed size, or up to
+# `ZIP_RATIO_FREE` bytes whatever its ratio.
+MAX_ZIP_RATIO = 100
+ZIP_RATIO_FREE = 64 * 1024 * 1024
 PROGRESS_LINES = 2048
 THREAD_PREFIX = "whatsapp:"
 
@@ -77,6 +81,8 @@ _HEAD = re.compile(_HEAD_PATTERN)
 # Every head line of a block of lines, for the first pass: (a, sep, b, c, h,
 # mi, s, ampm, the rest of the line).
 _HEAD_LINES = re.compile(rf"^{_HEAD_PATTERN}(?P<rest>.*)", re.MULTILINE)
+# Where each head line of a block starts, for the second pass.
+_HEAD_STARTS = re.compile(rf"^{_HEAD_PATTERN}", re.MULTILINE)
 _BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 _LRM = "\u200e"
 _MEDIA_OMITTED = re.compile(
@@ -184,7 +190,9 @@ class _Source:
                 with zipfile.ZipFile(path) as archive:
                     self.member = _chat_member(archive.namelist())
                     if self.member is not None:
-                        self.size = archive.getinfo(self.member).file_size
+                        info = archive.getinfo(self.member)
+                        self.size = info.file_size
+                        _check_ratio(path, info)
             except (OSError, zipfile.BadZipFile, ValueError) as exc:
                 raise BadInput(f"{path.name}: not a readable zip archive ({exc})") from None
             if self.member is None:
@@ -238,7 +246,9 @@ class _Source:
                     progress(done + read, total)
                 yield number, text.rstrip("\r\n")
 
-    def blocks(self, progress: Progress | None, total: int) -> Iterator[tuple[int, str]]:
+    def blocks(
+        self, progress: Progress | None, total: int, done: int = 0
+    ) -> Iterator[tuple[int, str]]:
         """(number of its first line, text) of the file in blocks of whole
         lines, decoded, lines ended by "\\n": what `lines` reads, a megabyte at
         a time, with the same limits and the same errors."""
@@ -277,9 +287,22 @@ class _Source:
                 if "\r" in text:
                     text = text.replace("\r\n", "\n")
                 if progress is not None:
-                    progress(read, total)
+                    progress(done + read, total)
                 yield number, text
                 number += block.count(b"\n")
+
+
+def _check_ratio(path: Path, info: zipfile.ZipInfo) -> None:
+    """Refuse a chat that inflates more than `MAX_ZIP_RATIO` times its
+    compressed size (beyond `ZIP_RATIO_FREE`): chat text compresses a few
+    times, a bomb of blank lines thousands. Reading never yields more than
+    the size declared, so the declared size is what is checked."""
+    allowed = max(ZIP_RATIO_FREE, MAX_ZIP_RATIO * info.compress_size)
+    if info.file_size > allowed:
+        raise BadInput(
+            f"{path.name}: {info.filename} inflates {info.file_size:,} bytes from"
+            f" {info.compress_size:,} (more than {MAX_ZIP_RATIO} times): refused"
+        )
 
 
 def _chat_member(names: list[str]) -> str | None:
@@ -429,10 +452,19 @@ class _Pending:
         self.lines = [first]
         self.chars = len(first)
 
-    def add(self, line: str) -> None:
-        if self.chars <= MAX_TEXT_CHARS:  # beyond, fit_text cuts it anyway
-            self.lines.append(line)
-            self.chars += len(line) + 1
+    def add(self, text: str) -> None:
+        """Continuation lines, joined by "\n": each kept while the message
+        holds at most `MAX_TEXT_CHARS` before it (beyond, fit_text cuts it
+        anyway), as if given one at a time; a line's trailing "\r" dropped."""
+        room = MAX_TEXT_CHARS - self.chars
+        if room < 0:
+            return
+        if "\r" in text:
+            text = "\n".join(line.rstrip("\r") for line in text.split("\n"))
+        cut = text.find("\n", room)
+        taken = text if cut < 0 else text[:cut]
+        self.lines.append(taken)
+        self.chars += len(taken) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -572,22 +604,36 @@ class WhatsappImporter:
 
         pending: _Pending | None = None
         total = 2 * source.size
-        for number, line in source.lines(progress, source.size, total):
-            head = _head(line)
-            if head is None:
+        # A block of whole lines at a time: the head lines are found by one
+        # pattern, and the lines between two heads go to the message before
+        # as one piece, so a run of continuation (or blank) lines costs what
+        # scanning its bytes costs.
+        for first, block in source.blocks(progress, total, done=source.size):
+            number = first  # of the line at ``counted``
+            counted = 0
+            last = 0  # where the text no head line has taken yet starts
+            for found in _HEAD_STARTS.finditer(block):
+                start = found.start()
+                if start > last and pending is not None:
+                    pending.add(block[last : start - 1])
+                number += block.count("\n", counted, start)
+                counted = start
+                end = block.index("\n", start)
+                head = _head(block[start:end].rstrip("\r"))
+                assert head is not None  # the same pattern found it
+                last = end + 1
                 if pending is not None:
-                    pending.add(line)
-                continue
-            if pending is not None:
-                yield from emit(pending)
-                pending = None
-            said = _sender(head.rest)
-            if said is None:
-                _day(source, number, head, survey.day_first)
-                _hour(source, number, head)
-                yield Skipped("system message")
-                continue
-            pending = _Pending(number, head, said[0], said[1])
+                    yield from emit(pending)
+                    pending = None
+                said = _sender(head.rest)
+                if said is None:
+                    _day(source, number, head, survey.day_first)
+                    _hour(source, number, head)
+                    yield Skipped("system message")
+                    continue
+                pending = _Pending(number, head, said[0], said[1])
+            if last < len(block) and pending is not None:
+                pending.add(block[last:-1])
         if pending is not None:
             yield from emit(pending)
         if progress is not None:

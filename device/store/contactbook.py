@@ -82,6 +82,15 @@ _INSERT_CONTACT_SQL = driver_sql(
         created_at=bindparam("created_at"),
     )
 )
+# An alias, written on the driver too: an address book of thousands of cards
+# adds one per card, and the ORM's unit of work cost ten times the insert.
+_INSERT_ALIAS_SQL = driver_sql(
+    insert(ContactAlias).values(
+        alias_key=bindparam("alias_key"),
+        contact_id=bindparam("contact_id"),
+        alias=bindparam("alias"),
+    )
+)
 
 
 def _driver(session: Session) -> sqlite3.Connection:
@@ -193,8 +202,7 @@ class ContactBook(ContactReader):
         for alias in [name, *aliases]:
             if cls.resolve_in(session, alias) is None:
                 key = name_key(alias)
-                session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
-                session.flush()
+                _driver(session).execute(_INSERT_ALIAS_SQL, (key, cid, alias))
                 statedigest.update(session, add=[alias_item(key, cid, alias)])
         for field, value in details:
             put_detail_in(session, cid, field, value, now)
@@ -216,8 +224,7 @@ class ContactBook(ContactReader):
                     raise BadInput(f"alias {alias!r} already names another contact")
                 if owner is None:
                     key = name_key(alias)
-                    session.add(ContactAlias(alias_key=key, contact_id=cid, alias=alias))
-                    session.flush()
+                    _driver(session).execute(_INSERT_ALIAS_SQL, (key, cid, alias))
                     statedigest.update(session, add=[alias_item(key, cid, alias)])
         return cid, created
 

@@ -131,8 +131,12 @@ TABLES_DDL: tuple[str, ...] = (
 # elsewhere) must not stop every later merge.
 _INSERT_SQL = f"INSERT OR REPLACE INTO {_ITEM.name} (top, tag, key) VALUES (?, ?, ?)"
 _PEND_SQL = f"INSERT INTO {_PENDING.name} (top, tag, key, sign) VALUES (?, ?, ?, ?)"
-_PENDING_SIZE_SQL = f"SELECT coalesce(max(n) - min(n) + 1, 0) FROM {_PENDING.name}"
-_PENDING_MARK_SQL = f"SELECT max(n), min(n) FROM {_PENDING.name}"
+# Each of max(n) and min(n) in a query of its own: SQLite answers a lone
+# min() or max() from the index, but reads the whole table for the two.
+_NEWEST_PENDING = f"(SELECT max(n) FROM {_PENDING.name})"
+_OLDEST_PENDING = f"(SELECT min(n) FROM {_PENDING.name})"
+_PENDING_SIZE_SQL = f"SELECT coalesce({_NEWEST_PENDING} - {_OLDEST_PENDING} + 1, 0)"
+_PENDING_MARK_SQL = f"SELECT {_NEWEST_PENDING}, {_OLDEST_PENDING}"
 _PENDING_ROWS_SQL = f"SELECT top, tag, key, sign FROM {_PENDING.name} ORDER BY n"
 _PENDING_AFTER_SQL = f"SELECT top, tag, key, sign FROM {_PENDING.name} WHERE n > ? ORDER BY n"
 _MOVE_CELL_SQL = (

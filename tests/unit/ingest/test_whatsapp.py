@@ -268,3 +268,66 @@ def test_deleted_messages_are_skipped_and_long_chat_names_bounded(tmp_path: Path
     (event,) = events(items)
     assert event.thread is not None and len(event.thread) == 200
     assert event.thread.startswith("whatsapp:Cousins Cousins")
+
+
+# -- inputs built to cost minutes ------------------------------------------------------
+
+
+def _zip(tmp_path: Path, chat: bytes) -> Path:
+    path = tmp_path / "WhatsApp Chat with Ann.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("_chat.txt", chat)
+    return path
+
+
+def test_a_zip_that_inflates_too_many_times_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chat of one message and a gigabyte of blank lines zips to a
+    megabyte; past a size any chat may have, the ratio decides."""
+    from pixie.device.ingest import whatsapp
+
+    monkeypatch.setattr(whatsapp, "ZIP_RATIO_FREE", 64 * 1024)
+    bomb = _zip(tmp_path, b"[01/01/2024, 10:00:00] Ann: hi\n" + b"\n" * 4_000_000)
+    with pytest.raises(BadInput, match=r"inflates 4,000,031 bytes from [\d,]+ \(more than 100"):
+        read(bomb)
+    # An ordinary chat of the same size is taken.
+    lines = b"".join(
+        b"[01/01/2024, 10:%02d:%02d] Ann: message %d with words of its own\n"
+        % (i // 60 % 60, i % 60, i)
+        for i in range(60_000)
+    )
+    assert len(events(read(_zip(tmp_path, lines)))) == 60_000
+
+
+def test_runs_of_blank_and_continuation_lines_are_read_as_one_piece(tmp_path: Path) -> None:
+    """8 MiB of blank lines after one message took seconds a megabyte (each
+    line read, matched and kept one at a time); the message keeps its text."""
+    chat = (
+        b"[01/01/2024, 10:00:00] Ann: hi\n"
+        + b"\n" * (8 * 1024 * 1024)
+        + b"[01/01/2024, 10:01:00] Ann: there\nsecond line\n"
+    )
+    found = events(read(_zip(tmp_path, chat)))
+    assert [e.text for e in found] == ["hi", "there\nsecond line"]
+
+
+def test_continuation_lines_are_kept_as_if_read_one_at_a_time() -> None:
+    """The cap on a message's text applies line by line, whatever the pieces."""
+    from pixie.device.ingest.base import MAX_TEXT_CHARS
+    from pixie.device.ingest.whatsapp import _head, _Pending
+
+    head = _head("[01/01/2024, 10:00:00] Ann: hi")
+    assert head is not None
+    lines = ["", "a" * 1000, "b\r", "", "c" * (MAX_TEXT_CHARS - 1500), "d" * 3000, "e", ""]
+    for pieces in ([lines], [[line] for line in lines], [lines[:3], lines[3:6], lines[6:]]):
+        one_by_one, together = _Pending(1, head, "Ann", "hi"), _Pending(1, head, "Ann", "hi")
+        for line in lines:
+            chars = one_by_one.chars
+            if chars <= MAX_TEXT_CHARS:
+                one_by_one.lines.append(line.rstrip("\r"))
+                one_by_one.chars += len(line.rstrip("\r")) + 1
+        for piece in pieces:
+            together.add("\n".join(piece))
+        assert "\n".join(together.lines) == "\n".join(one_by_one.lines)
+        assert together.chars == one_by_one.chars
