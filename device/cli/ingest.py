@@ -11,14 +11,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import signal
 import sys
+import threading
 import zoneinfo
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pixie.device.cli import display
-from pixie.device.cli.common import emit_json, file_arg
+from pixie.device.cli.common import emit_json, file_arg, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput
 from pixie.device.ingest import registry as importers
@@ -26,6 +28,13 @@ from pixie.device.ingest.base import Importer, ImportOptions, Item
 from pixie.device.ingest.jsonl import IMPORTER as JSONL
 from pixie.device.ingest.load import ImportReport, load
 from pixie.protocol.timestamps import now_us
+
+# An import's default CPU budget (see `_budget_for`): importers run at well
+# under 2 s a MiB on every shape the tests throw at them, so this only stops
+# an input built to cost minutes.
+CPU_BASE_SECONDS = 30
+CPU_SECONDS_PER_MIB = 4
+CPU_STDIN_SECONDS = 600
 
 MAX_ME = 64  # --me flags at most
 
@@ -97,15 +106,69 @@ def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) ->
             items = importer.read(
                 path, options, lambda done, total: display.progress(done, total, label)
             )
+        budget = args.cpu_budget if args.cpu_budget is not None else _budget_for(args.path)
+        budgeted = _within(_checked(items), budget)
         try:
-            report = load(node.log, _checked(items))
+            report = load(node.log, budgeted)
+        except _OverBudget:
+            raise BadInput(
+                f"{args.path}: stopped after {budget:g} s of CPU time, nothing imported"
+                " (an input shaped to cost minutes, or a very large one: --cpu-budget"
+                " SECONDS allows more)"
+            ) from None
         finally:
+            budgeted.close()  # its timer stops here whatever ended the import
             display.end_progress()
     if args.json:
         emit_json(summary(report, importer))
     else:
         print(summary_line(report, importer))
     return 0
+
+
+class _OverBudget(Exception):
+    """The import's CPU budget ran out (raised by the SIGPROF timer)."""
+
+
+def _budget_for(path: str) -> float:
+    """The CPU seconds a file's import may take by default: `CPU_BASE_SECONDS`
+    and `CPU_SECONDS_PER_MIB` for each MiB of it (a folder: of its files);
+    standard input, whose size is unknown, `CPU_STDIN_SECONDS`."""
+    if path == "-":
+        return CPU_STDIN_SECONDS
+    target = Path(path)
+    try:
+        if target.is_dir():
+            size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+        else:
+            size = target.stat().st_size
+    except OSError:
+        size = 0
+    return CPU_BASE_SECONDS + CPU_SECONDS_PER_MIB * size / (1024 * 1024)
+
+
+def _within(items: Iterator[Item], seconds: float) -> Generator[Item, None, None]:
+    """``items``, read while the process has CPU time left of ``seconds``
+    (counted from the first item; `_OverBudget` where it runs out, even
+    inside one item's work). The timer stops when the items do, so the
+    commit that follows is never interrupted: the import is then whole."""
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        yield from items
+        return
+
+    def expire(_signum: int, _frame: object) -> None:
+        raise _OverBudget
+
+    previous = signal.signal(signal.SIGPROF, expire)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        yield from items
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 def _checked(items: Iterable[Item]) -> Iterator[Item]:
@@ -176,6 +239,13 @@ def add_import_flags(p: argparse.ArgumentParser) -> None:
         "--tz",
         metavar="ZONE",
         help="time zone for times written without one (default: this machine's)",
+    )
+    p.add_argument(
+        "--cpu-budget",
+        type=seconds_flag,
+        metavar="SECONDS",
+        help="CPU time the import may take before it stops, importing nothing "
+        f"(default: {CPU_BASE_SECONDS} s and {CPU_SECONDS_PER_MIB} s a MiB of input)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 

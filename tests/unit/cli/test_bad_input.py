@@ -433,3 +433,44 @@ def test_an_error_inside_a_task_group_is_reported_as_itself(
     monkeypatch.setattr(nudges_cli, "cmd_nudges", _raising(exc))
     res = cli(full_dir, "nudges")
     assert (res.code, res.err) == (2, expected)
+
+
+# -- an import that would run for minutes ------------------------------------------------
+
+
+def test_an_import_past_its_cpu_budget_stops_in_one_line_and_imports_nothing(
+    full_dir: Path, tmp_path: Path
+) -> None:
+    """Whatever shape makes an importer slow, its CPU time is bounded: the
+    import stops where the budget runs out, even inside one item's work,
+    rolls back, and leaves the timer as it found it."""
+    import signal
+
+    cards = tmp_path / "cards.vcf"
+    cards.write_text(
+        "".join(
+            f"BEGIN:VCARD\nVERSION:3.0\nFN:Person {i}\nEMAIL:same@example.com\nEND:VCARD\n"
+            for i in range(20_000)
+        )
+    )
+    before = files_state(full_dir)
+    handler = signal.getsignal(signal.SIGPROF)
+    refused(
+        cli(full_dir, "import", str(cards), "--cpu-budget", "0.2"), "stopped after 0.2 s of CPU"
+    )
+    assert files_state(full_dir) == before
+    assert signal.getsignal(signal.SIGPROF) is handler
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    # Within the default budget the same file imports.
+    assert cli(full_dir, "import", str(cards)).code == 0
+
+
+def test_an_import_that_fails_on_its_own_leaves_no_timer_behind(
+    full_dir: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    broken = tmp_path / "broken.vcf"
+    broken.write_text("BEGIN:VCARD\nVERSION:3.0\nFN:Ann\nEND:VCARD\nEND:VCARD\n")
+    refused(cli(full_dir, "import", str(broken)), "END without BEGIN")
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
