@@ -35,6 +35,7 @@ from pixie.protocol.timestamps import now_us
 CPU_BASE_SECONDS = 30
 CPU_SECONDS_PER_MIB = 4
 CPU_STDIN_SECONDS = 600
+MAX_ZONE_CHARS = 100  # the longest IANA name is about 30 characters
 
 MAX_ME = 64  # --me flags at most
 
@@ -52,7 +53,7 @@ def local_zone() -> dt.tzinfo:
         if name:
             try:
                 return zoneinfo.ZoneInfo(name)
-            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
                 continue
     return dt.datetime.now().astimezone().tzinfo or dt.UTC
 
@@ -62,8 +63,10 @@ def zone_flag(text: str) -> dt.tzinfo:
     if text.upper() in {"UTC", "Z"}:
         return dt.UTC
     try:
+        if len(text) > MAX_ZONE_CHARS:
+            raise ValueError  # no zone is named so; the file system would refuse the name
         return zoneinfo.ZoneInfo(text)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         raise BadInput(
             f"--tz: unknown time zone {text!r:.60} (an IANA name such as Europe/Lisbon)"
         ) from None

@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +83,10 @@ def cmd_keys_where(args: argparse.Namespace) -> int:
 
 def cmd_keys_export(args: argparse.Namespace) -> int:
     target = Path(args.file)
-    if target.exists() and not args.force:
-        raise BadInput(f"{target} exists (give --force to replace it)")
+    if target.exists() or target.is_symlink():
+        if not args.force:
+            raise BadInput(f"{target} exists (give --force to replace it)")
+        _check_replaceable(target)
     if not target.parent.is_dir():
         raise BadInput(f"{target.parent} is not a directory")
     with open_node(args) as node:
@@ -185,20 +189,59 @@ def _put_all(store: KeyStore, keys: dict[str, bytes]) -> list[str]:
 
 
 def _write_private(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` with mode 0600, whole or not at all."""
-    tmp = target.with_name(f".{target.name}.partial")
-    tmp.unlink(missing_ok=True)
+    """Write ``data`` to ``target`` with mode 0600, whole or not at all.
+
+    Written to a temporary file of a fresh random name beside it (created
+    with O_EXCL, so it is ours), synced, then renamed over ``target``. Only
+    a regular file is ever replaced: a device, a pipe, a folder or a symbolic
+    link at ``target`` is refused, --force or not. Nothing is removed but
+    the temporary file this call created."""
+    _check_replaceable(target)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    except OSError as exc:
+        raise BadInput(f"cannot write {target}: {exc.strerror or exc}") from None
+    tmp = Path(name)
+    try:
         try:
             os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
+        _check_replaceable(target)  # again: it may have changed meanwhile
         tmp.replace(target)
-    except OSError as exc:
+        _sync_folder(target.parent)
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise BadInput(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise
+
+
+def _check_replaceable(target: Path) -> None:
+    try:
+        mode = target.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
         raise BadInput(f"cannot write {target}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise BadInput(f"{target} is not a regular file: refusing to replace it")
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename durable (best effort: not every system lets a folder
+    be opened for that)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:

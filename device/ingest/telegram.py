@@ -65,6 +65,7 @@ from pixie.device.store.memlog import EventKind, NewEvent
 SNIFF_BYTES = 4096
 CHUNK = 1024 * 1024  # characters read at a time
 MAX_VALUE_CHARS = 64 * 1024 * 1024  # one message (or other value) at most
+MAX_INT_DIGITS = 40  # ids, times and sizes are far shorter
 MAX_DEPTH = 64
 PROGRESS_VALUES = 512
 THREAD_PREFIX = "telegram:"
@@ -176,7 +177,7 @@ class _JsonStream:
         self.progress = progress
         self.size = _size(stream)
         self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.json = json.JSONDecoder()
+        self.json = json.JSONDecoder(parse_int=_short_int)
         self.buf = ""
         self.pos = 0
         self.eof = False
@@ -252,6 +253,8 @@ class _JsonStream:
                 continue
             except RecursionError:
                 self.fail("nested too deeply")
+            except _LongNumber:
+                self.fail(f"a number of more than {MAX_INT_DIGITS} digits")
             if end == len(self.buf) and not self.eof:
                 self._fill()  # a number cut by the buffer's end would read short
                 continue
@@ -498,6 +501,19 @@ class TelegramImporter:
             yield from _Walk(path, reader, options).export()
             if progress is not None:
                 progress(reader.size, reader.size)
+
+
+class _LongNumber(ValueError):
+    """An integer longer than any id or time an export holds."""
+
+
+def _short_int(text: str) -> int:
+    """An integer of the export, refused past `MAX_INT_DIGITS` digits (Python
+    refuses past 4,300 with an error of its own, and converting even those
+    costs time growing with their square)."""
+    if len(text) > MAX_INT_DIGITS + 1:  # a sign may lead
+        raise _LongNumber(text[:20])
+    return int(text)
 
 
 def _size(stream: IO[bytes]) -> int:

@@ -64,10 +64,11 @@ import sqlite3
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pixie.device.errors import DataDirError
 from pixie.device.store.db import Database
 from pixie.device.store.kinds import SEARCHABLE_KINDS
 from pixie.device.store.memlog import MemoryEvent, Row
@@ -239,7 +240,7 @@ class MemoryTextMirror:
                 for r in logged
                 if r.kind in _SEARCHABLE
             )
-            entries, used = self._entries(searchable, names)
+            entries, used = self._entries(searchable, names, self.db.path)
             self._append(folder, entries, used, logged[-1].n, logged[-1].id)
 
     def is_built(self) -> bool:
@@ -297,7 +298,10 @@ class MemoryTextMirror:
                 names = dict(conn.execute(NAMES_SQL).fetchall())
                 top = conn.execute(TOP_SQL).fetchone()[0] or 0
                 top_id = row_id(conn, top) if top else None
-                entries, used = self._entries(self._raw_rows(conn, 0, top), names)
+                # Closed here, on any error too: left to the collector, the
+                # reader would close its cursor after the connection is gone.
+                with contextlib.closing(self._raw_rows(conn, 0, top)) as rows:
+                    entries, used = self._entries(rows, names, self.db.path)
             entries.sort(key=line_order)
             lines, size = len(entries), write_segment(folder, base, entries)
             del entries
@@ -324,7 +328,9 @@ class MemoryTextMirror:
         remove_unnamed(folder, head)
 
     @staticmethod
-    def _raw_rows(conn: sqlite3.Connection, after: int, upto: int) -> Iterator[tuple[Any, ...]]:
+    def _raw_rows(
+        conn: sqlite3.Connection, after: int, upto: int
+    ) -> Generator[tuple[Any, ...], None, None]:
         """`_Searchable`'s columns of the searchable events with ``after < n <=
         upto``, as the driver's plain tuples."""
         cursor = conn.execute(_RAW_ROWS_SQL, (after, upto, *_SEARCHABLE_VALUES))
@@ -336,10 +342,20 @@ class MemoryTextMirror:
 
     @staticmethod
     def _entries(
-        rows: Iterable[tuple[Any, ...]], names: dict[str, str]
+        rows: Iterable[tuple[Any, ...]], names: dict[str, str], where: Path
     ) -> tuple[list[Entry], dict[str, str]]:
         """`_entry` of each row in `_Searchable`'s column order, in one loop,
-        and the name each contact's lines were written with ("" for none)."""
+        and the name each contact's lines were written with ("" for none). A
+        row no writer could have made (damage in the file) is `DataDirError`."""
+        try:
+            return MemoryTextMirror._entries_of(rows, names)
+        except (ValueError, TypeError, AttributeError, KeyError):
+            raise DataDirError(f"{where} is damaged (an event row that cannot be read)") from None
+
+    @staticmethod
+    def _entries_of(
+        rows: Iterable[tuple[Any, ...]], names: dict[str, str]
+    ) -> tuple[list[Entry], dict[str, str]]:
         prefixes: dict[str, bytes] = {}
         out: list[Entry] = []
         append = out.append
@@ -414,7 +430,7 @@ class MemoryTextMirror:
             names = head.names
             if any(row[_CONTACT_AT] and row[_CONTACT_AT] not in names for row in rows):
                 names = {**dict(conn.execute(NAMES_SQL).fetchall()), **names}
-        entries, used = self._entries(rows, names)
+        entries, used = self._entries(rows, names, self.db.path)
         self._append(folder, entries, used, top, top_id)
 
     def _append(

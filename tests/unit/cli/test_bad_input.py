@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -474,3 +475,48 @@ def test_an_import_that_fails_on_its_own_leaves_no_timer_behind(
     broken.write_text("BEGIN:VCARD\nVERSION:3.0\nFN:Ann\nEND:VCARD\nEND:VCARD\n")
     refused(cli(full_dir, "import", str(broken)), "END without BEGIN")
     assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+
+
+def test_a_hundred_thousand_digit_number_in_an_export_is_one_clear_line(
+    full_dir: Path, tmp_path: Path
+) -> None:
+    export = tmp_path / "result.json"
+    export.write_text(
+        '{"name": "Chat", "type": "personal_chat", "id": ' + "9" * 100_000 + ', "messages": []}'
+    )
+    before = files_state(full_dir)
+    refused(cli(full_dir, "import", str(export), "--format", "telegram"), "more than 40 digits")
+    assert files_state(full_dir) == before
+
+
+def test_a_time_zone_name_longer_than_any_file_name_is_one_clear_line(
+    full_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cards = tmp_path / "one.vcf"
+    cards.write_text("BEGIN:VCARD\nVERSION:3.0\nFN:Ann\nEND:VCARD\n")
+    refused(cli(full_dir, "import", str(cards), "--tz", "A" * 10_000), "unknown time zone")
+    # From the environment, a zone nobody knows falls back to the machine's offset.
+    monkeypatch.setenv("TZ", "B" * 10_000)
+    assert cli(full_dir, "import", str(cards)).code == 0
+
+
+def test_a_damaged_event_row_is_one_line_and_no_exception_text(full_dir: Path) -> None:
+    """A bit flipped in an event's id made `grep` print "Exception ignored
+    ... Cannot operate on a closed database" after its error line."""
+    con = sqlite3.connect(full_dir / "pixie.db")
+    with con:
+        triggers = [
+            name
+            for (name,) in con.execute(
+                "SELECT name FROM sqlite_master"
+                " WHERE type = 'trigger' AND tbl_name = 'memory_event'"
+            )
+        ]
+        for name in triggers:
+            con.execute(f"DROP TRIGGER {name}")
+        con.execute("UPDATE memory_event SET id = 'not-hex-' || substr(id, 9) WHERE n = 1")
+    con.close()
+    shutil.rmtree(full_dir / "mirror", ignore_errors=True)
+    res = cli(full_dir, "grep", "tea")
+    refused(res, "is damaged (an event row that cannot be read)")
+    assert "Exception ignored" not in res.err and "Traceback" not in res.err

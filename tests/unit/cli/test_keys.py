@@ -19,7 +19,7 @@ from pixie.device.store.keybackup import KeyBackup, open_backup, seal_backup
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.notes import SealedKind
 from pixie.device.store.provision import identity_key_name
-from tests.support.cli import run_cli
+from tests.support.cli import CliResult, run_cli
 
 PASSPHRASE = "correct horse battery staple"
 FAST = ("--strength", "interactive")  # the moderate default takes ~1 s a derivation
@@ -219,3 +219,46 @@ def test_the_backup_round_trips_and_never_prints_a_key() -> None:
     sealed = seal_backup(backup, PASSPHRASE, strength="interactive")
     assert open_backup(sealed, PASSPHRASE) == backup
     assert "\\x01" not in repr(backup) and "01010101" not in repr(backup)
+
+
+def test_export_with_force_replaces_only_a_regular_file_and_removes_nothing_else(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """--force renamed over whatever FILE was (a device became a regular
+    file) and removed a `.FILE.partial` it had not made."""
+    good = tmp_path / "good.txt"
+    good.write_text(PASSPHRASE)
+
+    def export(target: Path) -> CliResult:
+        return run_cli(
+            "--data", str(data_dir), "keys", "export", str(target),
+            "--passphrase-file", str(good), "--strength", "interactive", "--force",
+        )  # fmt: skip
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere")
+    for target in (fifo, folder, link):
+        out = export(target)
+        assert out.code == 2 and "is not a regular file" in out.err, out.err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and folder.is_dir() and link.is_symlink()
+    assert not (tmp_path / "elsewhere").exists()
+    if Path("/dev/null").exists():  # a device, as the attack used /dev/full
+        out = export(Path("/dev/null"))
+        assert out.code == 2 and "is not a regular file" in out.err
+        assert stat.S_ISCHR(Path("/dev/null").lstat().st_mode)
+    # A regular file is replaced; a partial file someone else left stays.
+    target = tmp_path / "keys.pixie"
+    target.write_text("old backup")
+    theirs = tmp_path / ".keys.pixie.partial"
+    theirs.write_text("not ours")
+    out = export(target)
+    assert out.code == 0, out.err
+    assert target.read_bytes() != b"old backup" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert theirs.read_text() == "not ours"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".keys")) == [
+        ".keys.pixie.partial"
+    ]
