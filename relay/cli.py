@@ -28,7 +28,7 @@ from pixie.protocol.faults import RELAY_FAULTS
 from pixie.protocol.relaywire import MAX_ENVELOPE_BYTES
 
 from .errors import RelayError
-from .fleet import FleetConfig, read_secret
+from .fleet import FleetConfig, NatsAuth, read_secret
 from .logs import configure_logging, event
 from .mailbox import MailboxLimits
 from .server import Relay, RelayConfig
@@ -125,16 +125,47 @@ def config_from_args(args: argparse.Namespace) -> RelayConfig:
     )
 
 
+# Flags that mean something only with --nats.
+_NATS_ONLY = (
+    "--fleet-secret-file",
+    "--nats-creds",
+    "--nats-nkey-seed",
+    "--nats-user",
+    "--nats-password-file",
+    "--nats-token-file",
+    "--nats-tls-ca",
+    "--nats-tls-cert",
+    "--nats-tls-key",
+    "--nats-insecure",
+)
+
+
 def fleet_from_args(args: argparse.Namespace) -> FleetConfig | None:
     if args.nats is None:
-        if args.fleet_secret_file is not None:
-            raise RelayError("--fleet-secret-file goes with --nats")
+        given = [
+            name
+            for name in _NATS_ONLY
+            if getattr(args, name.removeprefix("--").replace("-", "_")) not in (None, False)
+        ]
+        if given:
+            raise RelayError(f"{given[0]} goes with --nats")
         return None
     return FleetConfig(
         url=args.nats,
         secret=read_secret(args.fleet_secret_file),
         replicas=args.nats_replicas,
         ack_wait=args.nats_ack_wait,
+        auth=NatsAuth(
+            creds=args.nats_creds,
+            nkey_seed=args.nats_nkey_seed,
+            user=args.nats_user,
+            password_file=args.nats_password_file,
+            token_file=args.nats_token_file,
+            tls_ca=args.nats_tls_ca,
+            tls_cert=args.nats_tls_cert,
+            tls_key=args.nats_tls_key,
+            insecure=args.nats_insecure,
+        ),
     )
 
 
@@ -335,5 +366,42 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="mail a relay took from JetStream but never wrote (it died) is handed out "
         f"again after this long (default {_DEFAULT_FLEET_ACK_WAIT:g})",
+    )
+    p.add_argument(
+        "--nats-creds",
+        type=_existing_file,
+        metavar="FILE",
+        help="a NATS credentials file (user JWT and nkey seed) to connect with",
+    )
+    p.add_argument(
+        "--nats-nkey-seed", type=_existing_file, metavar="FILE", help="a NATS nkey seed file"
+    )
+    p.add_argument("--nats-user", metavar="USER", help="a NATS user (with --nats-password-file)")
+    p.add_argument(
+        "--nats-password-file",
+        type=_existing_file,
+        metavar="FILE",
+        help="the NATS user's password, one line",
+    )
+    p.add_argument(
+        "--nats-token-file", type=_existing_file, metavar="FILE", help="a NATS token, one line"
+    )
+    p.add_argument(
+        "--nats-tls-ca",
+        type=_existing_file,
+        metavar="FILE",
+        help="check NATS's certificate against this CA (PEM); tls:// URLs use the system's",
+    )
+    p.add_argument(
+        "--nats-tls-cert", type=_existing_file, metavar="FILE", help="client certificate (PEM)"
+    )
+    p.add_argument(
+        "--nats-tls-key", type=_existing_file, metavar="FILE", help="client private key (PEM)"
+    )
+    p.add_argument(
+        "--nats-insecure",
+        action="store_true",
+        help="connect to a NATS that asks for no authentication (refused otherwise): "
+        "only for one that nothing but this machine can reach",
     )
     p.set_defaults(func=cmd_relay)

@@ -47,7 +47,11 @@ from pixie.protocol import relaywire
 from .errors import RelayError
 from .mailbox import MailboxLimits
 
-STREAM = "PIXIE_MAIL"
+# The stream (and its subjects' shape) of this version: one subject per
+# recipient and sender. A stream of the version before it (``PIXIE_MAIL``,
+# one subject per recipient) is left alone; what waited there is resent by
+# the siblings' next sync.
+STREAM = "PIXIE_MAIL_2"
 SUBJECT_PREFIX = "pixie.mail"
 SECRET_ENV = "PIXIE_FLEET_SECRET"  # noqa: S105 (the variable's name, not a secret)
 MIN_SECRET_BYTES = 16
@@ -71,8 +75,15 @@ class FleetKeys:
         digest = hmac.new(self._secret, _SUBJECT_LABEL + key, hashlib.sha256).hexdigest()
         return digest[:32]
 
-    def subject(self, key: bytes) -> str:
-        return f"{SUBJECT_PREFIX}.{self.name(key)}"
+    def subject(self, recipient: bytes, sender: bytes) -> str:
+        """Where ``sender``'s mail to ``recipient`` waits: a subject of its own,
+        so the stream's bound per subject is a share per sender, and one
+        sender's flood pushes out only its own older mail."""
+        return f"{SUBJECT_PREFIX}.{self.name(recipient)}.{self.name(sender)}"
+
+    def mailbox(self, recipient: bytes) -> str:
+        """Every subject of ``recipient``'s mail, whoever sent it."""
+        return f"{SUBJECT_PREFIX}.{self.name(recipient)}.*"
 
     def consumer(self, key: bytes) -> str:
         return f"mail-{self.name(key)}"
@@ -125,8 +136,8 @@ class StreamPlan:
     to the relay that took it, and the consumers that read one recipient's mail."""
 
     name: str
-    subjects: str  # a wildcard over every recipient's subject
-    max_msgs_per_subject: int
+    subjects: str  # a wildcard over every (recipient, sender) subject
+    max_msgs_per_subject: int  # per recipient and sender
     max_bytes: int
     max_age: float
     max_msg_size: int
@@ -134,12 +145,55 @@ class StreamPlan:
     ack_wait: float
     max_ack_pending: int
     consumer_idle: float
+    sender_bytes: int  # what one sender may publish through one relay per max_age
+
+
+@dataclass(frozen=True, slots=True)
+class NatsAuth:
+    """How the relay proves itself to NATS, and whether it checks NATS's
+    certificate. At most one way in: a credentials file (a user JWT and its
+    nkey seed), an nkey seed file, a user with a password file, or a token
+    file; secrets are read from files, never from the command line (where
+    any local user can read them). ``insecure``: connect to a NATS that asks
+    for no authentication at all (refused otherwise)."""
+
+    creds: Path | None = None
+    nkey_seed: Path | None = None
+    user: str | None = None
+    password_file: Path | None = None
+    token_file: Path | None = None
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    insecure: bool = False
+
+    def __post_init__(self) -> None:
+        ways = [
+            self.creds is not None,
+            self.nkey_seed is not None,
+            self.user is not None,
+            self.token_file is not None,
+        ]
+        if sum(ways) > 1:
+            raise RelayError(
+                "give one way to authenticate to NATS: --nats-creds, --nats-nkey-seed, "
+                "--nats-user with --nats-password-file, or --nats-token-file"
+            )
+        if (self.user is None) != (self.password_file is None):
+            raise RelayError("--nats-user and --nats-password-file go together")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise RelayError("--nats-tls-cert and --nats-tls-key go together")
+
+    @property
+    def authenticates(self) -> bool:
+        return any(x is not None for x in (self.creds, self.nkey_seed, self.user, self.token_file))
 
 
 @dataclass(frozen=True, slots=True)
 class FleetConfig:
     url: str
     secret: bytes
+    auth: NatsAuth = NatsAuth()
     replicas: int = 1  # copies of the stream in a NATS cluster
     # Mail a relay took but neither acked nor nakked (it died) is handed out again
     # after this long. Longer only delays recovery; shorter risks duplicates while
@@ -181,15 +235,24 @@ class FleetConfig:
             raise RelayError(f"--nats-replicas must be from 1 to 5, not {self.replicas}")
 
 
+# Of a recipient's mailbox bound (`MailboxLimits.max_envelopes`), what one
+# sender's subject holds; of the stream's bytes, what one sender may publish
+# through one relay in a mailbox lifetime.
+SENDER_SHARE = 4
+SENDER_BYTES_SHARE = 16
+
+
 def stream_plan(config: FleetConfig, limits: MailboxLimits) -> StreamPlan:
-    """The stream's bounds from the relay's own mailbox limits: per recipient the
-    same envelope count, for the whole stream the same bytes, the same age.
-    JetStream has no per-subject byte bound; the count and the largest message
-    bound each recipient's share instead."""
+    """The stream's bounds from the relay's own mailbox limits: for the whole
+    stream the same bytes and the same age; per recipient and sender a quarter
+    of a recipient's envelopes (the oldest of that sender's go first); per
+    sender and relay a sixteenth of the stream's bytes per mailbox lifetime.
+    A full stream takes nothing new rather than dropping what waits (see
+    `natsbus.stream_config`), so no one's mail can push out another's."""
     return StreamPlan(
         name=STREAM,
-        subjects=f"{SUBJECT_PREFIX}.*",
-        max_msgs_per_subject=limits.max_envelopes,
+        subjects=f"{SUBJECT_PREFIX}.*.*",
+        max_msgs_per_subject=max(1, limits.max_envelopes // SENDER_SHARE),
         max_bytes=limits.total_bytes,
         max_age=limits.max_age,
         max_msg_size=MAX_PAYLOAD_BYTES,
@@ -197,6 +260,7 @@ def stream_plan(config: FleetConfig, limits: MailboxLimits) -> StreamPlan:
         ack_wait=config.ack_wait,
         max_ack_pending=2 * config.in_flight,
         consumer_idle=config.consumer_idle,
+        sender_bytes=max(relaywire.MAX_ENVELOPE_BYTES, limits.total_bytes // SENDER_BYTES_SHARE),
     )
 
 
@@ -205,6 +269,7 @@ __all__ = [
     "STREAM",
     "FleetConfig",
     "FleetKeys",
+    "NatsAuth",
     "StreamPlan",
     "pack",
     "read_secret",

@@ -37,7 +37,8 @@ INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
 # bytes of them than `FleetConfig.publish_queue_bytes`).
 UNCONFIRMED = 4096
 PUBLISH_BATCH_BYTES = 4 << 20  # envelope bytes in one batch, past its first envelope
-SUBJECTS_CACHED = 65_536  # recipients whose subject is remembered (a keyed hash each)
+SUBJECTS_CACHED = 65_536  # (recipient, sender) subjects remembered (a keyed hash each)
+SENDERS_TRACKED = 65_536  # senders whose bytes published lately are counted
 
 
 class FleetOutbox(Protocol):
@@ -86,7 +87,9 @@ class FleetMember:
         self._up_changed = trio.Event()
         self._park: Park = _nowhere
         self._restored: Callable[[], None] = _nothing
-        self._subjects: dict[bytes, str] = {}
+        self._subjects: dict[tuple[bytes, bytes], str] = {}
+        # What each sender published through this relay lately, and since when.
+        self._sent: dict[bytes, tuple[int, float]] = {}
         # Published, waiting for the stream's answer, oldest first, with the time.
         self._unconfirmed: deque[tuple[bytes, bytes, bytes, float]] = deque()
         self._unconfirmed_bytes = 0
@@ -103,6 +106,7 @@ class FleetMember:
             (
                 "published",
                 "kept_here",  # NATS down or behind: held in this relay's mailboxes
+                "over_budget",  # a sender past its share of the stream: held here too
                 "pulled",
                 "written",
                 "acked",
@@ -127,7 +131,9 @@ class FleetMember:
             if holder:
                 holder[0].came_up()
 
-        bus = await NatsBus.connect(config.url, timeout=config.call_timeout, on_down=down, on_up=up)
+        bus = await NatsBus.connect(
+            config.url, timeout=config.call_timeout, on_down=down, on_up=up, auth=config.auth
+        )
         fleet = cls(config, limits, bus)
         holder.append(fleet)
         try:
@@ -209,18 +215,40 @@ class FleetMember:
         ):
             self.counters["kept_here"] += 1
             return False
+        if not self._within_budget(sender, size):
+            # Past its share of the stream: what it sends waits here, in this
+            # relay's mailboxes, where its share of each mailbox bounds it.
+            self.counters["over_budget"] += 1
+            return False
         self._queue.append((recipient, sender, envelope))
         self._queued_bytes += size
         self._publish_wake.set()
         return True
 
-    def _subject(self, recipient: bytes) -> str:
-        subject = self._subjects.get(recipient)
+    def _subject(self, recipient: bytes, sender: bytes) -> str:
+        subject = self._subjects.get((recipient, sender))
         if subject is None:
             if len(self._subjects) >= SUBJECTS_CACHED:
                 self._subjects.clear()
-            subject = self._subjects[recipient] = self.keys.subject(recipient)
+            subject = self._subjects[(recipient, sender)] = self.keys.subject(recipient, sender)
         return subject
+
+    def _within_budget(self, sender: bytes, size: int) -> bool:
+        """Charge ``size`` to ``sender``'s bytes published through this relay in
+        the current mailbox lifetime, if they stay within its budget."""
+        now = trio.current_time()
+        used, since = self._sent.get(sender, (0, now))
+        if now - since >= self.plan.max_age:
+            used, since = 0, now
+        if used + size > self.plan.sender_bytes:
+            return False
+        if len(self._sent) >= SENDERS_TRACKED and sender not in self._sent:
+            horizon = now - self.plan.max_age
+            self._sent = {k: v for k, v in self._sent.items() if v[1] > horizon}
+            if len(self._sent) >= SENDERS_TRACKED:
+                return False  # more senders at once than are tracked: none new
+        self._sent[sender] = (used + size, since)
+        return True
 
     async def _publish_loop(self) -> None:
         """Publish queued mail in batches, in order, without waiting for each
@@ -257,7 +285,7 @@ class FleetMember:
             # Waiting for answers before any is sent: they may come while we publish.
             now = trio.current_time()
             self._unconfirmed.extend((r, s, e, now) for r, s, e in batch)
-            messages = [(subject(r), pack(s, e)) for r, s, e in batch]
+            messages = [(subject(r, s), pack(s, e)) for r, s, e in batch]
             try:
                 await bus.publish(messages, config.call_timeout)
             except BusError as exc:
@@ -339,7 +367,7 @@ class FleetMember:
         JetStream at once (a nak) for wherever the peer turns up next."""
         delivery = _Delivery(conn)
         self._deliveries[conn] = delivery
-        name, subject = self.keys.consumer(conn.key), self.keys.subject(conn.key)
+        name, subject = self.keys.consumer(conn.key), self.keys.mailbox(conn.key)
         backoff = 0.1
         try:
             while True:

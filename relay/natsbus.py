@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Callable, Coroutine, Iterable
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -45,7 +47,7 @@ from nats.js.api import (
 )
 
 from .errors import RelayError
-from .fleet import StreamPlan
+from .fleet import NatsAuth, StreamPlan
 
 # Every call to NATS gets at most this long unless the caller says otherwise.
 CALL_TIMEOUT = 5.0
@@ -71,9 +73,12 @@ def stream_config(plan: StreamPlan) -> StreamConfig:
         max_bytes=plan.max_bytes,
         max_age=plan.max_age,
         max_msg_size=plan.max_msg_size,
-        # At a bound the oldest goes, as in the relay's own mailboxes: a peer
-        # that comes back wants the newest state, and its siblings resend.
-        discard=DiscardPolicy.OLD,
+        # A full stream takes nothing new: dropping its oldest would let a
+        # flood from strangers push out a sibling's waiting mail. A full
+        # subject (one sender's share of one recipient's mail) drops its own
+        # oldest: a peer that comes back wants that sender's newest state.
+        discard=DiscardPolicy.NEW,
+        discard_new_per_subject=False,
     )
 
 
@@ -89,6 +94,49 @@ def consumer_config(plan: StreamPlan, name: str, subject: str) -> ConsumerConfig
         # A recipient that stays away this long loses its consumer (not its mail).
         inactive_threshold=plan.consumer_idle,
     )
+
+
+def connect_options(auth: NatsAuth) -> dict[str, Any]:
+    """nats.connect's keyword arguments for ``auth``: its secrets read from
+    their files here, and a TLS context that checks the server against
+    ``tls_ca`` (and shows ``tls_cert``, if given)."""
+    options: dict[str, Any] = {}
+    try:
+        if auth.creds is not None:
+            options["user_credentials"] = str(auth.creds)
+        if auth.nkey_seed is not None:
+            options["nkeys_seed"] = str(auth.nkey_seed)
+        if auth.user is not None and auth.password_file is not None:
+            options["user"] = auth.user
+            options["password"] = _secret(auth.password_file, "--nats-password-file")
+        if auth.token_file is not None:
+            options["token"] = _secret(auth.token_file, "--nats-token-file")
+        if auth.tls_ca is not None or auth.tls_cert is not None:
+            context = ssl.create_default_context(
+                cafile=str(auth.tls_ca) if auth.tls_ca is not None else None
+            )
+            if auth.tls_cert is not None and auth.tls_key is not None:
+                context.load_cert_chain(str(auth.tls_cert), str(auth.tls_key))
+            options["tls"] = context
+    except (OSError, ssl.SSLError) as exc:
+        raise RelayError(f"NATS TLS files: {exc}") from None
+    return options
+
+
+def _secret(path: Path, flag: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RelayError(f"cannot read {flag} {path}: {exc}") from None
+    if not text or "\n" in text:
+        raise RelayError(f"{flag} {path}: one line holding the secret, please")
+    return text
+
+
+def _asks_for_auth(client: Client) -> bool:
+    """Whether the server's INFO said it requires authentication."""
+    info = getattr(client, "_server_info", None) or {}
+    return bool(info.get("auth_required"))
 
 
 def _aio(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
@@ -121,9 +169,15 @@ class NatsBus:
         timeout: float = CONNECT_TIMEOUT,
         on_down: Callable[[], None] | None = None,
         on_up: Callable[[], None] | None = None,
+        auth: NatsAuth | None = None,
     ) -> NatsBus:
-        """Connect to ``url`` (it must answer within ``timeout``); afterwards the
-        client reconnects by itself, forever, telling ``on_down`` / ``on_up``."""
+        """Connect to ``url`` (it must answer within ``timeout``) as ``auth``
+        says; afterwards the client reconnects by itself, forever, telling
+        ``on_down`` / ``on_up``. A NATS that asks for no authentication is
+        refused unless ``auth.insecure``: anyone who reaches it could list the
+        mail subjects, publish into the stream and purge it."""
+        auth = auth if auth is not None else NatsAuth()
+        options = connect_options(auth)
 
         async def down() -> None:
             if on_down is not None:
@@ -133,10 +187,13 @@ class NatsBus:
             if on_up is not None:
                 on_up()
 
+        seen: list[Exception] = []
+
         async def quiet(exc: Exception) -> None:
             # nats-py's default prints every reconnect failure; the relay logs
-            # the outage once, through on_down.
-            return None
+            # the outage once, through on_down. The last one says why a first
+            # connection did not come up (a refused login, say).
+            seen[:] = [exc]
 
         try:
             with trio.fail_after(timeout):
@@ -152,12 +209,23 @@ class NatsBus:
                     reconnected_cb=up,
                     error_cb=quiet,
                     name="pixie-relay",
+                    **options,
                 )
         except trio.TooSlowError:
-            raise BusError(f"NATS at {url} did not answer within {timeout:g} s") from None
+            why = f": {_why(seen[-1])}" if seen else ""
+            raise BusError(f"NATS at {url} did not answer within {timeout:g} s{why}") from None
         except (*_FAILURES, ValueError) as exc:
             raise BusError(f"cannot reach NATS at {url}: {_why(exc)}") from None
-        return cls(client, url)
+        bus = cls(client, url)
+        if not auth.insecure and not _asks_for_auth(client):
+            await bus.close(timeout)
+            raise RelayError(
+                f"NATS at {url} asks for no authentication: anyone who reaches it can read, "
+                "publish and purge the fleet's mail. Give it users (see the README) and "
+                "the relay --nats-creds, --nats-nkey-seed, --nats-user or --nats-token-file; "
+                "or pass --nats-insecure for a NATS only this machine can reach"
+            )
+        return bus
 
     async def _call(self, what: str, fn: Callable[[], Any], timeout: float) -> Any:
         try:

@@ -105,7 +105,8 @@ def start_nats(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 def start_relay(tmp: Path, name: str, nats: str | None) -> tuple[subprocess.Popen[bytes], int]:
     port_file = tmp / f"{name}.port"
-    fleet = ["--nats", nats] if nats else []
+    # A NATS on loopback, for this run alone: no users to give it.
+    fleet = ["--nats", nats, "--nats-insecure"] if nats else []
     process = subprocess.Popen(
         [
             *(sys.executable, "-m", "pixie.entry.main", "relay", "--listen", "127.0.0.1:0"),

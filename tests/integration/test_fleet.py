@@ -74,9 +74,9 @@ async def wait_for(what: str, check: Callable[[], bool], seconds: float = 20) ->
     raise AssertionError(f"not within {seconds:g} s: {what}")
 
 
-async def start_nats(tmp: Path, port: int = -1) -> tuple[trio.Process, int]:
+async def start_nats(tmp: Path, port: int = -1, *extra: str) -> tuple[trio.Process, int]:
     """nats-server with JetStream on loopback (a free port unless given); its
-    ports file says when it listens, and where."""
+    ports file says when it listens, and where. ``extra``: more of its flags."""
     assert NATS_SERVER is not None
     ports = tmp / "nats-ports"
     shutil.rmtree(ports, ignore_errors=True)
@@ -94,6 +94,7 @@ async def start_nats(tmp: Path, port: int = -1) -> tuple[trio.Process, int]:
             str(port),
             "--ports_file_dir",
             str(ports),
+            *extra,
         ],
         stdout=log,
         stderr=log,
@@ -126,7 +127,7 @@ async def start_relay(fleet: Fleet, name: str, *extra: str) -> None:
             ACK_WAIT,
             "--stats-interval",
             "1",
-            *extra,
+            *(extra or ("--nats-insecure",)),
         ],
         stderr=log,
         env={**os.environ, "PIXIE_FLEET_SECRET": SECRET},
@@ -363,3 +364,98 @@ async def test_mail_waits_in_jetstream_through_a_nats_restart(tmp_path: Path) ->
             await sender.aclose()
     down = [line for line in fleet.log("r1").splitlines() if "nats_down" in line]
     assert len(down) == 1 and " error " in down[0] and "serving local peers only" in down[0]
+
+
+@pytest.mark.slow
+async def test_a_strangers_flood_cannot_push_out_a_siblings_waiting_mail(tmp_path: Path) -> None:
+    """300 envelopes from a fresh key to an offline recipient dropped the one
+    its sibling had sent first (one bound per recipient, oldest out). Now each
+    sender's mail to a recipient has a subject and a share of its own: the
+    flood pushes out only its own older envelopes."""
+    async with fleet_of(tmp_path, "r1", "r2") as fleet:
+        port1, port2 = fleet.relays["r1"][1], fleet.relays["r2"][1]
+        sibling, stranger, bob, carol = (SigningKey.generate() for _ in range(4))
+        bob_key, carol_key = bytes(bob.verify_key), bytes(carol.verify_key)
+        honest = await _client(port1, sibling)
+        flood = await _client(port1, stranger)
+        try:
+            await honest.send(bob_key, _envelope(1))
+            for tag in range(100, 400):
+                await flood.send(bob_key, _envelope(tag))
+            # Everything r1 took before this is stored once Carol has this.
+            probe = await _client(port2, carol)
+            await flood.send(carol_key, _envelope(999))
+            assert await _received(probe, 1) == [999]
+            await probe.aclose()
+            receiver = await _client(port2, bob)
+            try:
+                share = 256 // 4  # the default mailbox, a quarter per sender
+                got = await _received(receiver, 1 + share)
+            finally:
+                await receiver.aclose()
+        finally:
+            await honest.aclose()
+            await flood.aclose()
+    assert 1 in got
+    assert sorted(t for t in got if t != 1) == list(range(400 - share, 400))
+
+
+async def _relay_refused(fleet: Fleet, name: str, *extra: str) -> str:
+    """Start relay ``name`` expecting it to refuse; its one error line."""
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--nats", fleet.url, *extra],
+            capture_stderr=True,
+            check=False,
+            env={**os.environ, "PIXIE_FLEET_SECRET": SECRET},
+        )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.slow
+async def test_the_relay_authenticates_to_nats_and_refuses_an_open_one(tmp_path: Path) -> None:
+    """NATS ran open: anyone reaching its port listed the mailbox subjects,
+    published into the stream and purged it. A relay now refuses a NATS that
+    asks for no authentication (unless told it is private), and connects
+    with a user and a password read from a file."""
+    (tmp_path / "open").mkdir()
+    open_nats, open_port = await start_nats(tmp_path / "open")
+    try:
+        fleet = Fleet(tmp_path / "open", open_nats, open_port)
+        line = await _relay_refused(fleet, "r0", "--stats-interval", "1")
+        assert "asks for no authentication" in line and "--nats-insecure" in line
+    finally:
+        await stop(open_nats)
+    (tmp_path / "auth").mkdir()
+    nats, port = await start_nats(tmp_path / "auth", -1, "--user", "relay", "--pass", "s3cret-pass")
+    fleet = Fleet(tmp_path / "auth", nats, port)
+    password = tmp_path / "password"
+    password.write_text("s3cret-pass\n")
+    try:
+        line = await _relay_refused(fleet, "r0", "--nats-insecure")  # no user given
+        assert "nats" in line.lower() and "author" in line.lower()
+        wrong = tmp_path / "wrong"
+        wrong.write_text("not it\n")
+        line = await _relay_refused(
+            fleet, "r0", "--nats-user", "relay", "--nats-password-file", str(wrong)
+        )
+        assert "author" in line.lower()
+        login = ("--nats-user", "relay", "--nats-password-file", str(password))
+        await start_relay(fleet, "r1", *login)
+        await start_relay(fleet, "r2", *login)
+        alice, bob = SigningKey.generate(), SigningKey.generate()
+        sender = await _client(fleet.relays["r1"][1], alice)
+        receiver = await _client(fleet.relays["r2"][1], bob)
+        try:
+            await sender.send(bytes(bob.verify_key), _envelope(3))
+            assert await _received(receiver, 1) == [3]
+        finally:
+            await sender.aclose()
+            await receiver.aclose()
+    finally:
+        for process, _ in fleet.relays.values():
+            await stop(process)
+        await stop(nats)

@@ -34,14 +34,21 @@ SECRET = b"sixteen bytes at least, here"
 KEY = bytes(range(32))
 
 
-def test_subjects_hide_the_key_and_need_the_secret() -> None:
+OTHER = bytes(range(1, 33))
+
+
+def test_subjects_hide_the_keys_and_need_the_secret() -> None:
     keys = FleetKeys(SECRET)
-    subject = keys.subject(KEY)
-    assert subject == keys.subject(KEY)  # every relay holding the secret agrees
-    assert subject.startswith("pixie.mail.") and len(subject.rsplit(".", 1)[1]) == 32
+    subject = keys.subject(KEY, OTHER)
+    assert subject == keys.subject(KEY, OTHER)  # every relay holding the secret agrees
+    _, _, recipient, sender = subject.split(".")
+    assert subject.startswith("pixie.mail.") and len(recipient) == len(sender) == 32
+    assert (recipient, sender) == (keys.name(KEY), keys.name(OTHER))
     assert KEY.hex()[:8] not in subject and keys.name(KEY) != KEY.hex()[:32]
-    assert FleetKeys(SECRET + b"!").subject(KEY) != subject  # another secret, other names
-    assert keys.subject(bytes(32)) != subject
+    assert FleetKeys(SECRET + b"!").subject(KEY, OTHER) != subject  # another secret
+    assert keys.subject(OTHER, KEY) != subject  # the other way round
+    # A recipient's mailbox is every sender's subject of it.
+    assert keys.mailbox(KEY) == f"pixie.mail.{recipient}.*"
     assert keys.consumer(KEY) == "mail-" + keys.name(KEY)
     with pytest.raises(RelayError, match="at least 16 bytes"):
         FleetKeys(b"short")
@@ -98,15 +105,19 @@ def test_the_stream_is_bounded_by_the_mailbox_limits() -> None:
     limits = MailboxLimits(max_envelopes=17, max_age=42.0, total_bytes=5 << 20)
     plan = stream_plan(FleetConfig("nats://h:1", SECRET, replicas=3, ack_wait=2.5), limits)
     stream = stream_config(plan)
-    assert stream.name == STREAM and stream.subjects == ["pixie.mail.*"]
-    assert (stream.max_msgs_per_subject, stream.max_age, stream.max_bytes) == (17, 42.0, 5 << 20)
+    assert stream.name == STREAM and stream.subjects == ["pixie.mail.*.*"]
+    # A sender's share of a recipient's mail: a quarter of a mailbox.
+    assert (stream.max_msgs_per_subject, stream.max_age, stream.max_bytes) == (4, 42.0, 5 << 20)
     assert stream.storage is StorageType.FILE and stream.num_replicas == 3
     assert stream.retention is RetentionPolicy.WORK_QUEUE  # gone once acked
-    assert stream.discard is DiscardPolicy.OLD and stream.max_msg_size == MAX_PAYLOAD_BYTES
-    consumer = consumer_config(plan, "mail-x", "pixie.mail.x")
+    # A full stream refuses what is new; a full subject drops its own oldest.
+    assert stream.discard is DiscardPolicy.NEW and not stream.discard_new_per_subject
+    assert stream.max_msg_size == MAX_PAYLOAD_BYTES
+    assert plan.sender_bytes == relaywire.MAX_ENVELOPE_BYTES  # 5 MiB / 16, at least one envelope
+    consumer = consumer_config(plan, "mail-x", "pixie.mail.x.*")
     assert (consumer.durable_name, consumer.filter_subject, consumer.ack_wait) == (
         "mail-x",
-        "pixie.mail.x",
+        "pixie.mail.x.*",
         2.5,
     )
 
