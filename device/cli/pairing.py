@@ -30,15 +30,18 @@ def cmd_invite(args: argparse.Namespace) -> int:
 
         # With `pixie run` serving this data dir, the invite goes over its
         # connection: one of our own would knock it off the relay (and it us).
-        via = None
-        if not args.relay:
-            via = control.call(
-                node.data.path,
-                "invite",
-                {"timeout": timeout},
-                timeout + 15,
-                on_note=lambda note: show(str(note.get("code"))),
-            )
+        # With --relay, too, when the daemon is connected to one of those
+        # relays (it says so: a result of None means go on alone).
+        request: dict[str, object] = {"timeout": timeout}
+        if args.relay:
+            request["relay"] = str(RelayAddress.parse(args.relay))
+        via = control.call(
+            node.data.path,
+            "invite",
+            request,
+            timeout + 15,
+            on_note=lambda note: show(str(note.get("code"))),
+        )
         if via is not None:
             sibling = SiblingInfo.from_json(via)
         else:

@@ -258,10 +258,20 @@ async def _pairing(
     """Invite, or pair, over the daemon's own connection."""
     timeout = _timeout(args, pairing.DEFAULT_TIMEOUT)
     if op == "invite":
-        if live.relay is None:
+        relay = live.relay
+        asked = args.get("relay")
+        if asked is not None:
+            # --relay: the invite goes through the daemon only if it holds a
+            # connection to one of those relays (the code then names them all);
+            # else the command invites over a connection of its own.
+            named = RelayAddress.parse(str(asked))
+            if relay is None or not set(relay.each()) & set(named.each()):
+                return {"ok": True, "result": None}
+            relay = named
+        if relay is None:
             raise BadInput("the daemon is not connected to the relay right now")
         node = live.node
-        code = pairing.new_code(node.public_key(), live.relay, timeout, node.clock, node.entropy)
+        code = pairing.new_code(node.public_key(), relay, timeout, node.clock, node.entropy)
         async with endpoint.pairing() as desk:
             await note({"code": code.encode()})
             info = await pairing.await_joiner(live.node, code, desk, timeout=timeout)

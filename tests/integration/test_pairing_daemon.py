@@ -63,6 +63,18 @@ async def test_invite_and_pair_run_beside_the_daemons(setup: Setup) -> None:
         assert inviter.returncode == 0, err
         assert json.loads(out.splitlines()[-1])["name"] == "tablet"
 
+        # --relay naming the daemon's own relay: still through the daemon (a
+        # connection of its own knocked both off: "no answer" / "replaced").
+        laptop = tmp / "laptop"
+        assert pixie(laptop, "init", "--name", "laptop").returncode == 0
+        inviter, code = _invite(setup.mac, "--relay", f"127.0.0.1:{setup.port}")
+        assert code.startswith("pixie-invite-"), inviter.stderr
+        joined = await trio.to_thread.run_sync(lambda: pixie(laptop, "pair", code))
+        assert joined.returncode == 0, joined.stderr
+        out, err = await trio.to_thread.run_sync(lambda: inviter.communicate(timeout=60))
+        assert inviter.returncode == 0, err
+        assert json.loads(out.splitlines()[-1])["name"] == "laptop"
+
         # The running phone pairs with a second Homebase (no daemon there).
         mac2 = tmp / "mac2"
         assert pixie(mac2, "init", "--role", "homebase", "--name", "mac2").returncode == 0
