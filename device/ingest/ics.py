@@ -95,6 +95,8 @@ def _iso(moment: dt.date) -> str:
     """A recurrence id as text: a date, a floating time, or a UTC time."""
     if isinstance(moment, dt.datetime) and moment.tzinfo is not None:
         return moment.astimezone(_UTC).replace(tzinfo=None).isoformat() + "Z"
+    if not isinstance(moment, dt.date):  # a damaged file's duration or period
+        return str(moment)
     return moment.isoformat()
 
 
@@ -189,6 +191,12 @@ def _when(start: dt.date, end: dt.date | None) -> str:
             return f"{text}–{end.strftime('%H:%M')}"
         return f"{text} – {end.strftime('%Y-%m-%d %H:%M')}"
     return text
+
+
+def _first(component: Any, name: str) -> Any:
+    """A property a component should have once: the first when written twice."""
+    value = component.get(name)
+    return value[0] if isinstance(value, list) else value
 
 
 def _parts(rule: Any, name: str) -> list[Any]:
@@ -334,7 +342,7 @@ class IcsImporter:
                 continue
             if component.get("UID") is None:
                 # The event's own identity stands in for the UID it lacks.
-                basis = f"{component.get('SUMMARY', '')}\x1f{_iso(component['DTSTART'].dt)}"
+                basis = f"{component.get('SUMMARY', '')}\x1f{_iso(_first(component, 'DTSTART').dt)}"
                 digest = hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()
                 component.add("UID", f"pixie-nouid-{digest[:32]}")
             cut = self._bound(component, options, low_us, high_us, windows)
@@ -385,7 +393,10 @@ class IcsImporter:
         if rule.peak > MAX_PER_DAY:
             return "repeats more often than hourly"
         day_us = _SECONDS_A_DAY * 1_000_000
-        start_us = to_us(_local(component["DTSTART"].dt, options.tz), options.tz)
+        start = _first(component, "DTSTART").dt
+        if not isinstance(start, dt.date):  # a duration or a period where a date goes
+            return "a start that is not a date"
+        start_us = to_us(_local(start, options.tz), options.tz)
         # Where its newest occurrences are: the window's end, its UNTIL, or
         # where its COUNT runs out (at the highest rate it could have).
         end_us = high_us

@@ -177,6 +177,11 @@ def _one_line(value: object, limit: int = MAX_SHORT_CHARS) -> str:
 # ``policy.default`` are rebuilt on every access and cost more than the parse.
 
 
+# Of an address header, the characters read and the people kept.
+MAX_ADDRESS_CHARS = 64 * 1024
+MAX_PEOPLE = 500
+
+
 def _raw_all(message: Message, name: str) -> list[str]:
     """Every value of a header as written, unfolded."""
     lowered = name.lower()
@@ -267,9 +272,23 @@ class _Person:
 
 
 def _people(message: Message, name: str) -> list[_Person]:
-    """The people of an address header (From, To, Cc): those with an address."""
-    found = []
-    for raw_name, raw_address in getaddresses(_raw_all(message, name)):
+    """The people of an address header (From, To, Cc): those with an address,
+    at most `MAX_PEOPLE`, read from at most `MAX_ADDRESS_CHARS` of the header
+    (the standard library's parser takes time and memory growing faster than
+    the header: a To of a million addresses took gigabytes)."""
+    values, budget = [], MAX_ADDRESS_CHARS
+    for value in _raw_all(message, name):
+        if len(value) > budget:
+            cut = value.rfind(",", 0, budget)
+            if cut > 0:
+                values.append(value[:cut])
+            break
+        values.append(value)
+        budget -= len(value)
+    found: list[_Person] = []
+    for raw_name, raw_address in getaddresses(values):
+        if len(found) >= MAX_PEOPLE:
+            break
         spec = "".join(_eight_bit(raw_address).split()).lower()
         if "@" not in spec or spec.startswith("@") or len(spec) > MAX_SHORT_CHARS:
             continue
