@@ -91,7 +91,7 @@ _NOT_PEOPLE = frozenset({"ROOM", "RESOURCE"})
 _UTC = dt.UTC
 
 
-def _iso(moment: dt.date) -> str:
+def _iso(moment: object) -> str:
     """A recurrence id as text: a date, a floating time, or a UTC time."""
     if isinstance(moment, dt.datetime) and moment.tzinfo is not None:
         return moment.astimezone(_UTC).replace(tzinfo=None).isoformat() + "Z"
