@@ -140,6 +140,22 @@ _NATS_ONLY = (
 )
 
 
+# How the relay logs in to NATS and checks it: each a file (secrets never go
+# on the command line, where any local user can read them).
+_NATS_FILES = (
+    ("--nats-creds", "a NATS credentials file (user JWT and nkey seed) to connect with"),
+    ("--nats-nkey-seed", "a NATS nkey seed file"),
+    ("--nats-password-file", "the NATS user's password, one line"),
+    ("--nats-token-file", "a NATS token, one line"),
+    (
+        "--nats-tls-ca",
+        "check NATS's certificate against this CA (PEM); tls:// URLs use the system's",
+    ),
+    ("--nats-tls-cert", "client certificate (PEM)"),
+    ("--nats-tls-key", "client private key (PEM)"),
+)
+
+
 def fleet_from_args(args: argparse.Namespace) -> FleetConfig | None:
     if args.nats is None:
         given = [
@@ -367,37 +383,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         help="mail a relay took from JetStream but never wrote (it died) is handed out "
         f"again after this long (default {_DEFAULT_FLEET_ACK_WAIT:g})",
     )
-    p.add_argument(
-        "--nats-creds",
-        type=_existing_file,
-        metavar="FILE",
-        help="a NATS credentials file (user JWT and nkey seed) to connect with",
-    )
-    p.add_argument(
-        "--nats-nkey-seed", type=_existing_file, metavar="FILE", help="a NATS nkey seed file"
-    )
+    for flag, what in _NATS_FILES:
+        p.add_argument(flag, type=_existing_file, metavar="FILE", help=what)
     p.add_argument("--nats-user", metavar="USER", help="a NATS user (with --nats-password-file)")
-    p.add_argument(
-        "--nats-password-file",
-        type=_existing_file,
-        metavar="FILE",
-        help="the NATS user's password, one line",
-    )
-    p.add_argument(
-        "--nats-token-file", type=_existing_file, metavar="FILE", help="a NATS token, one line"
-    )
-    p.add_argument(
-        "--nats-tls-ca",
-        type=_existing_file,
-        metavar="FILE",
-        help="check NATS's certificate against this CA (PEM); tls:// URLs use the system's",
-    )
-    p.add_argument(
-        "--nats-tls-cert", type=_existing_file, metavar="FILE", help="client certificate (PEM)"
-    )
-    p.add_argument(
-        "--nats-tls-key", type=_existing_file, metavar="FILE", help="client private key (PEM)"
-    )
     p.add_argument(
         "--nats-insecure",
         action="store_true",

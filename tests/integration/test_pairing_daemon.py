@@ -34,6 +34,18 @@ def _invite(data: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     return inviter, inviter.stdout.readline().strip()
 
 
+async def _invite_and_pair(inviter_data: Path, joiner: Path, *args: str) -> None:
+    """A new peer at ``joiner`` pairs with ``inviter_data``'s invite."""
+    assert pixie(joiner, "init", "--name", joiner.name).returncode == 0
+    inviter, code = _invite(inviter_data, *args)
+    assert code.startswith("pixie-invite-"), inviter.stderr
+    joined = await trio.to_thread.run_sync(lambda: pixie(joiner, "pair", code))
+    assert joined.returncode == 0, joined.stderr
+    out, err = await trio.to_thread.run_sync(lambda: inviter.communicate(timeout=60))
+    assert inviter.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["name"] == joiner.name
+
+
 @pytest.mark.slow
 async def test_invite_and_pair_run_beside_the_daemons(setup: Setup) -> None:
     tmp = setup.tmp
@@ -52,28 +64,12 @@ async def test_invite_and_pair_run_beside_the_daemons(setup: Setup) -> None:
         interrupted.send_signal(signal.SIGINT)
         await trio.to_thread.run_sync(lambda: interrupted.communicate(timeout=30))
 
-        # The Homebase invites a second phone while its daemon runs.
+        # The Homebase invites a second phone while its daemon runs; then, with
+        # --relay naming the daemon's own relay, a laptop: still through the
+        # daemon (a connection of its own knocked both off the relay).
         tablet = tmp / "tablet"
-        assert pixie(tablet, "init", "--name", "tablet").returncode == 0
-        inviter, code = _invite(setup.mac)
-        assert code.startswith("pixie-invite-"), inviter.stderr
-        joined = await trio.to_thread.run_sync(lambda: pixie(tablet, "pair", code))
-        assert joined.returncode == 0, joined.stderr
-        out, err = await trio.to_thread.run_sync(lambda: inviter.communicate(timeout=60))
-        assert inviter.returncode == 0, err
-        assert json.loads(out.splitlines()[-1])["name"] == "tablet"
-
-        # --relay naming the daemon's own relay: still through the daemon (a
-        # connection of its own knocked both off: "no answer" / "replaced").
-        laptop = tmp / "laptop"
-        assert pixie(laptop, "init", "--name", "laptop").returncode == 0
-        inviter, code = _invite(setup.mac, "--relay", f"127.0.0.1:{setup.port}")
-        assert code.startswith("pixie-invite-"), inviter.stderr
-        joined = await trio.to_thread.run_sync(lambda: pixie(laptop, "pair", code))
-        assert joined.returncode == 0, joined.stderr
-        out, err = await trio.to_thread.run_sync(lambda: inviter.communicate(timeout=60))
-        assert inviter.returncode == 0, err
-        assert json.loads(out.splitlines()[-1])["name"] == "laptop"
+        await _invite_and_pair(setup.mac, tablet)
+        await _invite_and_pair(setup.mac, tmp / "laptop", "--relay", f"127.0.0.1:{setup.port}")
 
         # The running phone pairs with a second Homebase (no daemon there).
         mac2 = tmp / "mac2"
@@ -82,7 +78,7 @@ async def test_invite_and_pair_run_beside_the_daemons(setup: Setup) -> None:
         inviter, code = _invite(mac2, "--relay", relay)
         joined = await trio.to_thread.run_sync(lambda: pixie(setup.phone, "pair", code))
         assert joined.returncode == 0, joined.stderr
-        out, err = await trio.to_thread.run_sync(lambda: inviter.communicate(timeout=60))
+        _, err = await trio.to_thread.run_sync(lambda: inviter.communicate(timeout=60))
         assert inviter.returncode == 0, err
 
         phone_siblings = json.loads(setup.run("status", "--json").stdout)["siblings"]
