@@ -459,3 +459,88 @@ async def test_the_relay_authenticates_to_nats_and_refuses_an_open_one(tmp_path:
         for process, _ in fleet.relays.values():
             await stop(process)
         await stop(nats)
+
+
+def _tls_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A test CA, and a certificate it signed for 127.0.0.1 with its key."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pixie test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+@pytest.mark.slow
+async def test_the_relay_talks_to_nats_over_tls_checked_against_its_ca(tmp_path: Path) -> None:
+    """With --nats-tls-ca the relay checks NATS's certificate: a server it
+    vouches for carries the fleet's mail; without the CA the same server is
+    refused, in one line."""
+    ca, cert, key = _tls_files(tmp_path)
+    nats, port = await start_nats(
+        tmp_path, -1, "--tls", "--tlscert", str(cert), "--tlskey", str(key),
+        "--user", "relay", "--pass", "s3cret-pass",
+    )  # fmt: skip
+    fleet = Fleet(tmp_path, nats, port)
+    password = tmp_path / "password"
+    password.write_text("s3cret-pass\n")
+    login = ("--nats-user", "relay", "--nats-password-file", str(password))
+    try:
+        line = await _relay_refused(fleet, "r0", *login)  # the CA not given
+        assert "certificate" in line.lower() or "ssl" in line.lower(), line
+        await start_relay(fleet, "r1", *login, "--nats-tls-ca", str(ca))
+        await start_relay(fleet, "r2", *login, "--nats-tls-ca", str(ca))
+        alice, bob = SigningKey.generate(), SigningKey.generate()
+        sender = await _client(fleet.relays["r1"][1], alice)
+        receiver = await _client(fleet.relays["r2"][1], bob)
+        try:
+            await sender.send(bytes(bob.verify_key), _envelope(5))
+            assert await _received(receiver, 1) == [5]
+        finally:
+            await sender.aclose()
+            await receiver.aclose()
+    finally:
+        for process, _ in fleet.relays.values():
+            await stop(process)
+        await stop(nats)
