@@ -193,7 +193,7 @@ class NatsBus:
             # nats-py's default prints every reconnect failure; the relay logs
             # the outage once, through on_down. The last one says why a first
             # connection did not come up (a refused login, say).
-            seen[:] = [exc]
+            seen[:] = [*seen[-15:], exc]
 
         try:
             with trio.fail_after(timeout):
@@ -212,7 +212,9 @@ class NatsBus:
                     **options,
                 )
         except trio.TooSlowError:
-            why = f": {_why(seen[-1])}" if seen else ""
+            # A refused login says more than the reset that follows it.
+            refused = [e for e in seen if "authoriz" in str(e).lower()]
+            why = f": {_why((refused or seen)[-1])}" if seen else ""
             raise BusError(f"NATS at {url} did not answer within {timeout:g} s{why}") from None
         except (*_FAILURES, ValueError) as exc:
             raise BusError(f"cannot reach NATS at {url}: {_why(exc)}") from None

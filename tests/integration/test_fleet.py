@@ -400,6 +400,19 @@ async def test_a_strangers_flood_cannot_push_out_a_siblings_waiting_mail(tmp_pat
     assert sorted(t for t in got if t != 1) == list(range(400 - share, 400))
 
 
+async def _mail_crosses(fleet: Fleet) -> None:
+    """An envelope from a peer on r1 reaches a peer on r2."""
+    alice, bob = SigningKey.generate(), SigningKey.generate()
+    sender = await _client(fleet.relays["r1"][1], alice)
+    receiver = await _client(fleet.relays["r2"][1], bob)
+    try:
+        await sender.send(bytes(bob.verify_key), _envelope(3))
+        assert await _received(receiver, 1) == [3]
+    finally:
+        await sender.aclose()
+        await receiver.aclose()
+
+
 async def _relay_refused(fleet: Fleet, name: str, *extra: str) -> str:
     """Start relay ``name`` expecting it to refuse; its one error line."""
     with trio.fail_after(30):
@@ -446,15 +459,7 @@ async def test_the_relay_authenticates_to_nats_and_refuses_an_open_one(tmp_path:
         login = ("--nats-user", "relay", "--nats-password-file", str(password))
         await start_relay(fleet, "r1", *login)
         await start_relay(fleet, "r2", *login)
-        alice, bob = SigningKey.generate(), SigningKey.generate()
-        sender = await _client(fleet.relays["r1"][1], alice)
-        receiver = await _client(fleet.relays["r2"][1], bob)
-        try:
-            await sender.send(bytes(bob.verify_key), _envelope(3))
-            assert await _received(receiver, 1) == [3]
-        finally:
-            await sender.aclose()
-            await receiver.aclose()
+        await _mail_crosses(fleet)
     finally:
         for process, _ in fleet.relays.values():
             await stop(process)
@@ -531,15 +536,7 @@ async def test_the_relay_talks_to_nats_over_tls_checked_against_its_ca(tmp_path:
         assert "certificate" in line.lower() or "ssl" in line.lower(), line
         await start_relay(fleet, "r1", *login, "--nats-tls-ca", str(ca))
         await start_relay(fleet, "r2", *login, "--nats-tls-ca", str(ca))
-        alice, bob = SigningKey.generate(), SigningKey.generate()
-        sender = await _client(fleet.relays["r1"][1], alice)
-        receiver = await _client(fleet.relays["r2"][1], bob)
-        try:
-            await sender.send(bytes(bob.verify_key), _envelope(5))
-            assert await _received(receiver, 1) == [5]
-        finally:
-            await sender.aclose()
-            await receiver.aclose()
+        await _mail_crosses(fleet)
     finally:
         for process, _ in fleet.relays.values():
             await stop(process)
