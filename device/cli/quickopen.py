@@ -10,16 +10,14 @@ command, which says what is wrong or repairs it.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pixie.device.store.datadir import DB_NAME, ROLES
+from pixie.device.store.datadir import DB_NAME, has_identity
 from pixie.device.store.version import SCHEMA_VERSION
 
-_IDENTITY = re.compile(r"[0-9a-f]{64}")
 _META_SQL = "SELECT key, value FROM meta"
 
 
@@ -34,12 +32,7 @@ def current_meta(conn: sqlite3.Connection) -> dict[str, str] | None:
     """The meta rows of a database a quick command may read as it is, read
     inside ``conn``'s transaction; None for any other."""
     meta = {str(k): str(v) for k, v in conn.execute(_META_SQL)}
-    if (
-        meta.get("schema_version") != str(SCHEMA_VERSION)
-        or not meta.get("origin")
-        or meta.get("role") not in ROLES
-        or not _IDENTITY.fullmatch(meta.get("identity", ""))
-    ):
+    if meta.get("schema_version") != str(SCHEMA_VERSION) or not has_identity(meta):
         return None
     return meta
 

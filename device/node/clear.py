@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -13,7 +12,7 @@ from pixie.device.errors import DataDirError
 from pixie.device.notebook.clear import ClearNotebookStore
 from pixie.device.store import statedigest
 from pixie.device.store.contactbook import ContactBook, contact_items
-from pixie.device.store.datadir import ROLES, DataDir
+from pixie.device.store.datadir import DataDir, has_identity
 from pixie.device.store.db import Database
 from pixie.device.store.memlog import MemoryEvent, MemoryLog
 from pixie.device.store.mirror import MIRROR_FOLDER, MemoryTextMirror
@@ -24,7 +23,6 @@ from pixie.protocol.digest import Fingerprint, event_item
 from pixie.protocol.ids import IdMinter, minter_for
 
 # A peer's public key as the data dir records it: 32 bytes in lowercase hex.
-_IDENTITY = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -98,11 +96,7 @@ class ClearNode:
         try:
             db.check_schema()
             meta = db.meta()
-            if (
-                not meta.get("origin")
-                or meta.get("role") not in ROLES
-                or not _IDENTITY.fullmatch(str(meta.get("identity", "")))
-            ):
+            if not has_identity(meta):
                 raise DataDirError(
                     f"{data.db_path} is missing its identity (origin, role, public key)"
                 )

@@ -26,7 +26,7 @@ from pixie.device.notebook.clearview import ClearNotebook, ScoredNote
 from pixie.device.notebook.versions import NoteStamper, versioned
 from pixie.device.store import statedigest
 from pixie.device.store.contactbook import Contact
-from pixie.device.store.db import Database, Meta, driver_sql
+from pixie.device.store.db import Database, driver_sql
 from pixie.device.store.holdings import RELEASE_LATER_SQL, make_resident
 from pixie.device.store.memlog import EventKind, MemoryEvent, MemoryLog, NewEvent
 from pixie.device.store.notes import (
@@ -48,7 +48,6 @@ from pixie.device.store.notes import (
     unsaid,
 )
 from pixie.device.store.notetable import Note, record_marks, to_clear_note
-from pixie.device.store.statedigest import DIGEST_KEY
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.digest import note_item
 from pixie.protocol.hlc import Stamp
@@ -317,7 +316,7 @@ class ClearNotebookStore:
         if changed:
             conn.executemany(_UPDATE_SQL, [row.update_values() for row in changed.values()])
         if added or removed:
-            _move_digest(session, conn, added, removed)
+            statedigest.update(session, add=added, remove=removed)
             record_marks(session, [r.updated_at for r in (*created.values(), *changed.values())])
         return results
 
@@ -402,7 +401,7 @@ class ClearNotebookStore:
             row.user_edited = True
             row.updated_at, row.updated_wall = stamp.encode(), stamp.wall_ms * 1000
             conn.execute(_EDIT_SQL, _EDIT_VALUES(row))
-            _move_digest(session, conn, [row.version()], [old])
+            statedigest.update(session, add=[row.version()], remove=[old])
             record_marks(session, [row.updated_at])
             return True
 
@@ -550,7 +549,7 @@ class ClearNotebookStore:
         # On the driver, as the batched upsert inserts.
         conn = _driver(session)
         conn.execute(_INSERT_SQL, row.insert_values())
-        _move_digest(session, conn, [row.version()], [])
+        statedigest.update(session, add=[row.version()])
         record_marks(session, [row.updated_at])
         return note_id
 
@@ -746,17 +745,6 @@ def _stored_rows(
                 assert row.identity_key is not None  # it matched one
                 found[(row.kind, row.identity_key)] = row
     return found
-
-
-def _move_digest(
-    session: Session, conn: sqlite3.Connection, added: Sequence[bytes], removed: Sequence[bytes]
-) -> None:
-    """`statedigest.update` through the driver, unless the session holds the
-    digest's row (then through it, so the two never disagree)."""
-    if session.identity_map.get(session.identity_key(Meta, DIGEST_KEY)) is not None:
-        statedigest.update(session, add=added, remove=removed)
-    else:
-        statedigest.update_on(conn, add=added, remove=removed)
 
 
 __all__ = [

@@ -8,6 +8,7 @@ directory platformdirs gives for this OS (``~/.local/share/pixie`` on Linux,
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,17 @@ DATA_ENV = "PIXIE_DATA"
 DB_NAME = "pixie.db"
 CONFIG_NAME = "config.toml"
 ROLES = ("device", "homebase")
+_IDENTITY = re.compile(r"[0-9a-f]{64}")
+
+
+def has_identity(meta: dict[str, str]) -> bool:
+    """Whether a database's meta rows name this peer whole: an origin, a
+    role, and a public key (64 hex digits)."""
+    return (
+        bool(meta.get("origin"))
+        and meta.get("role") in ROLES
+        and bool(_IDENTITY.fullmatch(str(meta.get("identity", ""))))
+    )
 
 
 def resolve_data_dir(flag: str | None) -> Path:

@@ -172,11 +172,6 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= _SIGN else value
 
 
-def row_of(key: bytes, h: int) -> tuple[int, int, bytes]:
-    """The ``digest_item`` row of an item with this key and hash."""
-    return (h >> 192) - _SIGN, _signed(h & _TAG_MASK), key
-
-
 def hash_part(top: int, tag: int) -> tuple[int, int]:
     """A stored row's (top 64 bits, tag) as unsigned integers."""
     return top + _SIGN, tag & _TAG_MASK
@@ -238,7 +233,7 @@ def _rows(
     cell_shift = 256 - CELL_BITS
     for key, h in pairs:
         tag = h & _TAG_MASK
-        rows.append(((h >> 192) - _SIGN, tag - (1 << 64) if tag >= _SIGN else tag, key, sign))
+        rows.append(((h >> 192) - _SIGN, _signed(tag), key, sign))
         moved = cells.get(h >> cell_shift)
         if moved is None:
             cells[h >> cell_shift] = [sign * (tag >> 32), sign * (tag & _HALF), sign]
@@ -250,8 +245,8 @@ def _rows(
 
 
 def is_built(db: Database) -> bool:
-    rows = db.peek(_BUILT_SQL)
-    return bool(rows) and rows[0][0] == "built"
+    with db.snapshot() as conn:
+        return is_built_on(conn)
 
 
 def is_built_on(conn: sqlite3.Connection) -> bool:
@@ -469,7 +464,6 @@ __all__ = [
     "merge",
     "parts",
     "rebuild",
-    "row_of",
     "stored",
     "write",
 ]

@@ -226,7 +226,7 @@ def test_status_answers_without_the_database_layer_as_the_full_command_does(
         parser = build_parser("status")
         datadir.cmd_status(parser.parse_args(argv))
         assert printed == capsys.readouterr().out
-    assert "events: 8" not in printed and '"events": 7' in printed
+    assert '"events": 7' in printed
     assert '"sealed_notes": 1' in printed and '"clear_notes": 1' in printed
     assert "1 round trip, 3 items taken in" in _status(["--data", str(data), "status"], keys)[0]
 
@@ -344,4 +344,4 @@ def test_notebook_search_by_meaning_keeps_its_vectors_through_the_plain_connecti
     assert vectors == 2
     notebook_cli.cmd_notebook_search(build_parser("notebook").parse_args(argv))
     assert "\n".join(printed) + "\n" == capsys.readouterr().out
-    assert "Kitchen" in printed[0] or any("Kitchen" in line for line in printed)
+    assert any("Kitchen" in line for line in printed)
