@@ -36,6 +36,7 @@ from .server import Relay, RelayConfig
 _DEFAULT = RelayConfig()
 _DEFAULT_MAIL = MailboxLimits()
 _DEFAULT_FLEET_ACK_WAIT = 10.0  # `FleetConfig.ack_wait`
+_DEFAULT_HOT_DEADLINE = 10.0  # `FleetConfig.hot_deadline`
 # How many seconds of the steady rate a client may send at once.
 BURST_SECONDS = 4.0
 
@@ -171,6 +172,7 @@ def fleet_from_args(args: argparse.Namespace) -> FleetConfig | None:
         secret=read_secret(args.fleet_secret_file),
         replicas=args.nats_replicas,
         ack_wait=args.nats_ack_wait,
+        hot_deadline=args.nats_hot_deadline,
         auth=NatsAuth(
             creds=args.nats_creds,
             nkey_seed=args.nats_nkey_seed,
@@ -382,6 +384,15 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="mail a relay took from JetStream but never wrote (it died) is handed out "
         f"again after this long (default {_DEFAULT_FLEET_ACK_WAIT:g})",
+    )
+    p.add_argument(
+        "--nats-hot-deadline",
+        type=_positive_float,
+        default=_DEFAULT_HOT_DEADLINE,
+        metavar="SECONDS",
+        help="mail handed to the relay its recipient is on, and not reported written "
+        "within this long (that relay died or froze), goes to JetStream after all "
+        f"(default {_DEFAULT_HOT_DEADLINE:g})",
     )
     for flag, what in _NATS_FILES:
         p.add_argument(flag, type=_existing_file, metavar="FILE", help=what)

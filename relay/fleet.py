@@ -72,8 +72,11 @@ class FleetKeys:
         self._secret = secret
 
     def name(self, key: bytes) -> str:
-        digest = hmac.new(self._secret, _SUBJECT_LABEL + key, hashlib.sha256).hexdigest()
-        return digest[:32]
+        return self.raw_name(key).hex()
+
+    def raw_name(self, key: bytes) -> bytes:
+        """The key's name in the fleet: 16 bytes of its keyed hash."""
+        return hmac.new(self._secret, _SUBJECT_LABEL + key, hashlib.sha256).digest()[:16]
 
     def subject(self, recipient: bytes, sender: bytes) -> str:
         """Where ``sender``'s mail to ``recipient`` waits: a subject of its own,
@@ -210,6 +213,13 @@ class FleetConfig:
     health_interval: float = 2.0
     call_timeout: float = 5.0  # any one call to NATS
     nak_delay: float = 1.0  # an outbox that refused mail is offered it again after this
+    # The hot path (`pixie.relay.hotpath`): a relay's claim to a connected key
+    # lapses unless renewed within this long (it is renewed every third of it).
+    presence_lease: float = 30.0
+    # Mail handed to another relay directly and not reported written within
+    # this long goes to JetStream after all (a duplicate at worst).
+    hot_deadline: float = 10.0
+    hot_batch_bytes: int = 256 << 10  # one batch to one relay, past its first envelope
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("nats://", "tls://", "ws://", "wss://")):
@@ -227,6 +237,9 @@ class FleetConfig:
             "health_interval",
             "call_timeout",
             "nak_delay",
+            "presence_lease",
+            "hot_deadline",
+            "hot_batch_bytes",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not value > 0 or not math.isfinite(value):

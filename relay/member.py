@@ -23,13 +23,16 @@ from nats.aio.msg import Msg
 from pixie.protocol import relaywire
 
 from .fleet import STREAM, FleetConfig, FleetKeys, pack, stream_plan, unpack
+from .hotpath import HotPath
 from .logs import Throttle, event
 from .mailbox import MailboxLimits
 from .natsbus import ACK, BusError, NatsBus, nak, status
+from .natscore import CoreLink
 
-# An outbox files fleet deliveries under FLEET_SENDER (no key is that short): the
-# fleet's mail takes its turn with each local sender's, and is counted apart so
-# that it is acked only once written (see `pixie.relay.server.Outbox`).
+# An outbox files JetStream's deliveries under FLEET_SENDER (no key is that
+# short): the fleet's mail takes its turn with each local sender's, and is
+# counted apart so that it is acked only once written (see
+# `pixie.relay.server.Outbox`).
 from .server import FLEET_SENDER
 
 INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
@@ -43,6 +46,8 @@ SENDERS_TRACKED = 65_536  # senders whose bytes published lately are counted
 
 class FleetOutbox(Protocol):
     def put(self, frame: bytes, envelope: bool, sender: bytes = b"") -> str | None: ...
+
+    def put_all(self, frames: list[bytes], size: int, sender: bytes) -> bool: ...
 
 
 class FleetConnection(Protocol):
@@ -73,6 +78,10 @@ class _Delivery:
 Park = Callable[[bytes, bytes, bytes], None]
 
 
+def _nothing() -> None:
+    return None
+
+
 class FleetMember:
     """One relay's part in the fleet: its NATS connection, what it publishes,
     and the mail it pulls for each of its connected peers."""
@@ -87,6 +96,7 @@ class FleetMember:
         self._up_changed = trio.Event()
         self._park: Park = _nowhere
         self._restored: Callable[[], None] = _nothing
+        self._held: Callable[[], None] = _nothing
         self._subjects: dict[tuple[bytes, bytes], str] = {}
         # What each sender published through this relay lately, and since when.
         self._sent: dict[bytes, tuple[int, float]] = {}
@@ -101,6 +111,13 @@ class FleetMember:
         self._replies: deque[tuple[str, bytes]] = deque()
         self._reply_wake = trio.Event()
         self._deliveries: dict[FleetConnection, _Delivery] = {}
+        try:
+            link: CoreLink | None = CoreLink(
+                config.url, config.auth, timeout=config.call_timeout, on_down=self._hot_down
+            )
+        except BusError:  # (ws:// and wss://: JetStream carries everything)
+            link = None
+        self.hot = HotPath(config, self.keys, link, self._hot_fallback, config.publish_queue_bytes)
         self._log = Throttle(trio.current_time)
         self.counters: dict[str, int] = dict.fromkeys(
             (
@@ -144,14 +161,20 @@ class FleetMember:
         event(INFO, "fleet", nats=config.url, stream=STREAM, replicas=config.replicas)
         return fleet
 
-    def bind(self, park: Park, restored: Callable[[], None]) -> None:
+    def bind(
+        self, park: Park, restored: Callable[[], None], held: Callable[[], None] = _nothing
+    ) -> None:
         """``park`` holds mail here that NATS did not take; ``restored`` is called
-        when NATS answers again after an outage."""
+        when NATS answers again after an outage; ``held`` now and then, to hand
+        mail held here to the relays its recipients turned up on."""
         self._park = park
         self._restored = restored
+        self._held = held
 
     async def close(self) -> None:
         self._closing = True  # the disconnection that follows is no outage
+        if self.up:
+            await self.hot.leaving()
         await self._bus.close(self.config.call_timeout)
 
     # -- health -------------------------------------------------------------------
@@ -194,6 +217,9 @@ class FleetMember:
             else:
                 self.came_up()
             self._overdue()
+            self.hot.sweep()
+            if self.up:
+                self._held()
             await trio.sleep(interval)
 
     async def _wait_up(self) -> None:
@@ -203,8 +229,32 @@ class FleetMember:
     # -- publishing ---------------------------------------------------------------
 
     def forward(self, recipient: bytes, sender: bytes, envelope: bytes) -> bool:
-        """Queue ``envelope`` for NATS; False if NATS is down or far behind (the
-        caller then keeps it in its own mailbox)."""
+        """Hand ``envelope`` to the relay its recipient is connected to, or else
+        queue it for JetStream; False if NATS is down or far behind (the caller
+        then keeps it in its own mailbox)."""
+        if not self.up:
+            self.counters["kept_here"] += 1
+            return False
+        return self.hot.send_one(recipient, sender, envelope) or self._to_stream(
+            recipient, sender, envelope
+        )
+
+    def forward_frames(self, recipient: bytes, sender: bytes, frames: list[bytes]) -> bool:
+        """Hand Deliver ``frames`` from ``sender`` to the relay its recipient is
+        connected to, all together; False if none has it or there is no room
+        (the caller then forwards them one by one)."""
+        return self.up and self.hot.send(recipient, sender, frames)
+
+    def _hot_down(self, why: str) -> None:
+        self._log.event(WARNING, "fleet_hot_down", "link", nats=self.config.url, reason=why)
+
+    def _hot_fallback(self, recipient: bytes, sender: bytes, envelope: bytes) -> None:
+        """Mail the hot path gave up on: to JetStream, or else kept here."""
+        if not self._to_stream(recipient, sender, envelope):
+            self._park(recipient, sender, envelope)
+
+    def _to_stream(self, recipient: bytes, sender: bytes, envelope: bytes) -> bool:
+        """Queue ``envelope`` for JetStream; False if NATS is down or far behind."""
         size = len(envelope)
         if (
             not self.up
@@ -367,6 +417,7 @@ class FleetMember:
         JetStream at once (a nak) for wherever the peer turns up next."""
         delivery = _Delivery(conn)
         self._deliveries[conn] = delivery
+        self.hot.join(conn)
         name, subject = self.keys.consumer(conn.key), self.keys.mailbox(conn.key)
         backoff = 0.1
         try:
@@ -390,6 +441,7 @@ class FleetMember:
                     backoff = min(backoff * 2, self.config.health_interval * 2)
         finally:
             del self._deliveries[conn]
+            self.hot.leave(conn)
             if delivery.pending:
                 for reply in delivery.pending:
                     self._reply(reply, nak(0))
@@ -436,8 +488,15 @@ class FleetMember:
             return
         delivery.pending.append(msg.reply)
 
-    def written(self, conn: FleetConnection, count: int) -> None:
-        """``count`` of ``conn``'s fleet mail, the oldest, reached its peer: ack it."""
+    def written(self, conn: FleetConnection, taken: dict[bytes, int]) -> None:
+        """So many frames of each of ``conn``'s fleet senders (``taken``, which
+        the caller hands over) reached its peer: ack JetStream's, and tell the
+        hot path of the rest."""
+        count = taken.pop(FLEET_SENDER, 0)
+        if taken:
+            self.hot.written(conn, taken)
+        if not count:
+            return
         delivery = self._deliveries.get(conn)
         if delivery is None:
             return
@@ -456,10 +515,12 @@ class FleetMember:
             nursery.start_soon(self._publish_loop)
             nursery.start_soon(self._reply_loop)
             nursery.start_soon(self._watch)
+            nursery.start_soon(self.hot.run)
 
     def stats(self) -> dict[str, Any]:
         return {
             **self.counters,
+            **self.hot.stats(),
             "up": self.up,
             "publish_queue": len(self._queue),
             "recipients_pulling": len(self._deliveries),
@@ -467,10 +528,6 @@ class FleetMember:
 
 
 def _nowhere(recipient: bytes, sender: bytes, envelope: bytes) -> None:
-    return None
-
-
-def _nothing() -> None:
     return None
 
 

@@ -300,6 +300,36 @@ class NatsBus:
 
         await self._call("publish", publish_all, timeout)
 
+    async def send(
+        self, messages: Iterable[tuple[str, bytes]], timeout: float = CALL_TIMEOUT
+    ) -> None:
+        """Publish every message on core NATS, in order: no stream stores it, and
+        it reaches whoever reads its subject now, or no one."""
+        batch = list(messages)
+        publish = self._nc.publish
+
+        async def send_all() -> None:
+            for subject, payload in batch:
+                await publish(subject, payload)
+
+        await self._call("publish", send_all, timeout)
+
+    async def listen(
+        self, subject: str, on_message: Callable[[Msg], None], timeout: float = CALL_TIMEOUT
+    ) -> Subscription:
+        """Read ``subject`` on core NATS: each message goes to ``on_message`` (on
+        this thread, in arrival order). The client renews the subscription by
+        itself after a reconnection."""
+
+        async def handle(msg: Msg) -> None:
+            on_message(msg)
+
+        async def subscribe() -> Subscription:
+            return await self._nc.subscribe(subject, cb=handle)
+
+        subscription: Subscription = await self._call("subscribe", subscribe, timeout)
+        return subscription
+
     async def subscribe(
         self, on_message: Callable[[Msg], None], timeout: float = CALL_TIMEOUT
     ) -> tuple[str, Subscription]:

@@ -26,9 +26,11 @@ connected recipients are routed one by one through it instead of the fast path,
 and may be dropped, delayed, duplicated or reordered on purpose.
 
 In a fleet (``Relay(fleet=...)``, see `pixie.relay.fleet` and `pixie.relay.member`)
-an envelope whose recipient is not connected here goes to NATS JetStream instead
-of this relay's mailboxes, and each connected peer's mail from other relays is
-pulled into its outbox; without one nothing here changes.
+an envelope whose recipient is connected to another relay is handed to that
+relay over core NATS (`pixie.relay.hotpath`); one whose recipient is connected
+nowhere goes to NATS JetStream instead of this relay's mailboxes, and each
+connected peer's mail waiting there is pulled into its outbox. Without a fleet
+nothing here changes.
 """
 
 from __future__ import annotations
@@ -77,9 +79,16 @@ HANDSHAKE_BUFFER_BYTES = 1024
 # header and its place in the list: measured at about 42 bytes; rounded up). It is
 # charged against the outbox bounds, so tiny frames cannot hold more than they say.
 FRAME_OVERHEAD = 64
-# The sender an outbox files a fleet's deliveries under (`pixie.relay.fleet`);
-# no key is this short.
-FLEET_SENDER = b"fleet"
+# The senders an outbox files a fleet's deliveries under, which no key can be
+# (a key is 32 bytes and these are not): FLEET_SENDER for mail from JetStream,
+# and HOT_SENDER and a sender's key for mail from that sender that another
+# relay handed over directly (`pixie.relay.hotpath`), so each such sender keeps
+# its own share of the outbox. Their frames are counted as they are taken
+# (`Outbox.taken`), for the fleet to report them once written.
+FLEET_SENDER = b"\x00"
+HOT_SENDER = b"\x01"
+# Told apart from keys by length alone (a key may begin with any byte).
+_TRACKED = frozenset((len(FLEET_SENDER), len(HOT_SENDER) + relaywire.KEY_BYTES))
 
 
 def fingerprint(key: bytes) -> str:
@@ -249,9 +258,9 @@ class Outbox:
         "_shares",
         "budget",
         "bytes",
-        "fleet_taken",
         "max_bytes",
         "max_frames",
+        "taken",
     )
 
     def __init__(self, max_frames: int, max_bytes: int, budget: ByteBudget) -> None:
@@ -266,9 +275,10 @@ class Outbox:
         self._count = 0
         self._ready = trio.Event()
         self.bytes = 0
-        # Fleet deliveries (sender `FLEET_SENDER`) taken for writing and not yet
-        # reported written: the fleet acks them to JetStream only once written.
-        self.fleet_taken = 0
+        # Fleet deliveries (`FLEET_SENDER`, `HOT_SENDER` + key) taken for writing
+        # and not yet reported written, by sender: the fleet settles them only
+        # once written.
+        self.taken: dict[bytes, int] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -361,8 +371,8 @@ class Outbox:
         if len(queues) == 1 and self.bytes <= max_bytes:  # one sender, all of it: as it is
             ((sender, queue),) = queues.items()
             out += queue
-            if sender == FLEET_SENDER:
-                self.fleet_taken += len(queue)
+            if len(sender) in _TRACKED:
+                self.taken[sender] = self.taken.get(sender, 0) + len(queue)
             queues.clear()
             del self._shares[sender]
             total = self.bytes
@@ -399,10 +409,11 @@ class Outbox:
                 if at + 1 < len(queue):
                     still.append(sender)
             senders = still
-        self.fleet_taken += taken.get(FLEET_SENDER, 0)
         for sender, count in taken.items():
             if not count:
                 continue
+            if len(sender) in _TRACKED:
+                self.taken[sender] = self.taken.get(sender, 0) + count
             share = shares[sender]
             if count == share[0]:
                 del queues[sender], shares[sender]
@@ -418,8 +429,9 @@ class Outbox:
         return total
 
     def clear(self) -> int:
-        """Discard everything; return how many envelopes were discarded."""
-        envelopes = self._count - len(self._controls)
+        """Discard everything; return how many envelopes were lost with it (the
+        fleet's own are not: it hands those back for delivery elsewhere)."""
+        envelopes = sum(len(q) for s, q in self._queues.items() if len(s) not in _TRACKED)
         self._controls = []
         self._queues.clear()
         self._shares.clear()
@@ -523,7 +535,7 @@ class Relay:
         self._fleet = fleet
         if fleet is not None:
             self._park = self._park_in_fleet
-            fleet.bind(self._keep_here, self._hand_to_fleet)
+            fleet.bind(self._keep_here, self._hand_to_fleet, self._hand_over)
         # Whom each key writes to: a recipient's correspondents keep their place in
         # its mailbox (see `pixie.relay.mailbox`). Noted for every Send routed.
         self._wrote = self._mailboxes.correspondents.note
@@ -1011,8 +1023,13 @@ class Relay:
                             conn.close(hangup)
                             return
                     # One chunk's frames at a time, then the other connections' turn:
-                    # a burst of tiny frames cannot hold the event loop.
-                    await trio.lowlevel.checkpoint()
+                    # a burst of tiny frames cannot hold the event loop. (In a fleet,
+                    # what the chunk handed to other relays goes out first.)
+                    if self._fleet is None:
+                        await trio.lowlevel.checkpoint()
+                    else:
+                        await self._fleet.hot.flush()
+                        await trio.lowlevel.checkpoint()
                     got = await self._receive(conn, timer)
                     if isinstance(got, Hangup):
                         conn.close(got)
@@ -1082,12 +1099,16 @@ class Relay:
         target = self._clients.get(recipient)
         # Offline, or still draining its mailbox: queue behind what waits there.
         outbox = target.outbox if target is not None and target.live else None
-        if (
-            allowed
-            and outbox is not None
-            and outbox.put_all(frames, sum(map(len, frames)), conn.key)
-        ):
-            return
+        if allowed:
+            if outbox is not None:
+                if outbox.put_all(frames, sum(map(len, frames)), conn.key):
+                    return
+            elif (
+                self._fleet is not None
+                and target is None
+                and self._fleet.forward_frames(recipient, conn.key, frames)
+            ):
+                return  # connected to another relay of the fleet: handed over
         drops = self._drops
         limited = 0
         for frame in frames:
@@ -1171,6 +1192,20 @@ class Relay:
                 if not fleet.forward(recipient, sender, envelope):
                     self._mailboxes.put(recipient, envelope, now, sender)
 
+    def _hand_over(self) -> None:
+        """Mail held here (NATS was down, or its sender past its share of the
+        stream) for a key now connected to another relay goes to that relay."""
+        fleet = self._fleet
+        assert fleet is not None
+        now = trio.current_time()
+        for recipient in self._mailboxes.holding():
+            if recipient in self._clients or not fleet.hot.elsewhere(recipient):
+                continue
+            mail = self._mailboxes.take(recipient, now, max_count=1 << 30, max_bytes=1 << 62)
+            for sender, envelope in mail:
+                if not fleet.hot.send_one(recipient, sender, envelope):
+                    self._mailboxes.put(recipient, envelope, now, sender)
+
     def _put(self, target: _Connection, frame: bytes) -> None:
         refused = target.outbox.put(frame, True)
         if refused is not None:
@@ -1196,10 +1231,10 @@ class Relay:
         while True:
             frames, envelopes = await outbox.take(WRITE_BATCH_BYTES)
             await self._write(conn, frames, envelopes)
-            if outbox.fleet_taken:
+            if outbox.taken:
                 assert fleet is not None
-                fleet.written(conn, outbox.fleet_taken)
-                outbox.fleet_taken = 0
+                taken, outbox.taken = outbox.taken, {}
+                fleet.written(conn, taken)
 
     async def _write(self, conn: _Connection, frames: list[bytes], envelopes: int) -> None:
         data = frames[0] if len(frames) == 1 else b"".join(frames)

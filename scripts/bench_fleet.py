@@ -7,14 +7,22 @@ relaywire clients, in this process.
 
 1. One relay against two relays bridged by NATS, with 1 and 50 sender/receiver
    pairs. On one relay every pair is local; bridged, every sender is on the
-   first relay and every receiver on the second, so each envelope is published
-   to JetStream, stored, pulled by the other relay and acked. Throughput: each
+   first relay and every receiver on the second, so each envelope crosses NATS
+   (on the hot path once the first relay has heard where the receiver is; see
+   `pixie.relay.hotpath`). Throughput: each
    sender keeps a window of envelopes in flight (below the mailbox and outbox
    bounds, so nothing is dropped). Latency: each sender keeps one envelope in
    flight and the receiver notes when it arrives (the envelope carries its send
    time). Printed with the fleet's figures as ratios to one relay's.
 2. A fleet of 1, 2 and 3 relays, 50 pairs spread over them as peers would be (a
    pair is on one relay, or across two, as it falls): total throughput.
+
+Beside each throughput, what an envelope costs: the CPU time (user and system,
+from /proc) the relays used during the run divided by the envelopes delivered;
+for a fleet, every relay's and nats-server's together. A machine with two cores
+cannot show three relays' throughput, but it can show what each envelope costs
+the fleet. Where the machine has a CPU for each process and one more for the
+peers, each relay and nats-server is pinned to its own (``--no-pin`` not to).
 
 Every run is bounded by an envelope count and by time; each figure is the
 median of a few runs.
@@ -133,6 +141,31 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time the processes have used so far, in all."""
+    total = 0
+    for pid in pids:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+        fields = text.rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+def pin(processes: list[subprocess.Popen[bytes]]) -> bool:
+    """Give each process a CPU of its own, leaving one for the peers, where
+    the machine has enough; whether it did."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) < len(processes) + 1:
+        return False
+    for process, cpu in zip(processes, cpus[1:], strict=False):
+        os.sched_setaffinity(process.pid, {cpu})
+    os.sched_setaffinity(0, {cpus[0]})
+    return True
+
+
 # -- peers (in this process) -----------------------------------------------------
 
 
@@ -229,7 +262,8 @@ async def pump(pair: Pair, count: int, window: int, latencies: list[float]) -> N
 async def one_run(
     pairs: list[Pair], total: int, window: int, seconds: float
 ) -> tuple[float, list[float], bool]:
-    """(envelopes per second, latencies in ms, whether every envelope arrived)."""
+    """(envelopes per second, latencies in ms, whether every envelope arrived);
+    the envelopes received are in each pair's ``received``."""
     per_pair = max(1, total // len(pairs))
     latencies: list[float] = []
     started = time.perf_counter()
@@ -247,20 +281,40 @@ class Figures:
     rate: float
     p50: float
     p99: float
+    cpu_us: float  # CPU time of the relays (and nats-server) per envelope, in µs
+
+
+async def timed_run(
+    pairs: list[Pair], pids: list[int], seconds: float
+) -> tuple[float, float, bool]:
+    """A throughput run: (envelopes per second, CPU µs per envelope of
+    ``pids``, whether every envelope arrived)."""
+    before = cpu_seconds(pids)
+    rate, _, whole = await one_run(pairs, THROUGHPUT_COUNT, WINDOW, seconds)
+    spent = cpu_seconds(pids) - before
+    done = sum(p.received for p in pairs)
+    return rate, (spent / done * 1e6 if done else float("nan")), whole
 
 
 async def measure(
-    senders: list[int], receivers: list[int], pair_count: int, seconds: float, repeat: int
+    senders: list[int],
+    receivers: list[int],
+    pair_count: int,
+    seconds: float,
+    repeat: int,
+    pids: list[int],
 ) -> Figures:
     rates: list[float] = []
+    cpus: list[float] = []
     p50s: list[float] = []
     p99s: list[float] = []
     pairs = await make_pairs(pair_count, senders, receivers)
     try:
         await one_run(pairs, THROUGHPUT_COUNT // 10, WINDOW, seconds)  # warm-up
         for _ in range(repeat):
-            rate, _, whole = await one_run(pairs, THROUGHPUT_COUNT, WINDOW, seconds)
+            rate, cpu, whole = await timed_run(pairs, pids, seconds)
             rates.append(rate)
+            cpus.append(cpu)
             if not whole:  # cut by time: start afresh rather than read leftovers
                 await close(pairs)
                 pairs = await make_pairs(pair_count, senders, receivers)
@@ -274,7 +328,7 @@ async def measure(
                 pairs = await make_pairs(pair_count, senders, receivers)
     finally:
         await close(pairs)
-    return Figures(_median(rates), _median(p50s), _median(p99s))
+    return Figures(_median(rates), _median(p50s), _median(p99s), _median(cpus))
 
 
 def _median(values: list[float]) -> float:
@@ -290,7 +344,7 @@ def spread(count: int, relays: list[int]) -> tuple[list[int], list[int]]:
     return senders, receivers
 
 
-async def run(seconds: float, repeat: int) -> dict[str, object]:
+async def run(seconds: float, repeat: int, pinned: bool) -> dict[str, object]:
     rows: list[dict[str, object]] = []
     scale: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as name:
@@ -303,26 +357,34 @@ async def run(seconds: float, repeat: int) -> dict[str, object]:
             fleet = [start_relay(tmp, f"fleet{i}", url) for i in range(3)]
             processes += [p for p, _ in fleet]
             ports = [port for _, port in fleet]
+            # The fleet's cost is every relay's and nats-server's; one relay's is its own.
+            fleet_pids = [nats.pid, *(p.pid for p, _ in fleet)]
+            if pinned:
+                pinned = pin([nats, single, *(p for p, _ in fleet)])
             for pair_count in (1, 50):
-                one = await measure([single_port], [single_port], pair_count, seconds, repeat)
-                two = await measure([ports[0]], [ports[1]], pair_count, seconds, repeat)
+                one = await measure(
+                    [single_port], [single_port], pair_count, seconds, repeat, [single.pid]
+                )
+                two = await measure([ports[0]], [ports[1]], pair_count, seconds, repeat, fleet_pids)
                 rows.append({"pairs": pair_count, "one_relay": one, "bridged": two})
             for k in (1, 2, 3):
                 senders, receivers = spread(50, ports[:k])
                 pairs = [list(pair) for pair in zip(senders, receivers, strict=True)]
                 local = sum(s == r for s, r in pairs)
-                figures = await _spread_measure(senders, receivers, seconds, repeat)
-                scale.append({"relays": k, "pairs": 50, "local_pairs": local, "rate": figures})
+                rate, cpu = await _spread_measure(senders, receivers, seconds, repeat, fleet_pids)
+                scale.append(
+                    {"relays": k, "pairs": 50, "local_pairs": local, "rate": rate, "cpu_us": cpu}
+                )
         finally:
             for process in reversed(processes):
                 stop(process)
-    return {"cpus": cpu_count(), "size": SIZE, "compare": rows, "scale": scale}
+    return {"cpus": cpu_count(), "pinned": pinned, "size": SIZE, "compare": rows, "scale": scale}
 
 
 async def _spread_measure(
-    senders: list[int], receivers: list[int], seconds: float, repeat: int
-) -> float:
-    rates = []
+    senders: list[int], receivers: list[int], seconds: float, repeat: int, pids: list[int]
+) -> tuple[float, float]:
+    rates, cpus = [], []
     pairs = []
     for s, r in zip(senders, receivers, strict=True):
         receiver, sender = await login(r), await login(s)
@@ -330,8 +392,9 @@ async def _spread_measure(
     try:
         await one_run(pairs, THROUGHPUT_COUNT // 10, WINDOW, seconds)
         for _ in range(repeat):
-            rate, _, whole = await one_run(pairs, THROUGHPUT_COUNT, WINDOW, seconds)
+            rate, cpu, whole = await timed_run(pairs, pids, seconds)
             rates.append(rate)
+            cpus.append(cpu)
             if not whole:
                 await close(pairs)
                 pairs = []
@@ -340,16 +403,24 @@ async def _spread_measure(
                     pairs.append(Pair(sender, receiver))
     finally:
         await close(pairs)
-    return _median(rates)
+    return _median(rates), _median(cpus)
 
 
 def report(result: dict[str, object]) -> str:
+    placed = (
+        "each relay and nats-server pinned to a CPU of its own"
+        if result["pinned"]
+        else "nats-server, every relay and the peers share them"
+    )
     lines = [
-        f"relay fleet on NATS JetStream: {SIZE} B envelopes, {result['cpus']} CPUs on this "
-        "machine (nats-server, every relay and the peers share them)",
+        f"relay fleet on NATS: {SIZE} B envelopes, {result['cpus']} CPUs on this machine "
+        f"({placed})",
+        "CPU µs/env: CPU time per envelope delivered, of the one relay, or of every relay "
+        "of the fleet plus nats-server",
         "",
         "one relay vs two relays bridged by NATS (senders on one, receivers on the other)",
         f"{'pairs':>5}  {'one relay env/s':>15}  {'bridged env/s':>13}  {'ratio':>5}  "
+        f"{'CPU µs/env one/bridged':>22}  {'ratio':>5}  "
         f"{'p50 ms one/bridged':>19}  {'p99 ms one/bridged':>19}  {'p50 ratio':>9}  "
         f"{'p99 ratio':>9}",
     ]
@@ -357,20 +428,23 @@ def report(result: dict[str, object]) -> str:
         one, two = row["one_relay"], row["bridged"]
         lines.append(
             f"{row['pairs']:>5}  {one.rate:>15,.0f}  {two.rate:>13,.0f}  "
-            f"{two.rate / one.rate:>5.2f}  {one.p50:>8.2f} / {two.p50:>8.2f}  "
+            f"{two.rate / one.rate:>5.2f}  {one.cpu_us:>10.1f} / {two.cpu_us:>9.1f}  "
+            f"{two.cpu_us / one.cpu_us:>5.2f}  {one.p50:>8.2f} / {two.p50:>8.2f}  "
             f"{one.p99:>8.2f} / {two.p99:>8.2f}  {two.p50 / one.p50:>9.1f}  "
             f"{two.p99 / one.p99:>9.1f}"
         )
     lines += [
         "",
         "a fleet of k relays, 50 pairs spread over them",
-        f"{'relays':>6}  {'local pairs':>11}  {'env/s':>9}  {'vs 1 relay':>10}",
+        f"{'relays':>6}  {'local pairs':>11}  {'env/s':>9}  {'vs 1 relay':>10}  "
+        f"{'CPU µs/env':>10}  {'vs 1 relay':>10}",
     ]
-    base = result["scale"][0]["rate"]  # type: ignore[index]
+    base = result["scale"][0]  # type: ignore[index]
     for row in result["scale"]:  # type: ignore[attr-defined]
         lines.append(
             f"{row['relays']:>6}  {row['local_pairs']:>11}  {row['rate']:>9,.0f}  "
-            f"{row['rate'] / base:>10.2f}"
+            f"{row['rate'] / base['rate']:>10.2f}  {row['cpu_us']:>10.1f}  "
+            f"{row['cpu_us'] / base['cpu_us']:>10.2f}"
         )
     return "\n".join(lines)
 
@@ -380,8 +454,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="bound on each run")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="never pin processes to CPUs (by default each relay and nats-server gets a "
+        "CPU of its own when the machine has enough)",
+    )
     args = parser.parse_args()
-    result = trio.run(run, args.seconds, args.repeat)
+    result = trio.run(run, args.seconds, args.repeat, not args.no_pin)
     if args.json:
 
         def plain(value: object) -> object:

@@ -45,6 +45,7 @@ pytestmark = pytest.mark.skipif(
 SECRET = "a fleet secret for tests, 32 b"
 # Mail a killed relay took but never acked comes back this soon.
 ACK_WAIT = "1"
+HOT_DEADLINE = "2"  # mail handed to a relay that does not answer goes to JetStream after this
 
 
 @dataclass
@@ -125,6 +126,8 @@ async def start_relay(fleet: Fleet, name: str, *extra: str) -> None:
             fleet.url,
             "--nats-ack-wait",
             ACK_WAIT,
+            "--nats-hot-deadline",
+            HOT_DEADLINE,
             "--stats-interval",
             "1",
             *(extra or ("--nats-insecure",)),
@@ -337,10 +340,7 @@ async def test_mail_waits_in_jetstream_through_a_nats_restart(tmp_path: Path) ->
             # Bob is away: his mail goes to JetStream, into file storage.
             for tag in range(5):
                 await sender.send(bob_key, _envelope(tag))
-            probe = await _client(port2, carol)  # a round trip through r2's fleet: mail
-            await sender.send(carol_key, _envelope(99))  # sent after Bob's is stored first
-            assert await _received(probe, 1) == [99]
-            await probe.aclose()
+            await wait_for("Bob's mail stored", lambda: _published(fleet.log("r1")) == 5)
 
             # NATS goes away: one clear line, and r1 still serves its own peers.
             await stop(fleet.nats)
@@ -374,19 +374,16 @@ async def test_a_strangers_flood_cannot_push_out_a_siblings_waiting_mail(tmp_pat
     flood pushes out only its own older envelopes."""
     async with fleet_of(tmp_path, "r1", "r2") as fleet:
         port1, port2 = fleet.relays["r1"][1], fleet.relays["r2"][1]
-        sibling, stranger, bob, carol = (SigningKey.generate() for _ in range(4))
-        bob_key, carol_key = bytes(bob.verify_key), bytes(carol.verify_key)
+        sibling, stranger, bob = (SigningKey.generate() for _ in range(3))
+        bob_key = bytes(bob.verify_key)
         honest = await _client(port1, sibling)
         flood = await _client(port1, stranger)
         try:
             await honest.send(bob_key, _envelope(1))
             for tag in range(100, 400):
                 await flood.send(bob_key, _envelope(tag))
-            # Everything r1 took before this is stored once Carol has this.
-            probe = await _client(port2, carol)
-            await flood.send(carol_key, _envelope(999))
-            assert await _received(probe, 1) == [999]
-            await probe.aclose()
+            # Everything r1 took is stored (the stream answered for each).
+            await wait_for("all of it stored", lambda: _published(fleet.log("r1")) == 301)
             receiver = await _client(port2, bob)
             try:
                 share = 256 // 4  # the default mailbox, a quarter per sender
@@ -400,17 +397,120 @@ async def test_a_strangers_flood_cannot_push_out_a_siblings_waiting_mail(tmp_pat
     assert sorted(t for t in got if t != 1) == list(range(400 - share, 400))
 
 
+def _stat(log: str, name: str) -> int:
+    """What a relay's last stats line says of ``name`` (a fleet counter)."""
+    counts = re.findall(rf"fleet\.{name}=(\d+)", log)
+    return int(counts[-1]) if counts else 0
+
+
+@pytest.mark.slow
+async def test_mail_for_a_peer_online_elsewhere_goes_straight_to_its_relay(
+    tmp_path: Path,
+) -> None:
+    """Bob is on r2, Alice on r1: r1 hands her envelopes to r2 on core NATS,
+    in order, and the stream stores none of them."""
+    async with fleet_of(tmp_path, "r1", "r2") as fleet:
+        alice, bob = SigningKey.generate(), SigningKey.generate()
+        receiver = await _client(fleet.relays["r2"][1], bob)
+        sender = await _client(fleet.relays["r1"][1], alice)
+        try:
+            await wait_for("r1 knows Bob is on r2", lambda: _stat(fleet.log("r1"), "claims_known"))
+            # (in tens, each read before the next is sent: an outbox holding more
+            # than its share refuses the rest, which then go through JetStream)
+            for first in range(0, 200, 10):
+                for tag in range(first, first + 10):
+                    await sender.send(bytes(bob.verify_key), _envelope(tag))
+                assert await _received(receiver, 10) == list(range(first, first + 10))
+            await wait_for("r2 said so", lambda: _stat(fleet.log("r1"), "hot_written") == 200)
+        finally:
+            await sender.aclose()
+            await receiver.aclose()
+        log = fleet.log("r1")
+        assert _stat(log, "hot_sent") == 200 and _published(log) == 0
+        assert _stat(fleet.log("r2"), "pulled") == 0
+
+
+@pytest.mark.slow
+async def test_mail_handed_to_a_relay_that_dies_waits_in_jetstream(tmp_path: Path) -> None:
+    """r1 hands Bob's mail to r2, which froze and then died without a word:
+    no answer comes within the hot path's deadline, so r1 puts the mail into
+    JetStream, and Bob gets all of it on r3."""
+    async with fleet_of(tmp_path, "r1", "r2", "r3") as fleet:
+        alice, bob = SigningKey.generate(), SigningKey.generate()
+        bob_key = bytes(bob.verify_key)
+        away = await _client(fleet.relays["r2"][1], bob)
+        sender = await _client(fleet.relays["r1"][1], alice)
+        try:
+            await wait_for("r1 knows Bob is on r2", lambda: _stat(fleet.log("r1"), "claims_known"))
+            r2 = fleet.relays["r2"][0]
+            r2.send_signal(signal.SIGSTOP)
+            for tag in range(5):
+                await sender.send(bob_key, _envelope(tag))
+            await wait_for("handed to r2", lambda: _stat(fleet.log("r1"), "hot_sent") == 5)
+            await wait_for("no answer: stored", lambda: _published(fleet.log("r1")) == 5)
+            r2.kill()
+            await r2.wait()
+            receiver = await _client(fleet.relays["r3"][1], bob)
+            try:
+                assert sorted(await _received(receiver, 5)) == list(range(5))
+            finally:
+                await receiver.aclose()
+        finally:
+            await sender.aclose()
+            with trio.move_on_after(1):
+                await away.aclose()
+        assert _stat(fleet.log("r1"), "hot_overdue") == 5
+
+
 async def _mail_crosses(fleet: Fleet) -> None:
-    """An envelope from a peer on r1 reaches a peer on r2."""
+    """An envelope from a peer on r1 reaches a peer on r2 through JetStream,
+    and once r1 has heard where that peer is, another goes straight to r2
+    (the hot path's own connection logged in too)."""
     alice, bob = SigningKey.generate(), SigningKey.generate()
     sender = await _client(fleet.relays["r1"][1], alice)
-    receiver = await _client(fleet.relays["r2"][1], bob)
     try:
-        await sender.send(bytes(bob.verify_key), _envelope(3))
-        assert await _received(receiver, 1) == [3]
+        await sender.send(bytes(bob.verify_key), _envelope(3))  # Bob is away
+        await wait_for("stored", lambda: _published(fleet.log("r1")) == 1)
+        receiver = await _client(fleet.relays["r2"][1], bob)
+        try:
+            assert await _received(receiver, 1) == [3]
+            await wait_for("r1 knows Bob is on r2", lambda: _stat(fleet.log("r1"), "claims_known"))
+            await sender.send(bytes(bob.verify_key), _envelope(4))
+            assert await _received(receiver, 1) == [4]
+        finally:
+            await receiver.aclose()
     finally:
         await sender.aclose()
-        await receiver.aclose()
+    await wait_for("handed over", lambda: _stat(fleet.log("r1"), "hot_written") == 1)
+
+
+@pytest.mark.slow
+async def test_the_relay_logs_in_to_nats_with_an_nkey(tmp_path: Path) -> None:
+    """--nats-nkey-seed: the relay signs the server's nonce with the nkey, on
+    its JetStream connection and on the hot path's alike."""
+    import nkeys
+
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    public = nkeys.from_seed(bytearray(seed)).public_key.decode()
+    seed_file = tmp_path / "relay.nk"
+    seed_file.write_bytes(seed + b"\n")
+    seed_file.chmod(0o600)
+    config = tmp_path / "nats.conf"
+    config.write_text(f'authorization {{ users = [ {{ nkey: "{public}" }} ] }}\n')
+    nats, port = await start_nats(tmp_path, -1, "-c", str(config))
+    fleet = Fleet(tmp_path, nats, port)
+    try:
+        other = tmp_path / "other.nk"
+        other.write_bytes(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER))
+        line = await _relay_refused(fleet, "r0", "--nats-nkey-seed", str(other))
+        assert "author" in line.lower(), line
+        await start_relay(fleet, "r1", "--nats-nkey-seed", str(seed_file))
+        await start_relay(fleet, "r2", "--nats-nkey-seed", str(seed_file))
+        await _mail_crosses(fleet)
+    finally:
+        for process, _ in fleet.relays.values():
+            await stop(process)
+        await stop(nats)
 
 
 async def _relay_refused(fleet: Fleet, name: str, *extra: str) -> str:

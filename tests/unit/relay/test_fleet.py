@@ -27,7 +27,7 @@ from pixie.relay.fleet import (
     unpack,
 )
 from pixie.relay.mailbox import MailboxLimits
-from pixie.relay.server import FLEET_SENDER, ByteBudget, Outbox, Relay, RelayConfig
+from pixie.relay.server import FLEET_SENDER, HOT_SENDER, ByteBudget, Outbox, Relay, RelayConfig
 from tests.support.cli import run_cli
 
 SECRET = b"sixteen bytes at least, here"
@@ -127,15 +127,25 @@ async def test_an_outbox_counts_the_fleet_mail_it_hands_the_writer() -> None:
     for i in range(3):
         assert outbox.put(b"fleet %d" % i, True, FLEET_SENDER) is None
     frames, envelopes = await outbox.take(1 << 20)  # one sender: all of it at once
-    assert (len(frames), envelopes, outbox.fleet_taken) == (3, 3, 3)
-    outbox.fleet_taken = 0
+    assert (len(frames), envelopes, outbox.taken) == (3, 3, {FLEET_SENDER: 3})
+    outbox.taken = {}
+    hot = HOT_SENDER + b"h" * 32  # another relay's hand-over from one sender
     for i in range(4):
-        assert outbox.put(b"local %d" % i, True, b"k" * 32) is None
+        # (a key may begin with any byte, the markers of fleet senders too)
+        assert outbox.put(b"local %d" % i, True, bytes([i % 2]) * 32) is None
         assert outbox.put(b"fleet %d" % i, True, FLEET_SENDER) is None
-    # Two senders, taken in turn and only so far: the count is of fleet frames taken.
-    frames, _ = await outbox.take(3 * (8 + 64))
-    assert outbox.fleet_taken == sum(f.startswith(b"fleet") for f in frames) >= 1
-    assert len(frames) < 8
+        assert outbox.put(b"hot!! %d" % i, True, hot) is None
+    # Four senders, taken in turn and only so far: the counts are of fleet and
+    # hand-over frames taken, by sender; a local sender's are not counted.
+    frames, _ = await outbox.take(6 * (8 + 64))
+    assert len(frames) < 12
+    assert outbox.taken.get(FLEET_SENDER, 0) == sum(f.startswith(b"fleet") for f in frames) >= 1
+    assert outbox.taken.get(hot, 0) == sum(f.startswith(b"hot!!") for f in frames) >= 1
+    assert set(outbox.taken) <= {FLEET_SENDER, hot}
+    # A connection that closes loses only its local senders' frames: the fleet
+    # hands its own back (JetStream's are nakked, another relay's refused).
+    left = sum(1 for f in [*frames] if f.startswith(b"local"))
+    assert outbox.clear() == 4 - left
 
 
 def test_a_relay_without_a_fleet_keeps_mail_itself() -> None:

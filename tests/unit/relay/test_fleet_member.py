@@ -17,7 +17,7 @@ from pixie.relay.fleet import FleetConfig, pack
 from pixie.relay.mailbox import MailboxLimits
 from pixie.relay.member import FleetMember, _Delivery
 from pixie.relay.natsbus import ACK, NatsBus, nak
-from pixie.relay.server import ByteBudget, Outbox
+from pixie.relay.server import FLEET_SENDER, ByteBudget, Outbox
 
 SECRET = b"sixteen bytes at least, here"
 SENDER, RECIPIENT = b"s" * 32, b"r" * 32
@@ -66,10 +66,10 @@ async def test_pulled_mail_is_acked_only_once_written() -> None:
     assert replies(fleet) == []  # nothing acked while it sits in the outbox
     frames, envelopes = await conn.outbox.take(1 << 20)
     assert frames == [relaywire.deliver_frame(SENDER, ENVELOPE)] * 3 and envelopes == 3
-    assert conn.outbox.fleet_taken == 3
-    fleet.written(conn, 2)  # the writer reports what reached the peer
+    assert conn.outbox.taken == {FLEET_SENDER: 3}
+    fleet.written(conn, {FLEET_SENDER: 2})  # the writer reports what reached the peer
     assert replies(fleet) == [("r0", ACK), ("r1", ACK)]
-    fleet.written(conn, 1)
+    fleet.written(conn, {FLEET_SENDER: 1})
     assert replies(fleet)[-1] == ("r2", ACK) and not delivery.pending
 
 
