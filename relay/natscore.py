@@ -272,10 +272,11 @@ class CoreLink:
             "echo": False,  # a relay's own presence need not come back to it
         }
         options.update(self._credentials(str(info.get("nonce") or "")))
-        hello = b"CONNECT %s\r\nPING\r\n" % json.dumps(options).encode()
+        hello = b"CONNECT %s\r\n" % json.dumps(options).encode()
         for sid, (subject, _) in self._subs.items():
             hello += b"SUB %s %s\r\n" % (subject.encode(), sid)
-        await stream.send_all(hello)
+        # The server answers in order: its PONG says the subscriptions hold too.
+        await stream.send_all(hello + b"PING\r\n")
         while True:
             line = await reader.line(stream)
             if line == b"PONG":
