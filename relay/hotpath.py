@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +107,8 @@ class HotPath:
         self._inflight: dict[int, _Sent] = {}
         self._inflight_bytes = 0
         self._max_inflight_bytes = inflight_bytes
-        self._queues: dict[bytes, list[tuple[int, bytes]]] = {}  # relay -> (number, entry)
+        # relay -> [(number, parcel head, frames)]
+        self._queues: dict[bytes, list[tuple[int, bytes, list[bytes]]]] = {}
         self._wake = trio.Event()
         # Receiving: keys connected here by name, and what to answer whom.
         self._local: dict[bytes, _Local] = {}
@@ -179,20 +180,21 @@ class HotPath:
         frames: list[bytes],
         now: float,
     ) -> bool:
-        number = next(self._numbers)
-        item = hotwire.parcel(name, number, sender, frames)
-        size = len(item)
+        body = sum(map(len, frames))
+        size = hotwire.ENTRY_OVERHEAD + body
         if (
             self._inflight_bytes + size > self._max_inflight_bytes
             or size + hotwire.BATCH_OVERHEAD > self._max_payload
         ):
             return False
+        number = next(self._numbers)
         self._inflight[number] = (recipient, sender, frames, now, relay, size)
         self._inflight_bytes += size
         queue = self._queues.get(relay)
         if queue is None:
             queue = self._queues[relay] = []
-        queue.append((number, item))
+        # The parcel's parts, joined only as the batch is written.
+        queue.append((number, hotwire.parcel_head(name, number, sender, len(frames), body), frames))
         self.counters["hot_sent"] += len(frames)
         self._wake.set()
         return True
@@ -218,21 +220,27 @@ class HotPath:
         """Send everything queued, per relay, in batches bounded by size."""
         limit = self.config.hot_batch_bytes
         queues, self._queues = self._queues, {}
-        messages: list[tuple[str, bytes]] = []
+        messages: list[tuple[str, list[bytes]]] = []
         numbers: list[int] = []
+        cap = min(limit, self._max_payload - hotwire.BATCH_OVERHEAD)
         for relay, queue in queues.items():
             subject = hotwire.batch_subject(relay)
-            cap = min(limit, self._max_payload - hotwire.BATCH_OVERHEAD)
-            entries: list[bytes] = []
-            size = 0
-            for number, item in queue:
-                if entries and size + len(item) > cap:
-                    messages.append((subject, hotwire.batch(self.id, entries)))
-                    entries, size = [], 0
-                entries.append(item)
-                size += len(item)
+            parts: list[bytes] = []
+            count = size = 0
+            for number, head, frames in queue:
+                item = self._inflight.get(number)
+                if item is None:
+                    continue  # (given up meanwhile)
+                if count and size + item[5] > cap:
+                    messages.append((subject, [hotwire.batch_head(self.id, count), *parts]))
+                    parts, count, size = [], 0, 0
+                parts.append(head)
+                parts += frames
+                count += 1
+                size += item[5]
                 numbers.append(number)
-            messages.append((subject, hotwire.batch(self.id, entries)))
+            if count:
+                messages.append((subject, [hotwire.batch_head(self.id, count), *parts]))
         try:
             await self._send_all(messages)
         except BusError:
@@ -501,7 +509,7 @@ class HotPath:
     def _max_payload(self) -> int:
         return self.link.max_payload if self.link is not None else 0
 
-    async def _send_all(self, messages: list[tuple[str, bytes]]) -> None:
+    async def _send_all(self, messages: Sequence[tuple[str, bytes | list[bytes]]]) -> None:
         if self.link is None:
             raise BusError("no hot path")
         await self.link.send(messages, self.config.call_timeout)

@@ -160,14 +160,25 @@ class Presence:
 
 def batch(relay: bytes, entries: list[bytes]) -> bytes:
     """One batch from ``relay`` of `parcel` bytes."""
-    return _BATCH_HEAD.pack(_BATCH, relay, len(entries)) + b"".join(entries)
+    return batch_head(relay, len(entries)) + b"".join(entries)
+
+
+def batch_head(relay: bytes, parcels: int) -> bytes:
+    """What precedes a batch's ``parcels`` parcels (the sender joins the parts
+    once, as it writes: see `pixie.relay.natscore.CoreLink.send`)."""
+    return _BATCH_HEAD.pack(_BATCH, relay, parcels)
 
 
 def parcel(name: bytes, number: int, sender: bytes, frames: list[bytes]) -> bytes:
     """One parcel of a batch: Deliver frames from ``sender`` (as
     `relaywire.deliver_frame` makes them) for the key named ``name``."""
     body = b"".join(frames)
-    return _ENTRY_HEAD.pack(name, number, sender, len(frames), len(body)) + body
+    return parcel_head(name, number, sender, len(frames), len(body)) + body
+
+
+def parcel_head(name: bytes, number: int, sender: bytes, frames: int, size: int) -> bytes:
+    """What precedes a parcel's ``frames`` frames of ``size`` bytes in all."""
+    return _ENTRY_HEAD.pack(name, number, sender, frames, size)
 
 
 # What a batch holds: (name, number, sender, frames, their bytes in all).
@@ -206,7 +217,7 @@ def read_batch(data: bytes) -> tuple[bytes, list[Parcel]] | None:
             if (
                 frame_end > stop
                 or frame_end <= at + start_of_envelope
-                or data[at + header : at + start_of_envelope] != head
+                or not data.startswith(head, at + header)
                 or data[at + start_of_envelope] not in _LENGTH_MARKERS
             ):
                 return None
@@ -262,8 +273,10 @@ __all__ = [
     "answer",
     "answer_subject",
     "batch",
+    "batch_head",
     "batch_subject",
     "parcel",
+    "parcel_head",
     "presence",
     "read_answer",
     "read_batch",

@@ -31,8 +31,11 @@ class Link:
         self.sent = self.received = 0  # what CoreLink counts
         self.published: list[tuple[str, bytes]] = []
 
-    async def send(self, messages: list[tuple[str, bytes]], timeout: float) -> None:
-        self.published += messages
+    async def send(self, messages: list[tuple[str, bytes | list[bytes]]], timeout: float) -> None:
+        for subject, payload in messages:  # (joined as CoreLink joins a payload's parts)
+            self.published.append(
+                (subject, payload if isinstance(payload, bytes) else b"".join(payload))
+            )
 
 
 class Conn:
