@@ -146,30 +146,35 @@ class HotPath:
 
     # -- sending ----------------------------------------------------------------------
 
+    def _holder(self, recipient: bytes) -> tuple[bytes, bytes] | None:
+        """(``recipient``'s name, the relay that has it), if another relay
+        claims it and the link is up."""
+        if self.link is None or not self.link.up:
+            return None
+        name = self.name(recipient)
+        relay = self.presence.where(name, trio.current_time())
+        if relay is None or relay == self.id:
+            return None
+        return name, relay
+
+    def elsewhere(self, recipient: bytes) -> bool:
+        """Whether another relay claims ``recipient`` and the link is up."""
+        return self._holder(recipient) is not None
+
     def send(self, recipient: bytes, sender: bytes, frames: list[bytes]) -> bool:
         """Hand ``frames`` (Deliver frames from ``sender``) to the relay that has
         ``recipient``, if another relay claims it and there is room; False
         otherwise (JetStream's turn)."""
-        if self.link is None or not self.link.up:
-            return False
-        now = trio.current_time()
-        name = self.name(recipient)
-        relay = self.presence.where(name, now)
-        if relay is None or relay == self.id:
-            return False
-        return self._send(name, relay, recipient, sender, frames, now)
+        holder = self._holder(recipient)
+        return holder is not None and self._send(*holder, recipient, sender, frames)
 
     def send_one(self, recipient: bytes, sender: bytes, envelope: bytes) -> bool:
         """`send` for one envelope."""
-        if self.link is None or not self.link.up:
-            return False
-        now = trio.current_time()
-        name = self.name(recipient)
-        relay = self.presence.where(name, now)
-        if relay is None or relay == self.id:
+        holder = self._holder(recipient)
+        if holder is None:
             return False
         frames = [relaywire.deliver_frame(sender, envelope)]
-        return self._send(name, relay, recipient, sender, frames, now)
+        return self._send(*holder, recipient, sender, frames)
 
     def _send(
         self,
@@ -178,7 +183,6 @@ class HotPath:
         recipient: bytes,
         sender: bytes,
         frames: list[bytes],
-        now: float,
     ) -> bool:
         body = sum(map(len, frames))
         size = hotwire.ENTRY_OVERHEAD + body
@@ -188,7 +192,7 @@ class HotPath:
         ):
             return False
         number = next(self._numbers)
-        self._inflight[number] = (recipient, sender, frames, now, relay, size)
+        self._inflight[number] = (recipient, sender, frames, trio.current_time(), relay, size)
         self._inflight_bytes += size
         queue = self._queues.get(relay)
         if queue is None:
@@ -497,13 +501,6 @@ class HotPath:
     def _came_up(self) -> None:
         self.ask()  # claims may have lapsed on either side meanwhile
         self._link_up.set()
-
-    def elsewhere(self, recipient: bytes) -> bool:
-        """Whether another relay claims ``recipient`` and the link is up."""
-        if self.link is None or not self.link.up:
-            return False
-        relay = self.presence.where(self.name(recipient), trio.current_time())
-        return relay is not None and relay != self.id
 
     @property
     def _max_payload(self) -> int:
