@@ -13,7 +13,7 @@ nothing; this does the same over NATS. Each relay
   task gets its turn, up to `FleetConfig.hot_batch_bytes`: no envelope waits
   for more to come), and keeps it until that relay answers;
 - puts each envelope it receives that way into its recipient's outbox, under
-  the sender's own share (`pixie.relay.server.HOT_SENDER`), and answers
+  the sender's own share (`pixie.relay.outbox.HOT_SENDER`), and answers
   *written* once the writer has handed it to the recipient's connection, or at
   once *refused* (the outbox is full) or *gone* (the key is not connected here).
 
@@ -42,7 +42,7 @@ from . import hotwire
 from .fleet import FleetConfig, FleetKeys
 from .natsbus import BusError
 from .natscore import CoreLink
-from .server import HOT_SENDER
+from .outbox import HOT_SENDER
 
 if TYPE_CHECKING:
     from .member import FleetConnection

@@ -32,8 +32,8 @@ from .natscore import CoreLink
 # An outbox files JetStream's deliveries under FLEET_SENDER (no key is that
 # short): the fleet's mail takes its turn with each local sender's, and is
 # counted apart so that it is acked only once written (see
-# `pixie.relay.server.Outbox`).
-from .server import FLEET_SENDER
+# `pixie.relay.outbox.Outbox`).
+from .outbox import FLEET_SENDER
 
 INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
 # Messages published and waiting for the stream's answer, at most (and no more

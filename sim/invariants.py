@@ -27,8 +27,9 @@ are checked at the end (`check_converged`, `check_digest_only`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
@@ -44,6 +45,8 @@ from pixie.device.store.notes import (
     tags_json,
     unsaid,
 )
+from pixie.device.sync.replica import NodeReplica
+from pixie.protocol.clock import SeededEntropy
 from pixie.protocol.digest import (
     Fingerprint,
     alias_item,
@@ -56,9 +59,6 @@ from pixie.protocol.digest import (
 from pixie.protocol.offload import body_hash
 from pixie.protocol.sync import Loopback, SyncSession
 from pixie.sim.network import SEALED_CANARY
-
-if TYPE_CHECKING:
-    from pixie.sim.world import World
 
 NAMES = {
     0: "no error escapes the real code",
@@ -86,9 +86,60 @@ _UPSERT_ROW = (
 )
 
 
-def _fail(number: int, detail: str) -> NoReturn:
-    from pixie.sim.world import InvariantViolated
+class InvariantViolated(Exception):
+    """An invariant does not hold; ``number`` is its place in `NAMES`."""
 
+    def __init__(self, number: int, detail: str) -> None:
+        super().__init__(f"invariant {number} ({NAMES[number]}): {detail}")
+        self.number = number
+        self.detail = detail
+
+
+class Peer(Protocol):
+    """What the invariants read of one simulated peer."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def node(self) -> Node: ...
+
+    @property
+    def key(self) -> bytes: ...
+
+    def new_replica(self) -> NodeReplica: ...
+
+
+class World(Protocol):
+    """What the invariants read of a run (`pixie.sim.world.World` is one):
+    they see its state, and never drive it."""
+
+    @property
+    def peers(self) -> Mapping[str, Peer]: ...
+
+    @property
+    def device(self) -> Peer: ...
+
+    @property
+    def homebase(self) -> Peer: ...
+
+    @property
+    def entropy(self) -> SeededEntropy: ...
+
+    @property
+    def tick(self) -> int: ...
+
+    @property
+    def sealed_minted(self) -> bool: ...
+
+    @property
+    def acked(self) -> set[tuple[str, str]]: ...
+
+    @property
+    def edited(self) -> dict[str, set[str]]: ...
+
+
+def _fail(number: int, detail: str) -> NoReturn:
     raise InvariantViolated(number, detail)
 
 
@@ -439,4 +490,12 @@ def check_digest_only(world: World) -> None:
         _fail(5, f"converged peers exchanged more than digests: {said}")
 
 
-__all__ = ["NAMES", "check_all", "check_converged", "check_digest_only", "upsert_is_noop"]
+__all__ = [
+    "NAMES",
+    "InvariantViolated",
+    "World",
+    "check_all",
+    "check_converged",
+    "check_digest_only",
+    "upsert_is_noop",
+]

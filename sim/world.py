@@ -80,6 +80,7 @@ from pixie.protocol.peerwire import (
 from pixie.protocol.sync import Ending, SyncSession, refusal
 from pixie.sim import invariants
 from pixie.sim.clock import PeerClock, world_clock, world_entropy
+from pixie.sim.invariants import InvariantViolated
 from pixie.sim.network import CLEAR_CANARY, LINKS, PEERS, SEALED_CANARY, FaultRates, SimRelay
 
 TRACE_KEEP = 400
@@ -128,15 +129,6 @@ def default_base() -> Path | None:
     temp dir."""
     shm = Path("/dev/shm")  # noqa: S108 - a scratch area by design, like the temp dir
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-
-
-class InvariantViolated(Exception):
-    """An invariant does not hold; ``number`` is its place in `invariants.NAMES`."""
-
-    def __init__(self, number: int, detail: str) -> None:
-        super().__init__(f"invariant {number} ({invariants.NAMES[number]}): {detail}")
-        self.number = number
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,17 +40,9 @@ from pixie.protocol.relaywire import deliver_frame, parse_send
 from pixie.relay import cli as relay_cli
 from pixie.relay.errors import RelayError
 from pixie.relay.logs import JsonFormatter, TextFormatter
-from pixie.relay.mailbox import DROP_REASONS, ENVELOPE_OVERHEAD, Mailboxes
-from pixie.relay.server import (
-    FRAME_OVERHEAD,
-    ByteBudget,
-    MailboxLimits,
-    Outbox,
-    Relay,
-    RelayConfig,
-    fingerprint,
-    serve_relay,
-)
+from pixie.relay.mailbox import DROP_REASONS, ENVELOPE_OVERHEAD, Mailboxes, MailboxLimits
+from pixie.relay.outbox import FRAME_OVERHEAD, ByteBudget, Outbox
+from pixie.relay.server import Relay, RelayConfig, fingerprint, serve_relay
 from tests.support.cli import run_cli
 from tests.support.relayclient import (
     TAGGED,

@@ -34,7 +34,8 @@ from pixie.relay.mailbox import (
     Mailboxes,
     MailboxLimits,
 )
-from pixie.relay.server import FRAME_OVERHEAD, ByteBudget, Outbox, Relay, RelayConfig
+from pixie.relay.outbox import FRAME_OVERHEAD, ByteBudget, Outbox
+from pixie.relay.server import Relay, RelayConfig
 from tests.support.relayclient import Client, captured_log, conserved, memory_client, refused, send
 
 

@@ -276,7 +276,7 @@ async def test_probability_zero_never_strikes(nursery: trio.Nursery) -> None:
 async def test_without_a_plan_the_relay_has_no_fault_state(nursery: trio.Nursery) -> None:
     tagged = RelayConfig(min_envelope_bytes=0)
     for relay in (Relay(tagged), Relay(RelayConfig(min_envelope_bytes=0, faults=" , "))):
-        assert relay._faults is None
+        assert relay._router.faults is None
         a, b = await pair(relay, nursery)
         await send_all(a, b, numbered(3))
         assert delivered(await b.sync()) == numbered(3)

@@ -27,7 +27,8 @@ from pixie.relay.fleet import (
     unpack,
 )
 from pixie.relay.mailbox import MailboxLimits
-from pixie.relay.server import FLEET_SENDER, HOT_SENDER, ByteBudget, Outbox, Relay, RelayConfig
+from pixie.relay.outbox import FLEET_SENDER, HOT_SENDER, ByteBudget, Outbox
+from pixie.relay.server import Relay, RelayConfig
 from tests.support.cli import run_cli
 
 SECRET = b"sixteen bytes at least, here"

@@ -17,7 +17,7 @@ from pixie.relay.fleet import FleetConfig, pack
 from pixie.relay.mailbox import MailboxLimits
 from pixie.relay.member import FleetMember, _Delivery
 from pixie.relay.natsbus import ACK, NatsBus, nak
-from pixie.relay.server import FLEET_SENDER, ByteBudget, Outbox
+from pixie.relay.outbox import FLEET_SENDER, ByteBudget, Outbox
 
 SECRET = b"sixteen bytes at least, here"
 SENDER, RECIPIENT = b"s" * 32, b"r" * 32

@@ -15,7 +15,7 @@ from pixie.relay import hotwire
 from pixie.relay.fleet import FleetConfig, FleetKeys
 from pixie.relay.hotpath import HotPath
 from pixie.relay.natscore import CoreLink
-from pixie.relay.server import HOT_SENDER, ByteBudget, Outbox
+from pixie.relay.outbox import HOT_SENDER, ByteBudget, Outbox
 
 SECRET = b"sixteen bytes at least, here"
 SENDER, RECIPIENT = b"s" * 32, b"r" * 32
