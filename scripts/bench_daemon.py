@@ -28,8 +28,8 @@ from typing import Any
 
 import trio
 
-from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node

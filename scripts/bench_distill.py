@@ -40,8 +40,9 @@ from typing import Any
 
 import trio
 
-from pixie.device.distill.llm import ChatCompletionsBackend, LLMRouter
+from pixie.device.distill.http import ChatCompletionsBackend
 from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService, PassReport
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node

@@ -64,8 +64,8 @@ from pixie.device.agent.tools import (
     label,
     shown_body,
 )
-from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService, PassReport
 from pixie.device.ingest import registry
 from pixie.device.ingest.base import ImportOptions

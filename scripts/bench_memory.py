@@ -76,8 +76,8 @@ import trio
 from pixie.device.agent.chat import FALLBACK_NOTE
 from pixie.device.agent.grep import SNIPPET_CHARS, GrepMemoryTool, clip
 from pixie.device.agent.tools import CheckNotebookTool, fallback_pattern, fallback_query, key_words
-from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import NotFound
 from pixie.device.ingest.jsonl import read_events

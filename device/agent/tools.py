@@ -230,7 +230,7 @@ class CheckNotebookTool:
         """The contact a person argument names: by the contact book (names,
         aliases, a unique first name or a unique name without its title), or
         else by the one person page tagged with that name (a name the log
-        itself gives them, see `distill.service.alias_tags`)."""
+        itself gives them, see `distill.agentsaid.alias_tags`)."""
         try:
             return self._contacts.resolve(clean_name(person, "person"))
         except NotFound:  # an unknown name is an answer, not an error

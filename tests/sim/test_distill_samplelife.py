@@ -13,14 +13,12 @@ from pathlib import Path
 
 from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.distill.contract import MAX_LINES
-from pixie.device.distill.llm import LLMSettings
+from pixie.device.distill.factory import router_for
+from pixie.device.distill.loading import MIN_MONTH_MESSAGES
 from pixie.device.distill.pages import READ, THREADS, WHO
-from pixie.device.distill.service import (
-    MIN_MONTH_MESSAGES,
-    NotetakingService,
-    post_identity,
-    router_for,
-)
+from pixie.device.distill.posts import post_identity
+from pixie.device.distill.service import NotetakingService
+from pixie.device.distill.settings import LLMSettings
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import ClearNote, NoteKind

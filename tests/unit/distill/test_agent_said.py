@@ -10,15 +10,11 @@ check_notebook finds a person the contact book knows under another name.
 from __future__ import annotations
 
 from pixie.device.agent.tools import CheckNotebookTool
+from pixie.device.distill.agentsaid import AGENT_SAID, MAX_AGENT_SAID
 from pixie.device.distill.extract import identity_statements, sentences
-from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
-from pixie.device.distill.service import (
-    AGENT_SAID,
-    MAX_AGENT_SAID,
-    NotetakingService,
-    PassReport,
-)
+from pixie.device.distill.router import LLMRouter
+from pixie.device.distill.service import NotetakingService, PassReport
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import UpsertOutcome
 from pixie.device.store.memlog import EventKind, NewEvent

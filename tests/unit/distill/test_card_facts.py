@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService
 from pixie.device.node.keyed import Node
 from pixie.device.store.contactbook import ContactBook

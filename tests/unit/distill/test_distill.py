@@ -12,21 +12,18 @@ from pathlib import Path
 import pytest
 
 from pixie.device.distill.contract import Fact, FactKind
-from pixie.device.distill.llm import ChatCompletionsBackend, LLMRouter
+from pixie.device.distill.http import ChatCompletionsBackend
 from pixie.device.distill.offline import OfflineDistiller
 from pixie.device.distill.pages import render_about_you
-from pixie.device.distill.service import (
-    ABOUT_YOU_TITLE,
-    SCAN_KEY,
-    DistillMark,
-    NotetakingService,
-    PassReport,
-    merge_facts,
-)
+from pixie.device.distill.router import LLMRouter
+from pixie.device.distill.service import NotetakingService, PassReport
+from pixie.device.distill.sources import ABOUT_YOU_TITLE, SCAN_KEY
+from pixie.device.distill.stored import merge_facts
 from pixie.device.node.keyed import Node
 from pixie.device.notebook import store as notebook_module
 from pixie.device.notebook.seal import NotebookSeal
 from pixie.device.notebook.store import Distilled, UpsertOutcome
+from pixie.device.store.marks import DistillMark
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import (
     ClearNote,

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from pixie.device.distill import service as service_module
-from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
-from pixie.device.distill.service import SCAN_KEY, NotetakingService, PassReport
+from pixie.device.distill.router import LLMRouter
+from pixie.device.distill.service import NotetakingService, PassReport
+from pixie.device.distill.sources import SCAN_KEY
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.notebook import store as notebook_module

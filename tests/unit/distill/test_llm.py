@@ -13,31 +13,31 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device.distill.contract import Fact, FactKind
-from pixie.device.distill.llm import (
-    MAX_CONTENT_CHARS,
+from pixie.device.distill.contract import (
     MAX_FACTS,
     MAX_LINE_CHARS,
     MAX_LINES,
-    MAX_RESPONSE_BYTES,
     MAX_SUMMARY_CHARS,
     MAX_TRANSCRIPT_CHARS,
     ME,
-    RESULT_SCHEMA,
-    WIRE_SCHEMA,
-    ChatCompletionsBackend,
+    Fact,
+    FactKind,
     Failure,
     Line,
-    LLMRouter,
     NoBackendAnswered,
     SourceKind,
-    decode_completion,
     make_request,
-    parse_result,
-    render_prompt,
+)
+from pixie.device.distill.factory import llm_settings, router_for
+from pixie.device.distill.http import (
+    MAX_CONTENT_CHARS,
+    MAX_RESPONSE_BYTES,
+    ChatCompletionsBackend,
+    decode_completion,
 )
 from pixie.device.distill.offline import OfflineDistiller
-from pixie.device.distill.service import llm_settings, router_for
+from pixie.device.distill.prompt import RESULT_SCHEMA, WIRE_SCHEMA, parse_result, render_prompt
+from pixie.device.distill.router import LLMRouter
 from pixie.device.errors import BadInput
 from pixie.device.store import config
 from tests.support.llmserver import Reply, ScriptedLLMServer, refused_url

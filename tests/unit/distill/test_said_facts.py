@@ -17,7 +17,8 @@ from pixie.device.distill.contract import (
     SourceKind,
     make_request,
 )
-from pixie.device.distill.offline import SAID_FACTS, distill
+from pixie.device.distill.offline import distill
+from pixie.device.distill.offline_talk import SAID_FACTS
 from pixie.device.distill.pages import fact_line, parse_fact_line
 from pixie.device.distill.prompt import parse_result
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pixie.device.distill import offline, pages
+from pixie.device.distill import offline_words, pages
 from pixie.device.distill.contract import Fact, FactKind
 from pixie.device.distill.extract import sentences
 from pixie.device.errors import BadInput
@@ -52,8 +52,8 @@ def test_small_talk_is_what_one_of_its_patterns_finds() -> None:
     found = 0
     for text in texts:
         lowered = " ".join(text.casefold().split())
-        plain = any(p.search(lowered) for p in offline._SMALL_TALK)
-        assert offline._is_small_talk(text) is plain, text
+        plain = any(p.search(lowered) for p in offline_words._SMALL_TALK)
+        assert offline_words._is_small_talk(text) is plain, text
         found += plain
     assert 0 < found < len(texts)  # both answers occur
 

@@ -28,7 +28,7 @@ from pixie.device.distill.extract import (
     facts_in,
     plan_in,
 )
-from pixie.device.distill.llm import LLMRouter
+from pixie.device.distill.journal import MAX_WEEK_BODY
 from pixie.device.distill.offline import OfflineDistiller, distill
 from pixie.device.distill.pages import (
     READ,
@@ -39,8 +39,10 @@ from pixie.device.distill.pages import (
     parse_person_page,
     render_person_page,
 )
+from pixie.device.distill.posts import post_gist
 from pixie.device.distill.prompt import SchemaViolation, parse_result
-from pixie.device.distill.service import MAX_WEEK_BODY, NotetakingService, PassReport, post_gist
+from pixie.device.distill.router import LLMRouter
+from pixie.device.distill.service import NotetakingService, PassReport
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.clear import UpsertOutcome
 from pixie.device.store.contactbook import ContactBook

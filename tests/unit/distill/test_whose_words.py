@@ -18,17 +18,11 @@ from pixie.device.distill.contract import (
     make_request,
 )
 from pixie.device.distill.extract import facts_in
-from pixie.device.distill.llm import LLMRouter
-from pixie.device.distill.offline import (
-    _NUMBERS,
-    OfflineDistiller,
-    _names_in,
-    _numbers_said,
-    about_someone_else,
-    distill,
-    others_in,
-    without_media,
-)
+from pixie.device.distill.offline import OfflineDistiller, distill
+from pixie.device.distill.offline_others import _names_in, about_someone_else, others_in
+from pixie.device.distill.offline_talk import _numbers_said, without_media
+from pixie.device.distill.offline_words import _NUMBERS
+from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService
 from pixie.device.node.keyed import Node
 from pixie.device.store.contactbook import ContactBook

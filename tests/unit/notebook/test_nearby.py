@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pixie.device.distill.llm import LLMRouter
 from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
