@@ -30,13 +30,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import repo_root  # noqa: F401 (tests.testkit is not installed)
+
 from pixie.device.agent.grep import MAX_HITS, GrepMemoryTool
 from pixie.device.ingest.jsonl import event_from_object, read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import as_row
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us
-from pixie.sim.samplelife import generate
+from tests.testkit.samplelife import generate
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))  # for tests.support.llmserver, the scripted model
 
 from multiprocessing.connection import Connection  # noqa: E402
 
+import repo_root  # noqa: E402, F401 (tests.testkit is not installed)
 from mcp.client import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
@@ -65,8 +66,8 @@ from pixie.device.notebook.store import Distilled  # noqa: E402
 from pixie.device.store.notes import NoteKind  # noqa: E402
 from pixie.device.store.provision import create_data_dir  # noqa: E402
 from pixie.protocol.timestamps import now_us  # noqa: E402
-from pixie.sim import samplelife  # noqa: E402
 from tests.support.llmserver import Recorded, Reply, ScriptedLLMServer  # noqa: E402
+from tests.testkit import samplelife  # noqa: E402
 
 DAY_US = 86_400_000_000
 

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import repo_root  # noqa: F401 (tests.testkit is not installed)
 import trio
 
 from pixie.device.distill.http import ChatCompletionsBackend
@@ -50,7 +51,7 @@ from pixie.device.notebook import meaning, nearby
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.provision import create_data_dir
-from pixie.sim.samplelife import write_jsonl
+from tests.testkit.samplelife import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 

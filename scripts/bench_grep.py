@@ -38,13 +38,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import repo_root  # noqa: F401 (tests.testkit is not installed)
+
 from pixie.device.agent.grep import GrepMemoryTool, compile_query
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.keystore import KEYS_ENV, KEYSTORE_ENV
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us
-from pixie.sim.samplelife import generate
+from tests.testkit.samplelife import generate
 
 NOHIT = "zebra crossing"
 COMMON = "Ada"

@@ -1,7 +1,7 @@
 """Memory-quality benchmark: retrieval recall of the agent's memory tools.
 
 In the style of LongMemEval's retrieval metric. The labelled questions come
-from `pixie.sim.questions`, which derives them from what the sample life
+from `tests.testkit.questions`, which derives them from what the sample life
 planted (never from what the system made of it): each has a kind (single fact,
 multi-session, knowledge update, temporal, abstention), a query (plain words, a
 person filter, sometimes a days-back window) and the ids of the log events that
@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import repo_root  # noqa: F401 (tests.testkit is not installed)
 import trio
 
 from pixie.device.agent.chat import FALLBACK_NOTE
@@ -89,8 +90,8 @@ from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.notes import ClearNote, NoteKind
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import format_date, parse_time
-from pixie.sim import questions as qset
-from pixie.sim.samplelife import DEFAULT_END, Event, generate, write_jsonl
+from tests.testkit import questions as qset
+from tests.testkit.samplelife import DEFAULT_END, Event, generate, write_jsonl
 
 METHODS = ("check_notebook@8", "grep_memory@12", "two-step@8", "BM25@8")
 COLUMNS = (*qset.KINDS, "overall")

@@ -46,6 +46,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+import repo_root  # noqa: F401 (tests.testkit is not installed)
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pixie.device.agent.tools import CheckNotebookTool
@@ -61,7 +62,7 @@ from pixie.device.store.notes import NoteKind
 from pixie.device.store.plaindb import sqlite_uri
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.timestamps import now_us
-from pixie.sim.samplelife import CONTACTS
+from tests.testkit.samplelife import CONTACTS
 
 DAY_US = 86_400_000_000
 TARGET_P50_MS = {10_000: 5.0, 100_000: 50.0}

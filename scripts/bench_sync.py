@@ -68,6 +68,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+import repo_root  # noqa: F401 (tests.testkit is not installed)
 from nacl.signing import SigningKey
 
 from pixie.device.ingest.jsonl import event_from_object
@@ -94,7 +95,7 @@ from pixie.protocol.syncwire import (
     decode,
     encode,
 )
-from pixie.sim.samplelife import generate
+from tests.testkit.samplelife import generate
 
 # Targets, from the issue.
 IN_SYNC_ROUND_TRIPS = 1

@@ -23,7 +23,7 @@ from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import ClearNote, NoteKind
 from pixie.device.store.provision import create_data_dir
-from pixie.sim import samplelife
+from tests.testkit import samplelife
 
 EVENTS = 1500
 

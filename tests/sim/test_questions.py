@@ -14,9 +14,9 @@ from functools import cache
 
 import pytest
 
-from pixie.sim import questions
-from pixie.sim.questions import KINDS, Question, all_questions, load
-from pixie.sim.samplelife import CONTACTS, Event, generate, write_jsonl
+from tests.testkit import questions
+from tests.testkit.questions import KINDS, Question, all_questions, load
+from tests.testkit.samplelife import CONTACTS, Event, generate, write_jsonl
 
 EVENTS = 2000
 
@@ -156,7 +156,7 @@ def test_the_sample_life_is_unchanged() -> None:
 @pytest.mark.slow
 def test_the_sample_life_is_unchanged_from_a_fresh_interpreter() -> None:
     code = (
-        "import hashlib, io; from pixie.sim.samplelife import write_jsonl; "
+        "import hashlib, io; from tests.testkit.samplelife import write_jsonl; "
         "b = io.StringIO(); write_jsonl(b, seed=7, events=500); "
         "print(hashlib.sha256(b.getvalue().encode()).hexdigest())"
     )

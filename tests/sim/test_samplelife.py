@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pixie
-from pixie.sim.samplelife import (
+from tests.testkit.samplelife import (
     CONTACTS,
     DEFAULT_END,
     KINDS,
@@ -87,7 +87,7 @@ def test_output_does_not_depend_on_hash_randomisation(tmp_path: Path) -> None:
         out = tmp_path / f"life-{hash_seed}.jsonl"
         env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path}
         subprocess.run(
-            [sys.executable, "-m", "pixie.sim.samplelife", "--events", "400", "--out", out],
+            [sys.executable, "-m", "tests.testkit.samplelife", "--events", "400", "--out", out],
             check=True,
             env=env,
             timeout=60,
@@ -357,7 +357,7 @@ def test_main_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
 def test_module_is_usable_as_a_script() -> None:
     """``python -m`` runs the generator and prints what `main` prints."""
     done = subprocess.run(
-        [sys.executable, "-m", "pixie.sim.samplelife", "--events", "5"],
+        [sys.executable, "-m", "tests.testkit.samplelife", "--events", "5"],
         capture_output=True,
         text=True,
         check=True,

@@ -25,8 +25,8 @@ from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import NewEvent
 from pixie.device.store.notes import NoteKind, is_kept_up_identity
 from pixie.device.store.provision import create_data_dir
-from pixie.sim.samplelife import write_jsonl
 from tests.support.distillfaults import POWER_CUT, cut_power_in_write
+from tests.testkit.samplelife import write_jsonl
 
 EVENTS = 1200
 

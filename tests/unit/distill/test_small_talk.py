@@ -13,7 +13,7 @@ from pixie.device.distill.contract import Fact, FactKind
 from pixie.device.distill.extract import sentences
 from pixie.device.errors import BadInput
 from pixie.device.store.notes import clean_tags
-from pixie.sim.samplelife import write_jsonl
+from tests.testkit.samplelife import write_jsonl
 
 
 def _sample_texts() -> list[str]:

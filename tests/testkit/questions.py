@@ -1,7 +1,7 @@
 """Labelled memory questions, derived from what the sample life planted.
 
 A retrieval benchmark needs questions whose right answers are known without
-asking the system under test. The sample life (`pixie.sim.samplelife`) writes
+asking the system under test. The sample life (`tests.testkit.samplelife`) writes
 every fact through fixed phrasings: the user's facts, each contact's `Fact`
 templates (some true only for part of the timeline), calendar titles, the
 agent's scripted answers. So the events that state a fact can be recomputed by
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from pixie.sim.samplelife import (
+from tests.testkit.samplelife import (
     _JOURNAL_ABOUT,
     _MONTHS,
     _PLAN_LOCAL,

@@ -1643,7 +1643,7 @@ def write_jsonl(
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m pixie.sim.samplelife",
+        prog="python -m tests.testkit.samplelife",
         description="Write a deterministic sample life as JSON lines.",
     )
     parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
