@@ -50,11 +50,11 @@ from typing import Any
 
 import trio
 
+from pixie.device.app.daemon import sync_once
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync.daemon import sync_once
 from pixie.device.sync.driver import SyncOutcome
 from pixie.device.sync.relayclient import RelayAddress
 from pixie.protocol import relaywire as rw

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import trio
 
+from pixie.device.app.daemon import sync_once
 from pixie.device.ingest.jsonl import read_events
 from pixie.device.node.keyed import Node
 from pixie.device.store.memlog import as_row
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync.daemon import sync_once
 from pixie.device.sync.relayclient import RelayAddress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

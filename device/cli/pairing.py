@@ -8,11 +8,12 @@ from typing import Any
 
 import trio
 
+from pixie.device.app import control
 from pixie.device.cli.common import emit_json, json_flag, positive, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import relay_address
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync import control, pairing
+from pixie.device.sync import pairing
 from pixie.device.sync.relayclient import RelayAddress
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pixie.device.app import control
 from pixie.device.errors import BadInput
 from pixie.device.node.clear import ClearNode
 from pixie.device.store import config
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync import control
 from pixie.device.sync.relayclient import RelayAddress
 
 

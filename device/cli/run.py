@@ -9,13 +9,13 @@ from typing import Any
 
 import trio
 
+from pixie.device.app import daemon
 from pixie.device.cli.common import positive, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import siblings_and_relay
 from pixie.device.errors import BadInput
 from pixie.device.logs import configure_logging
 from pixie.device.node.keyed import Node
-from pixie.device.sync import daemon
 from pixie.device.sync.driver import PeerService
 from pixie.protocol.identity import fingerprint
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import trio
 
+from pixie.device.app import daemon
 from pixie.device.cli import display
 from pixie.device.cli.common import emit_json, json_flag, positive, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import siblings_and_relay, via_daemon
-from pixie.device.sync import daemon
 from pixie.device.sync.driver import SyncOutcome, SyncReport
 from pixie.protocol.sync import SyncStats
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import trio
 
+from pixie.device.app import control
 from pixie.device.cli.common import data_path, seconds_flag
 from pixie.device.errors import BadInput
 from pixie.device.node.clear import ClearNode
-from pixie.device.sync import control
 from pixie.device.sync.lastsync import last_syncs_in
 from pixie.device.sync.offload import ACK_TIMEOUT
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable

@@ -11,9 +11,9 @@ from typing import Any, cast
 import pytest
 import trio
 
+from pixie.device.app.control import Live, partial_handler
 from pixie.device.node.keyed import Node
 from pixie.device.sync import pairing
-from pixie.device.sync.control import Live, partial_handler
 from pixie.device.sync.driver import SyncEndpoint
 from pixie.device.sync.relayclient import RelayAddress
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import trio
 
+from pixie.device.app.daemon import run_peer
 from pixie.device.distill.service import NotetakingService
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync.daemon import run_peer
 from pixie.device.sync.relayclient import RelayAddress
 from tests.support.cli import run_cli
 from tests.support.llmserver import Reply, ScriptedLLMServer, refused_url

@@ -13,7 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from pixie.device.sync.daemon import sync_once
+from pixie.device.app.daemon import sync_once
 from pixie.device.sync.driver import SyncEndpoint, SyncOutcome
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient

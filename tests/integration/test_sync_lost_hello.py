@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from pixie.device.sync.daemon import sync_once
+from pixie.device.app.daemon import sync_once
 from pixie.device.sync.driver import SyncOutcome
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient

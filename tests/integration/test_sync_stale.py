@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from pixie.device.app.daemon import sync_once
 from pixie.device.node.keyed import Node
-from pixie.device.sync.daemon import sync_once
 from pixie.device.sync.driver import SyncOutcome
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import trio
 
+from pixie.device.app.daemon import run_peer, sync_once
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync.daemon import run_peer, sync_once
 from pixie.device.sync.driver import last_syncs
 from pixie.device.sync.relayclient import RelayAddress
 from pixie.relay.server import RelayConfig, serve_relay

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import trio
 
+from pixie.device.app import control
 from pixie.device.errors import BadInput
-from pixie.device.sync import control
 from pixie.device.web.offloaded import NO_DAEMON
 from tests.support.daemons import BODY, Setup, stop
 from tests.support.processes import PIXIE

@@ -19,7 +19,7 @@ from pixie.device.store.notes import (
 )
 from pixie.device.store.notetable import Note
 from pixie.device.store.provision import create_data_dir
-from pixie.device.sync import replica
+from pixie.device.sync import replicarows
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.clock import SYSTEM_CLOCK, ManualClock
 from pixie.protocol.hlc import Stamp
@@ -47,12 +47,12 @@ def _selected(db_path: Path, sql: str, params: tuple[object, ...]) -> tuple[str,
 
 
 def test_replica_event_rows_are_the_log_event_fields(tmp_path: Path) -> None:
-    fields = replica._EventRow._fields
+    fields = replicarows._EventRow._fields
     assert fields == tuple(f.name for f in dataclasses.fields(LogEvent))
     a, b = open_pair(tmp_path)
     try:
-        assert _selected(a.db.path, replica._EVENTS_AFTER, ("o", 0, 1)) == fields
-        assert _selected(a.db.path, replica._EVENTS_BY_ID.format("?"), ("x",)) == fields
+        assert _selected(a.db.path, replicarows._EVENTS_AFTER, ("o", 0, 1)) == fields
+        assert _selected(a.db.path, replicarows._EVENTS_BY_ID.format("?"), ("x",)) == fields
     finally:
         a.close()
         b.close()

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from pixie.device.app.control import call as control_call
+from pixie.device.app.control import control_path
 from pixie.device.errors import BadInput
-from pixie.device.sync.control import call as control_call
-from pixie.device.sync.control import control_path
 from pixie.device.sync.offload import OffloadFailed
 from pixie.protocol.offload import Outcome, Verdict
 

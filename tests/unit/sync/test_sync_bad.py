@@ -29,6 +29,7 @@ from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind, content_hash
 from pixie.device.store.provision import create_data_dir
 from pixie.device.sync import replica as syncstore
+from pixie.device.sync import replicarows
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, Stamp
 from pixie.protocol.reconcile import CELL_BYTES, MAX_DEPTH, TAG_BYTES, Part, Range
@@ -657,7 +658,7 @@ def test_batch_one_before_batch_zero_is_refused(
     pair: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = pair
-    monkeypatch.setattr(syncstore, "BATCH_RECORDS", 2)
+    monkeypatch.setattr(replicarows, "BATCH_RECORDS", 2)
     chunks = list(replica(a).missing(replica(b).marks()))
     assert len(chunks) >= 3
     session = _streaming(a, b)
@@ -675,7 +676,7 @@ def test_a_gap_in_batch_numbers_keeps_what_came_before(
     """Batches are committed on arrival: after a gap, what landed stays, and
     the session fails without touching anything else."""
     a, b = pair
-    monkeypatch.setattr(syncstore, "BATCH_RECORDS", 2)
+    monkeypatch.setattr(replicarows, "BATCH_RECORDS", 2)
     chunks = list(replica(a).missing(replica(b).marks()))
     session = _streaming(a, b)
     _deliver(session, Batch(session.session_id, 0, False, chunks[0]))
@@ -909,7 +910,7 @@ def _assert_cut_by_true_size(node: Node) -> None:
         ]
         largest = max(len(encode(Batch(SESSION, 0, False, r))) for r in singles)
         size = len(encode(Batch(SESSION, 0, False, records)))
-        assert size <= syncstore.BATCH_BYTES + largest, (size, syncstore.BATCH_BYTES, largest)
+        assert size <= replicarows.BATCH_BYTES + largest, (size, replicarows.BATCH_BYTES, largest)
 
 
 def test_batches_are_cut_by_their_true_size(
@@ -918,7 +919,7 @@ def test_batches_are_cut_by_their_true_size(
     """Notes with short bodies but long identities, sources and tags, a contact
     with long aliases, events with long threads (at a small BATCH_BYTES, so a
     few hundred records show what thousands would)."""
-    monkeypatch.setattr(syncstore, "BATCH_BYTES", 16 * 1024)
+    monkeypatch.setattr(replicarows, "BATCH_BYTES", 16 * 1024)
     a, b = open_pair(tmp_path)
     try:
         tags = tuple(f"{i:02d}" + "ţ" * 38 for i in range(16))

@@ -44,7 +44,7 @@ from pixie.device.store import itemindex
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
-from pixie.device.sync import replica as syncstore
+from pixie.device.sync import replicarows
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.sync import Phase, SyncSession
@@ -467,7 +467,7 @@ class SyncMachine(RuleBasedStateMachine):
 @pytest.mark.slow
 def test_sync_state_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     # Small batches, so a stream spans several and ordering faults have something to hit.
-    monkeypatch.setattr(syncstore, "BATCH_RECORDS", SMALL_BATCH)
+    monkeypatch.setattr(replicarows, "BATCH_RECORDS", SMALL_BATCH)
     # Pending item-index rows merged every few writes, so merges meet every
     # kind of write, repair's included.
     monkeypatch.setattr(itemindex, "PENDING_MAX", 7)

@@ -22,13 +22,13 @@ from functools import partial
 
 import trio
 
+from pixie.device.app.control import HolderReplies, Live, serve_control
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import DeviceError
 from pixie.device.node.keyed import Node
 from pixie.device.notebook import meaning
 from pixie.device.store.db import checkpoint_in_background
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync.control import HolderReplies, Live, serve_control
 from pixie.device.sync.driver import PeerService, SyncEndpoint, SyncOutcome, SyncReport
 from pixie.device.sync.peers import PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient, RelayUnavailable
