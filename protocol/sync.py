@@ -57,7 +57,7 @@ from typing import Protocol
 from .clock import SYSTEM_ENTROPY, Entropy
 from .errors import ProtocolError
 from .reconcile import ItemIndex, Range, Reconciler
-from .syncwire import (
+from .syncmessages import (
     MAX_NEED,
     SESSION_BYTES,
     Abort,
@@ -69,9 +69,8 @@ from .syncwire import (
     Records,
     Repair,
     SyncMessage,
-    decode,
-    encode,
 )
+from .syncwire import decode, encode
 
 MAX_REPAIRS = 3
 # A Repair message carries at most this many ranges (and about this many bytes

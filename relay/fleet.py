@@ -41,6 +41,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from pixie.protocol import relaywire
 
@@ -131,6 +132,22 @@ def unpack(payload: bytes) -> tuple[bytes, bytes] | None:
     if len(envelope) > relaywire.MAX_ENVELOPE_BYTES:
         return None
     return sender, envelope
+
+
+class FleetOutbox(Protocol):
+    def put(self, frame: bytes, envelope: bool, sender: bytes = b"") -> str | None: ...
+
+    def put_all(self, frames: list[bytes], size: int, sender: bytes) -> bool: ...
+
+
+class FleetConnection(Protocol):
+    """What the fleet needs of one of the relay's authenticated connections."""
+
+    @property
+    def key(self) -> bytes: ...
+
+    @property
+    def outbox(self) -> FleetOutbox: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +298,9 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "STREAM",
     "FleetConfig",
+    "FleetConnection",
     "FleetKeys",
+    "FleetOutbox",
     "NatsAuth",
     "StreamPlan",
     "pack",

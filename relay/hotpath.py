@@ -32,20 +32,17 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from pixie.protocol import relaywire
 
 from . import hotwire
-from .fleet import FleetConfig, FleetKeys
+from .fleet import FleetConfig, FleetConnection, FleetKeys
 from .natsbus import BusError
 from .natscore import CoreLink
 from .outbox import HOT_SENDER
-
-if TYPE_CHECKING:
-    from .member import FleetConnection
 
 NAMES_CACHED = 65_536  # keys whose fleet name is remembered (a keyed hash each)
 # Answers wait this long for more to go with them: an answer frees memory on

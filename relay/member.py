@@ -15,14 +15,14 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 from nats.aio.msg import Msg
 
 from pixie.protocol import relaywire
 
-from .fleet import STREAM, FleetConfig, FleetKeys, pack, stream_plan, unpack
+from .fleet import STREAM, FleetConfig, FleetConnection, FleetKeys, pack, stream_plan, unpack
 from .hotpath import HotPath
 from .logs import Throttle, event
 from .mailbox import MailboxLimits
@@ -42,22 +42,6 @@ UNCONFIRMED = 4096
 PUBLISH_BATCH_BYTES = 4 << 20  # envelope bytes in one batch, past its first envelope
 SUBJECTS_CACHED = 65_536  # (recipient, sender) subjects remembered (a keyed hash each)
 SENDERS_TRACKED = 65_536  # senders whose bytes published lately are counted
-
-
-class FleetOutbox(Protocol):
-    def put(self, frame: bytes, envelope: bool, sender: bytes = b"") -> str | None: ...
-
-    def put_all(self, frames: list[bytes], size: int, sender: bytes) -> bool: ...
-
-
-class FleetConnection(Protocol):
-    """What the fleet needs of one of the relay's authenticated connections."""
-
-    @property
-    def key(self) -> bytes: ...
-
-    @property
-    def outbox(self) -> FleetOutbox: ...
 
 
 class _Delivery:
@@ -531,4 +515,4 @@ def _nowhere(recipient: bytes, sender: bytes, envelope: bytes) -> None:
     return None
 
 
-__all__ = ["FleetConnection", "FleetMember"]
+__all__ = ["FleetMember"]

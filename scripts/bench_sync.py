@@ -85,16 +85,8 @@ from pixie.protocol.identity import new_identity
 from pixie.protocol.peerwire import SyncData, decode_body, encode_body
 from pixie.protocol.reconcile import SortedItems
 from pixie.protocol.sync import SyncSession
-from pixie.protocol.syncwire import (
-    Batch,
-    ContactEntry,
-    LogEvent,
-    Marks,
-    NoteVersion,
-    Records,
-    decode,
-    encode,
-)
+from pixie.protocol.syncmessages import Batch, ContactEntry, LogEvent, Marks, NoteVersion, Records
+from pixie.protocol.syncwire import decode, encode
 from tests.testkit.samplelife import generate
 
 # Targets, from the issue.

@@ -13,9 +13,7 @@ from pixie.device.distill.contract import (
     FactKind,
     Line,
 )
-from pixie.device.distill.extract import (
-    identity_statements,
-)
+from pixie.device.distill.extract import identity_statements
 from pixie.device.distill.pages import (
     PersonPage,
 )

@@ -13,13 +13,9 @@ from pixie.device.distill.contract import (
     SourceKind,
     make_request,
 )
-from pixie.device.distill.extract import (
-    appointment_in,
-    date_words,
-    day_start_us,
-)
 from pixie.device.distill.offline_mail import mail_subject
 from pixie.device.distill.offline_words import day_label
+from pixie.device.distill.plans import appointment_in, date_words, day_start_us
 from pixie.device.distill.series import rhythm, series_of
 from pixie.device.notebook.clear import (
     Distilled,

@@ -13,10 +13,7 @@ from sqlalchemy.orm import Session
 from pixie.device.distill.contract import (
     DistillResult,
 )
-from pixie.device.distill.extract import (
-    date_words,
-    day_start_us,
-)
+from pixie.device.distill.plans import date_words, day_start_us
 from pixie.device.notebook.clear import (
     Distilled,
 )

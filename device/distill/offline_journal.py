@@ -16,14 +16,7 @@ from pixie.device.distill.contract import (
     Fact,
     FactKind,
 )
-from pixie.device.distill.extract import (
-    FIRST_PERSON,
-    appointment_in,
-    birthday_in_calendar,
-    date_words,
-    facts_in,
-    quoted,
-)
+from pixie.device.distill.extract import FIRST_PERSON, facts_in, quoted
 from pixie.device.distill.offline_others import (
     _answer,
     _facts_of_me,
@@ -53,6 +46,7 @@ from pixie.device.distill.offline_words import (
     day_label,
 )
 from pixie.device.distill.pages import merge_facts
+from pixie.device.distill.plans import appointment_in, birthday_in_calendar, date_words
 from pixie.device.distill.series import (
     Series,
     dates_by_month,

@@ -9,9 +9,7 @@ from typing import cast
 from pixie.device.distill.contract import (
     DistillRequest,
 )
-from pixie.device.distill.extract import (
-    sentences,
-)
+from pixie.device.distill.extract import sentences
 from pixie.device.distill.offline_others import _answer, others_in
 from pixie.device.distill.offline_talk import _numbers_in, _page_facts, _their_facts
 from pixie.device.distill.offline_words import (

@@ -16,14 +16,7 @@ from pixie.device.distill.contract import (
     FactKind,
     Line,
 )
-from pixie.device.distill.extract import (
-    FIRST_PERSON,
-    MONTHS,
-    WEEKDAYS,
-    arranges,
-    facts_in,
-    sentences,
-)
+from pixie.device.distill.extract import FIRST_PERSON, MONTHS, WEEKDAYS, facts_in, sentences
 from pixie.device.distill.offline_words import (
     _OPENERS,
     _STOP,
@@ -43,6 +36,7 @@ from pixie.device.distill.offline_words import (
     _turn_pronouns,
 )
 from pixie.device.distill.pages import merge_facts
+from pixie.device.distill.plans import arranges
 
 SAID_CHARS = 140
 

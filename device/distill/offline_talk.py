@@ -18,14 +18,7 @@ from pixie.device.distill.contract import (
     Line,
     fact_key,
 )
-from pixie.device.distill.extract import (
-    FIRST_PERSON,
-    SECOND_PERSON,
-    Said,
-    facts_in,
-    plan_in,
-    sentences,
-)
+from pixie.device.distill.extract import FIRST_PERSON, SECOND_PERSON, facts_in, sentences
 from pixie.device.distill.offline_others import _answer, _as_theirs, _states, others_in
 from pixie.device.distill.offline_words import (
     _EMAIL,
@@ -57,6 +50,7 @@ from pixie.device.distill.offline_words import (
     day_label,
 )
 from pixie.device.distill.pages import merge_facts
+from pixie.device.distill.plans import Said, plan_in
 
 
 def _conversation(request: DistillRequest) -> dict[str, object]:

@@ -14,10 +14,7 @@ from pixie.device.distill.contract import (
     ME,
     Line,
 )
-from pixie.device.distill.extract import (
-    EMAIL,
-    sentences,
-)
+from pixie.device.distill.extract import EMAIL, sentences
 
 HIGHLIGHTS = 4  # lines quoted in a conversation summary
 JOURNAL_WROTE_CHARS = 800  # of a journal entry's own sentences kept in its digest

@@ -17,9 +17,7 @@ from pixie.device.distill.contract import (
     FactKind,
     SourceKind,
 )
-from pixie.device.distill.extract import (
-    card_facts,
-)
+from pixie.device.distill.extract import card_facts
 from pixie.device.distill.offline_talk import person_in_group
 from pixie.device.distill.pages import (
     PersonPage,

@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pixie.device.distill.contract import Appointment
-from pixie.device.distill.extract import MONTHS, WEEKDAYS, appointment_in
+from pixie.device.distill.extract import MONTHS, WEEKDAYS
+from pixie.device.distill.plans import appointment_in
 
 DAY_US = 86_400_000_000
 MAX_LISTED_SKIPS = 6  # skipped days named in words; the rest are counted

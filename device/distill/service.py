@@ -79,7 +79,7 @@ from pixie.device.notebook.clear import (
     UpsertResult,
 )
 from pixie.device.store.contacts import name_key
-from pixie.device.store.db import Database
+from pixie.device.store.db import Database, driver_of
 from pixie.device.store.marks import DistillMark
 from pixie.protocol.timestamps import now_us
 
@@ -134,7 +134,6 @@ from pixie.device.distill.stored import (
     GroupCache,
     GroupConflict,
     dated_facts,
-    driver_of,
     page_base,
     stored_page,
 )
@@ -251,7 +250,7 @@ def _notes_for(
 
 def _mark(session: Session, loaded: Loaded) -> None:
     """Move ``loaded``'s source watermark, in the caller's transaction."""
-    driver_of(session).execute(MARK_SQL, (loaded.source.mark_key, loaded.newest_n))
+    driver_of(session, flush=False).execute(MARK_SQL, (loaded.source.mark_key, loaded.newest_n))
 
 
 class NotetakingService:
@@ -453,7 +452,9 @@ class NotetakingService:
             if not isinstance(loaded, Unread):
                 return loaded
         with self.db.reading() as session:
-            return load_source(driver_of(session), source, new_rows, since, everything, self.now())
+            return load_source(
+                driver_of(session, flush=False), source, new_rows, since, everything, self.now()
+            )
 
     def commit(
         self, loaded: Loaded, request: DistillRequest, result: DistillResult
@@ -514,7 +515,7 @@ class NotetakingService:
         answered: _Answered = {}
 
         def build(session: Session) -> list[Distilled]:
-            conn = driver_of(session)
+            conn = driver_of(session, flush=False)
             written = session.info[GROUP_KEY] = GroupCache()
             items: list[Distilled] = []
             started = time.perf_counter()

@@ -6,10 +6,9 @@ of note shares."""
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
@@ -28,6 +27,7 @@ from pixie.device.notebook.clear import (
     Distilled,
     identity_for,
 )
+from pixie.device.store.db import driver_of
 from pixie.device.store.notes import (
     MAX_BODY_CHARS,
     MAX_TITLE_CHARS,
@@ -87,7 +87,7 @@ def stored_note(session: Session, kind: NoteKind, identity: str) -> StoredNote |
 
 
 def stored_row(session: Session, kind: NoteKind, identity: str) -> StoredNote | None:
-    row = driver_of(session).execute(_STORED_SQL, (kind.value, identity)).fetchone()
+    row = driver_of(session, flush=False).execute(_STORED_SQL, (kind.value, identity)).fetchone()
     if row is None:
         return None
     title, body, tags, contact_id, source_ref, about_date, edited = row
@@ -210,17 +210,3 @@ class GroupCache:
 
 
 GROUP_KEY = "pixie_distill_group"
-
-
-def driver_of(session: Session) -> sqlite3.Connection:
-    """The session's driver connection, inside its transaction (kept in the
-    session's info: a pass asks for it a few times a source, and a session's
-    own lookup costs more than the small statements it runs)."""
-    conn = session.info.get(_DRIVER)
-    if conn is None:
-        conn = session.connection().connection.driver_connection
-        session.info[_DRIVER] = conn
-    return cast(sqlite3.Connection, conn)
-
-
-_DRIVER = "pixie_distill_driver"

@@ -57,7 +57,7 @@ from pixie.device.ingest.base import (
     where,
 )
 from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.protocol.syncwire import MAX_SHORT_CHARS
+from pixie.protocol.syncmessages import MAX_SHORT_CHARS
 
 SUFFIXES = (".ics", ".ical", ".ifb")
 SNIFF_BYTES = 4096

@@ -41,7 +41,7 @@ from pixie.device.ingest.base import (
     where,
 )
 from pixie.device.store.contacts import MAX_NAME_CHARS, phone_alias
-from pixie.protocol.syncwire import MAX_NOTE_DETAIL_CHARS, MAX_SHORT_CHARS
+from pixie.protocol.syncmessages import MAX_NOTE_DETAIL_CHARS, MAX_SHORT_CHARS
 
 SUFFIXES = (".vcf", ".vcard")
 SNIFF_BYTES = 4096

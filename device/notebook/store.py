@@ -25,13 +25,13 @@ from pixie.device.notebook.clear import (
     Distilled,
     UpsertOutcome,
     UpsertResult,
-    to_clear_note,
 )
 from pixie.device.notebook.sealed import SealedNote, SealedZone, sealed_hash
 from pixie.device.store.db import Database
 from pixie.device.store.keystore import KeyStore
 from pixie.device.store.memlog import MemoryLog
 from pixie.device.store.notes import SealedKind
+from pixie.device.store.notetable import to_clear_note
 from pixie.protocol.clock import SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.ids import IdMinter
 

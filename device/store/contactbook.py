@@ -9,9 +9,7 @@ tables and keeps them and the state digest in step on every write.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from typing import cast
 
 from sqlalchemy import ForeignKey, String, bindparam, insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -31,9 +29,9 @@ from pixie.device.store.contacts import (
     name_key,
     resolve_on,
 )
-from pixie.device.store.db import Base, Database, driver_sql
+from pixie.device.store.db import Base, Database, driver_of, driver_sql
 from pixie.protocol.digest import alias_item, contact_item, detail_item
-from pixie.protocol.syncwire import DETAIL_CHARS, DETAIL_FIELDS, MAX_DETAIL_AT
+from pixie.protocol.syncmessages import DETAIL_CHARS, DETAIL_FIELDS, MAX_DETAIL_AT
 
 _FIELD_CHARS = 16  # the column; every field name is far shorter
 
@@ -93,11 +91,6 @@ _INSERT_ALIAS_SQL = driver_sql(
 )
 
 
-def _driver(session: Session) -> sqlite3.Connection:
-    """The driver connection of ``session``, inside its transaction."""
-    return cast(sqlite3.Connection, session.connection().connection.driver_connection)
-
-
 def contact_items(session: Session) -> Iterator[bytes]:
     """Every state-digest item of the contact book: contacts, aliases, details.
 
@@ -107,7 +100,7 @@ def contact_items(session: Session) -> Iterator[bytes]:
     pending is flushed first, as the ORM's reads would have done."""
     if session.autoflush:
         session.flush()
-    yield from contact_items_of(_driver(session))
+    yield from contact_items_of(driver_of(session, flush=False))
 
 
 def put_detail_in(
@@ -162,7 +155,7 @@ class ContactBook(ContactReader):
     def resolve_in(session: Session, name: str, *, loose: bool = False) -> str | None:
         """`contacts.resolve_on`, inside ``session``'s transaction (what it
         has flushed included)."""
-        return resolve_on(_driver(session), name, loose=loose)
+        return resolve_on(driver_of(session, flush=False), name, loose=loose)
 
     @classmethod
     def ensure_in(cls, session: Session, name: str, now: int) -> tuple[str, bool]:
@@ -202,7 +195,7 @@ class ContactBook(ContactReader):
         for alias in [name, *aliases]:
             if cls.resolve_in(session, alias) is None:
                 key = name_key(alias)
-                _driver(session).execute(_INSERT_ALIAS_SQL, (key, cid, alias))
+                driver_of(session, flush=False).execute(_INSERT_ALIAS_SQL, (key, cid, alias))
                 statedigest.update(session, add=[alias_item(key, cid, alias)])
         for field, value in details:
             put_detail_in(session, cid, field, value, now)
@@ -210,7 +203,7 @@ class ContactBook(ContactReader):
 
     @staticmethod
     def details_in(session: Session, contact_id: str) -> ContactDetails:
-        return details_on(_driver(session), contact_id)
+        return details_on(driver_of(session, flush=False), contact_id)
 
     def add(self, name: str, aliases: list[str], now: int) -> tuple[str, bool]:
         """Create a contact (or extend an existing one) with aliases; all or nothing."""
@@ -224,7 +217,7 @@ class ContactBook(ContactReader):
                     raise BadInput(f"alias {alias!r} already names another contact")
                 if owner is None:
                     key = name_key(alias)
-                    _driver(session).execute(_INSERT_ALIAS_SQL, (key, cid, alias))
+                    driver_of(session, flush=False).execute(_INSERT_ALIAS_SQL, (key, cid, alias))
                     statedigest.update(session, add=[alias_item(key, cid, alias)])
         return cid, created
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.store.plaindb import DriverAccess
 from pixie.protocol.digest import alias_item, contact_item, detail_item
-from pixie.protocol.syncwire import DETAIL_CHARS, DETAIL_FIELDS
+from pixie.protocol.syncmessages import DETAIL_CHARS, DETAIL_FIELDS
 
 MAX_NAME_CHARS = 200
 # What a message calls each detail.

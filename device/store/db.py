@@ -494,6 +494,31 @@ async def checkpoint_in_background(
             log.warning("a checkpoint failed: %s", exc)
 
 
+_DRIVER_KEY = "pixie_driver"
+
+
+def driver_of(session: Session, *, flush: bool) -> sqlite3.Connection:
+    """The one way from an ORM session to its driver connection: statements
+    run on it inside the session's transaction. Hot paths (appending events,
+    merging a sibling's records, a distillation pass) write through it because
+    the ORM's unit of work costs several times the statements themselves.
+
+    ``flush``: flush what the session holds first, so that what is read and
+    written on the driver and what the session holds never disagree; a caller
+    that knows the session holds no changed objects passes False and saves the
+    check (which walks the session's objects). The connection is remembered
+    for the session's current transaction, since a pass asks for it often."""
+    if flush and (session.new or session.dirty or session.deleted):
+        session.flush()
+    transaction = session.get_transaction()
+    held = session.info.get(_DRIVER_KEY)
+    if held is not None and held[0] is transaction:
+        return cast(sqlite3.Connection, held[1])
+    conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+    session.info[_DRIVER_KEY] = (session.get_transaction(), conn)
+    return conn
+
+
 def driver_sql(statement: Any) -> str:
     """A Core or ORM statement as SQL for the driver (``?`` parameters in
     order): the models stay the schema's one definition, and a read that runs

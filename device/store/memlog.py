@@ -21,7 +21,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from pixie.device.errors import BadInput, DataDirError
 from pixie.device.store import statedigest
 from pixie.device.store.contactbook import ContactBook
-from pixie.device.store.db import Base, Database
+from pixie.device.store.db import Base, Database, driver_of
 
 # Re-exported: the log's callers name the kinds from here.
 from pixie.device.store.kinds import CHAT_KINDS as CHAT_KINDS  # noqa: PLC0414
@@ -303,7 +303,7 @@ class MemoryLog:
         names: dict[str, str] = {}
         # The two tops on the driver: through the ORM they cost more than a
         # small append's insert.
-        driver = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+        driver = driver_of(session, flush=False)
         n = driver.execute(TOP_SQL).fetchone()[0] or 0
         seq = driver.execute(TOP_SEQ_SQL, (self.origin,)).fetchone()[0] or 0
         origin = self.origin

@@ -26,7 +26,7 @@ from sqlalchemy import Table
 from sqlalchemy.orm import Session
 
 from pixie.device.store import itemindex
-from pixie.device.store.db import Database, Meta
+from pixie.device.store.db import Database, Meta, driver_of
 from pixie.device.store.notetable import Note
 from pixie.device.store.version import DIGEST_KEY
 from pixie.protocol.digest import MODULUS, Fingerprint, item_hashes, note_item
@@ -77,7 +77,7 @@ def update(session: Session, *, add: Iterable[bytes] = (), remove: Iterable[byte
     Through the session's driver connection, unless the session holds the
     digest's row as an object (then the digest through that object, so the
     two never disagree)."""
-    conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+    conn = driver_of(session, flush=False)
     row = _held_row(session)
     if row is not None:
         plus, minus = _hashed(add), _hashed(remove)

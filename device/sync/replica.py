@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import cast
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -44,7 +43,7 @@ from pixie.device.store.contacts import (
     contact_id_for,
     name_key,
 )
-from pixie.device.store.db import Database
+from pixie.device.store.db import Database, driver_of
 from pixie.device.store.itemindex import StoredItems
 from pixie.device.store.memlog import (
     MemoryLog,
@@ -101,7 +100,7 @@ from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock, Stamp
 from pixie.protocol.ids import id_text
 from pixie.protocol.reconcile import range_fingerprint
-from pixie.protocol.syncwire import (
+from pixie.protocol.syncmessages import (
     MAX_ALIASES,
     MAX_DETAIL_AT,
     ContactEntry,
@@ -239,7 +238,7 @@ class NodeReplica:
         # gets it built here, once, in one write transaction.
         if not itemindex.is_built(self.db):
             with self.db.writing() as session:
-                conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+                conn = driver_of(session, flush=False)
                 if not itemindex.is_built_on(conn):  # read again, under the write lock
                     itemindex.rebuild(conn, list(_every_item(conn)))
         return StoredItems(self.db)
@@ -382,7 +381,7 @@ class NodeReplica:
         # first (one query per chunk, not one per note), each version written
         # with one statement, then one digest update for the whole batch. The
         # ORM's unit of work cost several times the statements.
-        conn = cast(sqlite3.Connection, session.connection().connection.driver_connection)
+        conn = driver_of(session, flush=False)
         held: dict[str, _Held] = {}
         ids = list({n.id for n in notes})
         for i in range(0, len(ids), _ID_CHUNK):

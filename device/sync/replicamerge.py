@@ -35,10 +35,7 @@ from pixie.protocol.digest import (
     note_item,
 )
 from pixie.protocol.hlc import Stamp
-from pixie.protocol.syncwire import (
-    EventColumns,
-    NoteVersion,
-)
+from pixie.protocol.syncmessages import EventColumns, NoteVersion
 
 
 def _held_seq(session: Session, origin: str) -> int:

@@ -33,7 +33,7 @@ from pixie.protocol.digest import (
     event_item,
     note_item,
 )
-from pixie.protocol.syncwire import (
+from pixie.protocol.syncmessages import (
     ClearFields,
     ContactEntry,
     EventColumns,

@@ -16,7 +16,7 @@ from pixie.device.store.notetable import Note, NoteMark
 from pixie.device.sync import replicarows as replica_module
 from pixie.protocol.digest import Fingerprint, alias_item, contact_item, detail_item
 from pixie.protocol.reconcile import range_fingerprint
-from pixie.protocol.syncwire import Marks
+from pixie.protocol.syncmessages import Marks
 from pixie.sim.world import Peer, World
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.distill.contract import Line, SourceKind, make_request
-from pixie.device.distill.extract import appointment_in
 from pixie.device.distill.offline import OfflineDistiller, distill
+from pixie.device.distill.plans import appointment_in
 from pixie.device.distill.prompt import render_prompt
 from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.series import series_of

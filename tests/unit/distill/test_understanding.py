@@ -20,14 +20,7 @@ from pixie.device.distill.contract import (
     SourceKind,
     make_request,
 )
-from pixie.device.distill.extract import (
-    SECOND_PERSON,
-    Said,
-    appointment_in,
-    card_facts,
-    facts_in,
-    plan_in,
-)
+from pixie.device.distill.extract import SECOND_PERSON, card_facts, facts_in
 from pixie.device.distill.journal import MAX_WEEK_BODY
 from pixie.device.distill.offline import OfflineDistiller, distill
 from pixie.device.distill.pages import (
@@ -39,6 +32,7 @@ from pixie.device.distill.pages import (
     parse_person_page,
     render_person_page,
 )
+from pixie.device.distill.plans import Said, appointment_in, plan_in
 from pixie.device.distill.posts import post_gist
 from pixie.device.distill.prompt import SchemaViolation, parse_result
 from pixie.device.distill.router import LLMRouter

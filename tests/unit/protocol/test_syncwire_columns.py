@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.ids import id_text
-from pixie.protocol.syncwire import (
+from pixie.protocol.syncmessages import (
     MAX_KIND_CHARS,
     MAX_SEQ,
     MAX_SHORT_CHARS,
@@ -34,9 +34,8 @@ from pixie.protocol.syncwire import (
     EventColumns,
     LogEvent,
     Records,
-    decode,
-    encode,
 )
+from pixie.protocol.syncwire import decode, encode
 
 SESSION = b"\x02" * 8
 LOW, HIGH = -(1 << 62), 1 << 62

@@ -21,7 +21,7 @@ from pixie.device.store.version import SCHEMA_VERSION
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.reconcile import SortedItems
 from pixie.protocol.sync import Loopback, Phase, SyncSession
-from pixie.protocol.syncwire import Marks
+from pixie.protocol.syncmessages import Marks
 from pixie.sim.invariants import index_is_maintained
 from tests.support.synchelp import dump, open_pair, replica, say, sync, write_every_kind
 

@@ -23,7 +23,7 @@ from pixie.device.sync import replicarows
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.clock import SYSTEM_CLOCK, ManualClock
 from pixie.protocol.hlc import Stamp
-from pixie.protocol.syncwire import ClearFields, LogEvent, NoteVersion, Records
+from pixie.protocol.syncmessages import ClearFields, LogEvent, NoteVersion, Records
 
 
 def open_pair(tmp: Path) -> tuple[Node, Node]:

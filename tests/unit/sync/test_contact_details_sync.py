@@ -25,7 +25,7 @@ from pixie.device.store.statedigest import note_version
 from pixie.protocol.digest import Fingerprint, detail_item, event_item, item_hash
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.sync import Phase
-from pixie.protocol.syncwire import (
+from pixie.protocol.syncmessages import (
     MAX_DETAIL_AT,
     MAX_NOTE_DETAIL_CHARS,
     MAX_SHORT_CHARS,
@@ -33,9 +33,8 @@ from pixie.protocol.syncwire import (
     ContactEntry,
     DetailEntry,
     Records,
-    decode,
-    encode,
 )
+from pixie.protocol.syncwire import decode, encode
 from tests.support.synchelp import dump, open_pair, replica, sync
 
 T1 = 1_700_000_000_000_000

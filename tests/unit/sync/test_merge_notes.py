@@ -15,7 +15,7 @@ import pytest
 from pixie.device.node.keyed import Node
 from pixie.device.store.notes import content_hash
 from pixie.protocol.hlc import Stamp
-from pixie.protocol.syncwire import ClearFields, NoteVersion, Records
+from pixie.protocol.syncmessages import ClearFields, NoteVersion, Records
 from tests.support.synchelp import open_pair, replica
 
 HOLDER = "ab" * 32

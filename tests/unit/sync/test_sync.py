@@ -14,7 +14,7 @@ from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.sync import Phase, SyncSession
-from pixie.protocol.syncwire import Marks, Records
+from pixie.protocol.syncmessages import Marks, Records
 from tests.support.synchelp import dump, open_pair, replica, say, sync, write_every_kind
 
 
@@ -243,7 +243,7 @@ def test_repair_ranges_in_a_hello_reply_are_refused_when_they_make_no_sense(
     """In sync, or with no repair round allowed, a Hello reply that opens a
     repair fails the session with a clear error."""
     from pixie.protocol.reconcile import CELL_BYTES, Part, Range
-    from pixie.protocol.syncwire import Hello
+    from pixie.protocol.syncmessages import Hello
 
     a, _ = open_pair(tmp_path)
     say(a, "something")

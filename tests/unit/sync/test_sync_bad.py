@@ -34,7 +34,7 @@ from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, Stamp
 from pixie.protocol.reconcile import CELL_BYTES, MAX_DEPTH, TAG_BYTES, Part, Range
 from pixie.protocol.sync import Phase, SyncSession
-from pixie.protocol.syncwire import (
+from pixie.protocol.syncmessages import (
     MAX_BODY_CHARS,
     MAX_CIPHERTEXT,
     MAX_MESSAGE_BYTES,
@@ -57,9 +57,8 @@ from pixie.protocol.syncwire import (
     Records,
     Repair,
     SyncMessage,
-    decode,
-    encode,
 )
+from pixie.protocol.syncwire import decode, encode
 from tests.support.synchelp import dump, open_pair, replica, say, sync
 
 SESSION = b"\x01" * 8

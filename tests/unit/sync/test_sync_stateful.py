@@ -48,7 +48,8 @@ from pixie.device.sync import replicarows
 from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.sync import Phase, SyncSession
-from pixie.protocol.syncwire import Marks, decode, encode
+from pixie.protocol.syncmessages import Marks
+from pixie.protocol.syncwire import decode, encode
 from pixie.sim.invariants import index_is_maintained
 from tests.support.synchelp import dump, open_pair, replica
 
