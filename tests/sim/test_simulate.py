@@ -17,6 +17,7 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
+from pixie.device.notebook import nearby
 from pixie.protocol import ids
 from pixie.sim.__main__ import main, usable_cpus
 from pixie.sim.world import RunResult, run_seed
@@ -118,6 +119,26 @@ def test_each_broken_variant_is_caught(monkeypatch: pytest.MonkeyPatch, variant:
     patch(monkeypatch)
     failing = _first_failure(bound, VARIANT_STEPS)
     assert failing.invariant == invariant, _explain(failing)
+
+
+@pytest.mark.slow
+def test_with_meaning_on_seeds_hold_and_a_sealed_leak_is_still_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`scripts/simulate` runs with search by meaning on (the default), where a
+    search for the sealed canary's made-up word comes back with the nearest
+    clear notes: those are no leak, so seeds must hold; a sealed write that
+    lands in the clear zone must still fail invariant 7."""
+    monkeypatch.setenv("PIXIE_EMBEDDINGS", "1")
+    if not nearby.enabled():
+        pytest.fail("the embedding model does not load here")
+    for seed in range(8):
+        result = run_seed(seed, 60)
+        assert result.ok, _explain(result)
+    patch, invariant, bound = VARIANTS["sealed_into_clear"]
+    patch(monkeypatch)
+    failing = _first_failure(bound, VARIANT_STEPS)
+    assert failing.invariant == invariant == 7, _explain(failing)
 
 
 @pytest.mark.slow
