@@ -84,19 +84,26 @@ class Router:
                 self.route, self.route_run = self._faulty_route, self._faulty_route_run
                 event(logging.INFO, "faults", plan=plan.describe(), seed=seed)
 
-    def _route(self, conn: Connection, recipient: bytes, envelope: bytes, now: float) -> None:
+    def _admit(self, conn: Connection, recipient: bytes, size: int, now: float) -> bool:
+        """Whether one Send of ``size`` envelope bytes goes on, counted and
+        charged either way; a refusal is said to the sender."""
         self.counters["envelopes_in"] += 1
         # Every Send is charged to the rate limit, short ones too (they cost parsing).
-        allowed = conn.limit.allow(len(envelope), now)
-        if len(envelope) < self.config.min_envelope_bytes:
+        allowed = conn.limit.allow(size, now)
+        if size < self.config.min_envelope_bytes:
             self._refuse(conn, "too_short", now, 1)  # no sealed envelope is this short
-            return
+            return False
         if conn.quiet:
             self._carried(conn)
         if not allowed:
             self._refuse(conn, "rate_limited", now, 1)
-            return
+            return False
         self._wrote(conn.key, recipient, now)
+        return True
+
+    def _route(self, conn: Connection, recipient: bytes, envelope: bytes, now: float) -> None:
+        if not self._admit(conn, recipient, len(envelope), now):
+            return
         target = self._clients.get(recipient)
         if target is not None and target.live:
             refused = target.outbox.put(relaywire.deliver_frame(conn.key, envelope), True, conn.key)
@@ -167,17 +174,8 @@ class Router:
         plan deciding what becomes of it if its recipient is connected."""
         faults = self.faults
         assert faults is not None
-        self.counters["envelopes_in"] += 1
-        allowed = conn.limit.allow(size, now)
-        if size < self.config.min_envelope_bytes:
-            self._refuse(conn, "too_short", now, 1)
+        if not self._admit(conn, recipient, size, now):
             return
-        if conn.quiet:
-            self._carried(conn)
-        if not allowed:
-            self._refuse(conn, "rate_limited", now, 1)
-            return
-        self._wrote(conn.key, recipient, now)
         target = self._clients.get(recipient)
         if target is not None and target.live:
             faults.forward(conn, target, frame, size)
