@@ -18,12 +18,12 @@ can compute the Box key, cannot write the recipient messages in the sender's
 name.
 
 Version 2 keeps one ephemeral key per sender and recipient, in memory only,
-for at most `EPHEMERAL_SECONDS` (of monotonic time) or `EPHEMERAL_ENVELOPES`
-envelopes (expired keys are dropped at the next seal to anyone), and the
-recipient caches the Box key of each ephemeral key it has verified, so an
-envelope costs no X25519 operation, only the signature, its check and a
-symmetric encryption (sealing and opening a 4 KB body: about 160 microseconds
-with a key per envelope, about 85 now). The price is a window: someone who
+for at most `EPHEMERAL_SECONDS` or `EPHEMERAL_ENVELOPES` envelopes (expired
+keys are dropped at the next seal to anyone), and the recipient caches the
+Box key of each ephemeral key it has verified, so an envelope costs no X25519
+operation, only the signature, its check and a symmetric encryption (sealing
+and opening a 4 KB body: about 160 microseconds with a key per envelope, about
+85 now). The price is a window: someone who
 reads a running sender's memory can open what it sent to that recipient in the
 last minutes, not only the envelope it was sealing. Envelopes sharing an
 ephemeral key are linkable, which tells the relay nothing new (it already knows
@@ -31,6 +31,13 @@ which connection each envelope came in on). Version 1 (a fresh key per
 envelope) still opens. Full two-sided forward secrecy would need a handshake
 round trip per session; through a store-and-forward relay that a sibling may
 only reach hours later, we chose one-message envelopes instead.
+
+The keys live in an `EnvelopeKeys`, and the time that ages them is the
+caller's, passed to `seal` as ``now`` (seconds on any clock that does not go
+back, the same one for every seal into one `EnvelopeKeys`): nothing here reads
+a clock. A process's drivers share `PROCESS_KEYS` and pass monotonic time; the
+simulator gives each world keys of its own and its own clock, so a seed seals
+the same envelopes whatever ran before it in the process.
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -130,18 +136,19 @@ class _Ephemeral:
     left: int
 
 
-class _Keys:
+class EnvelopeKeys:
     """The sending side's ephemeral keys and the receiving side's verified
-    ones, shared by the threads of one process."""
+    ones, shared by the threads that seal and open with it."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sending: dict[tuple[bytes, bytes], _Ephemeral] = {}
         self.verified: OrderedDict[tuple[bytes, bytes], Box] = OrderedDict()
 
-    def ephemeral(self, sender: SigningKey, recipient: bytes, entropy: Entropy) -> _Ephemeral:
+    def ephemeral(
+        self, sender: SigningKey, recipient: bytes, entropy: Entropy, now: float
+    ) -> _Ephemeral:
         own = bytes(sender.verify_key)
-        now = time.monotonic()
         with self.lock:
             # Keys past their time are dropped whoever they were for, so none
             # outlives its window in memory just because its recipient went quiet.
@@ -188,23 +195,30 @@ class _Keys:
             self.verified.clear()
 
 
-_KEYS = _Keys()
-forget_ephemeral_keys = _KEYS.forget
+PROCESS_KEYS = EnvelopeKeys()
+forget_ephemeral_keys = PROCESS_KEYS.forget
 
 
 def seal(
-    sender: SigningKey, recipient: bytes, body: bytes, *, entropy: Entropy = SYSTEM_ENTROPY
+    sender: SigningKey,
+    recipient: bytes,
+    body: bytes,
+    *,
+    now: float,
+    entropy: Entropy = SYSTEM_ENTROPY,
+    keys: EnvelopeKeys = PROCESS_KEYS,
 ) -> bytes:
-    """Seal ``body`` from ``sender`` to ``recipient``.
+    """Seal ``body`` from ``sender`` to ``recipient`` at time ``now`` (seconds,
+    on the clock every seal into ``keys`` uses: it ages the ephemeral keys).
 
     A new ephemeral key and every Box nonce are drawn from ``entropy``: the
     system's randomness by default; a seeded source (a simulation, a test)
-    makes the same envelope from the same seed, once the process holds no
-    ephemeral key for the pair (`forget_ephemeral_keys`).
+    makes the same envelope from the same seed, once ``keys`` holds no
+    ephemeral key for the pair (fresh keys, or `EnvelopeKeys.forget`).
     """
     if len(body) > MAX_BODY_BYTES:
         raise ProtocolError(f"body of {len(body)} bytes is over {MAX_BODY_BYTES}")
-    ephemeral = _KEYS.ephemeral(sender, recipient, entropy)
+    ephemeral = keys.ephemeral(sender, recipient, entropy, now)
     own = bytes(sender.verify_key)
     signature = sender.sign(_signed(own, recipient, ephemeral.public, body)).signature
     inner: bytes = msgpack.packb([ENVELOPE_VERSION, own, signature, body], use_bin_type=True)
@@ -214,13 +228,16 @@ def seal(
     return ephemeral.public + bytes(ephemeral.box.encrypt(padded, nonce))
 
 
-def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:
-    """Open an envelope addressed to ``recipient``, or raise `EnvelopeError`."""
+def open_envelope(
+    recipient: SigningKey, envelope: bytes, *, keys: EnvelopeKeys = PROCESS_KEYS
+) -> Opened:
+    """Open an envelope addressed to ``recipient``, or raise `EnvelopeError`
+    (an ephemeral key verified before is remembered in ``keys``)."""
     if len(envelope) < _OVERHEAD + MIN_BUCKET:
         raise EnvelopeError("envelope too short")
     own = bytes(recipient.verify_key)
     eph_pub = envelope[:32]
-    known = _KEYS.known(own, eph_pub)
+    known = keys.known(own, eph_pub)
     try:
         box = known if known is not None else Box(_curve_private(recipient), PublicKey(eph_pub))
         padded = box.decrypt(envelope[32:])
@@ -256,5 +273,5 @@ def open_envelope(recipient: SigningKey, envelope: bytes) -> Opened:
     except (BadSignatureError, ProtocolError):
         raise EnvelopeError("envelope signature does not verify") from None
     if version == ENVELOPE_VERSION and known is None:
-        _KEYS.remember(own, eph_pub, box)
+        keys.remember(own, eph_pub, box)
     return Opened(sender, body)

@@ -54,6 +54,7 @@ from pixie.device.sync.sessions import Route, SessionTable
 from pixie.homebase.holding import AckTwist, HolderCore
 from pixie.protocol import envelope, syncwire
 from pixie.protocol.clock import ManualClock, SeededEntropy
+from pixie.protocol.envelope import EnvelopeKeys
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import HybridClock
 from pixie.protocol.offload import (
@@ -225,6 +226,10 @@ class Peer:
     identity: SigningKey = field(init=False)
     # In memory, so a crash starts them afresh:
     admission: Admission = field(init=False)
+    # Its envelopes' ephemeral keys (and those it verified), aged on the
+    # world's clock: none from an earlier world or before a crash, as in a
+    # fresh process (when a key rotates shows in what a fault strikes).
+    envelope_keys: EnvelopeKeys = field(init=False)
     table: SessionTable[OpenSession] = field(init=False)
     key: bytes = b""
     pending: dict[bytes, Pending] = field(default_factory=dict)
@@ -235,11 +240,13 @@ class Peer:
         self.replica = self.new_replica()
         self.identity = node.identity()
         self.key = bytes(self.identity.verify_key)
+        self.envelope_keys = EnvelopeKeys()
         self.admission = Admission(
             self.identity,
             node.siblings,
             rejections=quiet("envelopes rejected", self.clock.world),
             clock=self.clock.seconds,
+            keys=self.envelope_keys,
         )
         self.table = SessionTable(self.key)
 
@@ -286,9 +293,6 @@ class World:
         lies: bool = False,
         trace: Callable[[str], None] | None = None,
     ) -> None:
-        # A world starts as fresh processes would: no ephemeral keys from an
-        # earlier one (when an envelope's key rotates shows in what a fault strikes).
-        envelope.forget_ephemeral_keys()
         self.seed = seed
         self.rng = random.Random(f"pixie-sim-{seed}")
         self.entropy = world_entropy(seed)
@@ -389,7 +393,14 @@ class World:
         counter = sender.node.siblings.next_send_counter(recipient.key)
         # The message id comes from the world's entropy, like every other id.
         body = encode_body(message, counter, self.entropy.token_bytes(MESSAGE_ID_BYTES))
-        data = envelope.seal(sender.identity, recipient.key, body, entropy=self.entropy)
+        data = envelope.seal(
+            sender.identity,
+            recipient.key,
+            body,
+            now=self.clock.now_us() / 1_000_000,
+            entropy=self.entropy,
+            keys=sender.envelope_keys,
+        )
         self.relay.submit(sender.name, recipient.name, data, self.tick)
         if self.relay.leaks:
             canary, src, size = self.relay.leaks[0]

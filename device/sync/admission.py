@@ -31,7 +31,7 @@ from nacl.signing import SigningKey
 
 from pixie.device.logs import Summarised
 from pixie.device.store.siblings import SiblingBook
-from pixie.protocol.envelope import EnvelopeError, open_envelope
+from pixie.protocol.envelope import PROCESS_KEYS, EnvelopeError, EnvelopeKeys, open_envelope
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.identity import fingerprint
 from pixie.protocol.peerwire import Body, PairAccept, PairReject, PairRequest, decode_body
@@ -86,8 +86,12 @@ class Admission:
         *,
         rejections: Summarised | None = None,
         clock: Callable[[], float] = time.monotonic,
+        keys: EnvelopeKeys = PROCESS_KEYS,
     ) -> None:
+        """``keys``: where the ephemeral keys verified are remembered (the
+        process's, unless a simulated world keeps its own)."""
         self.identity = identity
+        self.keys = keys
         self.siblings = siblings
         self.clock = clock
         self.rejected: Counter[str] = Counter()
@@ -132,7 +136,7 @@ class Admission:
         """Open ``envelope``, which the relay says ``sender`` sent, and check it:
         the message to act on, or why it was dropped (counted and logged)."""
         try:
-            opened = open_envelope(self.identity, envelope)
+            opened = open_envelope(self.identity, envelope, keys=self.keys)
         except EnvelopeError as exc:
             return self._reject(Rejection.TAMPERED, f"{exc} ({len(envelope)} bytes)")
         except Exception as exc:  # a decoder bug must not let one envelope stop the link

@@ -15,8 +15,10 @@ per minute), so a flood of junk grows it by a bounded amount.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import trio
@@ -99,10 +101,12 @@ class PeerLink:
             self.siblings.next_send_counter, recipient, still, otherwise=self._in_lane
         )
         body = encode_body(message, counter, entropy=self.entropy)
+        # The process's ephemeral keys, aged on its monotonic clock.
+        sealing = partial(seal, self.identity, recipient, body, now=time.monotonic())
         if len(body) <= AT_ONCE_BYTES:
-            envelope = seal(self.identity, recipient, body)
+            envelope = sealing()
         else:
-            envelope = await self._in_lane(seal, self.identity, recipient, body)
+            envelope = await self._in_lane(sealing)
         await self.client.send(recipient, envelope)
         return len(envelope)
 

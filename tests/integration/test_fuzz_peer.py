@@ -20,6 +20,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,7 +101,9 @@ def hostile(data: st.DataObject, mac: bytes, counters: Iterator[int]) -> tuple[s
         body = mutated(data, draw(st.sampled_from(PEER_SEEDS)))[:MAX_BODY_BYTES]
         if kind == "rogue" and draw(st.booleans()):
             body = with_counter(body, next(counters))
-    return kind.split("-")[0], seal(STRANGER if kind == "stranger" else ROGUE, mac, body)
+    return kind.split("-")[0], seal(
+        STRANGER if kind == "stranger" else ROGUE, mac, body, now=time.monotonic()
+    )
 
 
 async def _read_lines(stream: trio.abc.ReceiveStream, lines: list[str], up: trio.Event) -> None:
@@ -192,7 +195,19 @@ async def _hostile_run(tmp: Path, relay: RelayAddress, nursery: trio.Nursery) ->
         await trio.to_thread.run_sync(flood)
         # After the flood, a ping: its Pong says the Homebase took in every
         # envelope before it and still answers.
-        await send([("rogue", seal(ROGUE, mac_key, encode_body(Ping(LAST_PING), LAST_PING)))])
+        await send(
+            [
+                (
+                    "rogue",
+                    seal(
+                        ROGUE,
+                        mac_key,
+                        encode_body(Ping(LAST_PING), LAST_PING),
+                        now=time.monotonic(),
+                    ),
+                )
+            ]
+        )
         with trio.fail_after(60):
             await answered.wait()
         assert daemon.returncode is None, "\n".join(lines[-20:])

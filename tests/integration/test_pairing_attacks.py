@@ -50,7 +50,8 @@ async def test_wrong_codes_from_any_keys_never_close_the_invite(
         for counter in range(1, count + 1):
             request = PairRequest("mallory", "device", os.urandom(32))
             await client.send(
-                phone.public_key(), seal(key, phone.public_key(), encode_body(request, counter))
+                phone.public_key(),
+                seal(key, phone.public_key(), encode_body(request, counter), now=time.monotonic()),
             )
         await client.aclose()
     codes_tx, codes_rx = trio.open_memory_channel[str](1)
@@ -80,7 +81,10 @@ async def test_a_captured_pair_request_is_refused_after_pairing(
             code = InviteCode.parse(await codes_rx.receive())
             proof = _proof(code.secret, b"request", code.inviter, me)
             captured = seal(
-                joiner, code.inviter, encode_body(PairRequest("eve", "device", proof), 1)
+                joiner,
+                code.inviter,
+                encode_body(PairRequest("eve", "device", proof), 1),
+                now=time.monotonic(),
             )
             client = await RelayClient.connect(relay, joiner)
             await client.send(code.inviter, captured)
@@ -109,7 +113,12 @@ async def test_a_captured_pair_accept_is_refused_after_pairing(
         assert isinstance(decode_body(opened.body).message, PairRequest)
         proof = _proof(code.secret, b"accept", key, opened.sender)
         captured.append(
-            seal(inviter, opened.sender, encode_body(PairAccept("x", "homebase", proof), 1))
+            seal(
+                inviter,
+                opened.sender,
+                encode_body(PairAccept("x", "homebase", proof), 1),
+                now=time.monotonic(),
+            )
         )
         await client.send(opened.sender, captured[0])
 
@@ -128,7 +137,10 @@ async def test_a_captured_pair_accept_is_refused_after_pairing(
 async def test_a_stranger_replay_is_refused_while_the_invite_runs(node: Node) -> None:
     stranger = new_identity()
     envelope = seal(
-        stranger, node.public_key(), encode_body(PairRequest("s", "device", bytes(32)), 1)
+        stranger,
+        node.public_key(),
+        encode_body(PairRequest("s", "device", bytes(32)), 1),
+        now=time.monotonic(),
     )
     delivered = Delivered(bytes(stranger.verify_key), envelope)
     link = PeerLink(node.identity(), node.siblings, FakeRelay([delivered, delivered]))  # type: ignore[arg-type]

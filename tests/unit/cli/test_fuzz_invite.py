@@ -34,7 +34,9 @@ def _parse_or_refuse(text: str) -> None:
         code = InviteCode.parse(text)
     except BadInput:
         return
-    seal(SENDER, code.inviter, b"a PairRequest would go here")  # the key is usable
+    seal(
+        SENDER, code.inviter, b"a PairRequest would go here", now=time.monotonic()
+    )  # the key is usable
 
 
 @pytest.mark.fuzz

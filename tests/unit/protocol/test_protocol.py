@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -141,25 +142,27 @@ ALICE, BOB, MALLORY = new_identity(), new_identity(), new_identity()
 
 def test_envelope_round_trip_and_padding() -> None:
     body = peerwire.encode_body(peerwire.Ping(7), 1)
-    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), body)
+    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), body, now=time.monotonic())
     opened = envelope.open_envelope(BOB, sealed)
     assert opened.sender == bytes(ALICE.verify_key) and opened.body == body
     # sizes leak only a bucket
-    small = envelope.seal(ALICE, bytes(BOB.verify_key), b"x")
-    assert len(small) == len(envelope.seal(ALICE, bytes(BOB.verify_key), b"x" * 100))
+    small = envelope.seal(ALICE, bytes(BOB.verify_key), b"x", now=time.monotonic())
+    assert len(small) == len(
+        envelope.seal(ALICE, bytes(BOB.verify_key), b"x" * 100, now=time.monotonic())
+    )
 
 
 @settings(max_examples=60)
 @given(position=st.integers(0, 10_000), bit=st.integers(0, 7))
 def test_any_flipped_bit_is_refused(position: int, bit: int) -> None:
-    sealed = bytearray(envelope.seal(ALICE, bytes(BOB.verify_key), b"hello"))
+    sealed = bytearray(envelope.seal(ALICE, bytes(BOB.verify_key), b"hello", now=time.monotonic()))
     sealed[position % len(sealed)] ^= 1 << bit
     with pytest.raises(envelope.EnvelopeError):
         envelope.open_envelope(BOB, bytes(sealed))
 
 
 def test_envelope_for_someone_else_does_not_open() -> None:
-    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), b"hello")
+    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), b"hello", now=time.monotonic())
     with pytest.raises(envelope.EnvelopeError):
         envelope.open_envelope(MALLORY, sealed)
 
@@ -210,30 +213,37 @@ def test_ephemeral_keys_are_kept_for_a_while_then_replaced(
 ) -> None:
     envelope.forget_ephemeral_keys()
     monkeypatch.setattr(envelope, "EPHEMERAL_ENVELOPES", 3)
-    sealed = [envelope.seal(ALICE, bytes(BOB.verify_key), bytes([i])) for i in range(7)]
+    sealed = [
+        envelope.seal(ALICE, bytes(BOB.verify_key), bytes([i]), now=time.monotonic())
+        for i in range(7)
+    ]
     keys = [s[:32] for s in sealed]
     assert keys[0] == keys[1] == keys[2] != keys[3]
     assert keys[3] == keys[4] == keys[5] != keys[6]
     # Each recipient has a key of its own.
-    assert envelope.seal(ALICE, bytes(MALLORY.verify_key), b"x")[:32] not in keys
+    assert (
+        envelope.seal(ALICE, bytes(MALLORY.verify_key), b"x", now=time.monotonic())[:32] not in keys
+    )
     # Opened in any order, each once or many times.
     for i in (6, 0, 3, 0, 5):
         assert envelope.open_envelope(BOB, sealed[i]) == envelope.Opened(
             bytes(ALICE.verify_key), bytes([i])
         )
     envelope.forget_ephemeral_keys()
-    assert envelope.seal(ALICE, bytes(BOB.verify_key), b"x")[:32] not in keys
+    assert envelope.seal(ALICE, bytes(BOB.verify_key), b"x", now=time.monotonic())[:32] not in keys
 
 
-def test_ephemeral_keys_expire_with_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    envelope.forget_ephemeral_keys()
-    now = [1000.0]
-    monkeypatch.setattr(envelope.time, "monotonic", lambda: now[0])
-    first = envelope.seal(ALICE, bytes(BOB.verify_key), b"a")[:32]
-    now[0] += envelope.EPHEMERAL_SECONDS - 1
-    assert envelope.seal(ALICE, bytes(BOB.verify_key), b"b")[:32] == first
-    now[0] += 2
-    assert envelope.seal(ALICE, bytes(BOB.verify_key), b"c")[:32] != first
+def test_ephemeral_keys_expire_with_the_time_passed_in() -> None:
+    """The caller's time ages the keys (nothing in protocol reads a clock), and
+    keys of one `EnvelopeKeys` are not another's."""
+    keys, other = envelope.EnvelopeKeys(), envelope.EnvelopeKeys()
+    to_bob = bytes(BOB.verify_key)
+    first = envelope.seal(ALICE, to_bob, b"a", now=1000.0, keys=keys)[:32]
+    later = 1000.0 + envelope.EPHEMERAL_SECONDS - 1
+    assert envelope.seal(ALICE, to_bob, b"b", now=later, keys=keys)[:32] == first
+    assert envelope.seal(ALICE, to_bob, b"b", now=later, keys=other)[:32] != first
+    past = 1000.0 + envelope.EPHEMERAL_SECONDS + 1
+    assert envelope.seal(ALICE, to_bob, b"c", now=past, keys=keys)[:32] != first
 
 
 def test_the_recipient_cannot_write_itself_messages_in_the_senders_name() -> None:
@@ -243,7 +253,7 @@ def test_the_recipient_cannot_write_itself_messages_in_the_senders_name() -> Non
     import msgpack
     from nacl.public import Box, PublicKey
 
-    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), b"hello")
+    sealed = envelope.seal(ALICE, bytes(BOB.verify_key), b"hello", now=time.monotonic())
     assert envelope.open_envelope(BOB, sealed).sender == bytes(ALICE.verify_key)
     # The Box key Alice's side computed, from Bob's side (now cached by him too).
     box = Box(BOB.to_curve25519_private_key(), PublicKey(sealed[:32]))
@@ -255,16 +265,14 @@ def test_the_recipient_cannot_write_itself_messages_in_the_senders_name() -> Non
             envelope.open_envelope(BOB, forged)
 
 
-def test_expired_ephemeral_keys_leave_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_expired_ephemeral_keys_leave_memory() -> None:
     """A key past its time is dropped at the next seal to anyone, not only when
     its own recipient is written to again."""
-    envelope.forget_ephemeral_keys()
-    now = [1000.0]
-    monkeypatch.setattr(envelope.time, "monotonic", lambda: now[0])
-    envelope.seal(ALICE, bytes(BOB.verify_key), b"a")
-    now[0] += envelope.EPHEMERAL_SECONDS + 1
-    envelope.seal(ALICE, bytes(MALLORY.verify_key), b"b")
-    assert list(envelope._KEYS.sending) == [(bytes(ALICE.verify_key), bytes(MALLORY.verify_key))]
+    keys = envelope.EnvelopeKeys()
+    envelope.seal(ALICE, bytes(BOB.verify_key), b"a", now=1000.0, keys=keys)
+    past = 1000.0 + envelope.EPHEMERAL_SECONDS + 1
+    envelope.seal(ALICE, bytes(MALLORY.verify_key), b"b", now=past, keys=keys)
+    assert list(keys.sending) == [(bytes(ALICE.verify_key), bytes(MALLORY.verify_key))]
 
 
 def test_version_1_envelopes_still_open() -> None:

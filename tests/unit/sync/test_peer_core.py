@@ -6,6 +6,7 @@ both run."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,7 @@ def pair(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
 
 
 def envelope(sender: SigningKey, recipient: Node, message: PeerMessage, counter: int) -> bytes:
-    return seal(sender, recipient.public_key(), encode_body(message, counter))
+    return seal(sender, recipient.public_key(), encode_body(message, counter), now=time.monotonic())
 
 
 # -- admission ------------------------------------------------------------------------------

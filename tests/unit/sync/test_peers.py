@@ -37,7 +37,9 @@ def paired(node: Node) -> bytes:
 
 
 def ping(node: Node, counter: int, sender=SIBLING) -> bytes:  # type: ignore[no-untyped-def]
-    return seal(sender, node.public_key(), encode_body(Ping(counter), counter))
+    return seal(
+        sender, node.public_key(), encode_body(Ping(counter), counter), now=time.monotonic()
+    )
 
 
 def counters(node: Node) -> list[tuple[object, ...]]:
@@ -87,11 +89,18 @@ async def test_bad_envelopes_change_nothing(node: Node, case: str) -> None:
     elif case == "unpaired":
         bad = Delivered(bytes(STRANGER.verify_key), ping(node, 2, sender=STRANGER))
     elif case == "foreign":
-        bad = seal(SIBLING, bytes(STRANGER.verify_key), encode_body(Ping(2), 2))
+        bad = seal(
+            SIBLING, bytes(STRANGER.verify_key), encode_body(Ping(2), 2), now=time.monotonic()
+        )
     elif case == "garbage_body":
-        bad = seal(SIBLING, node.public_key(), b"\xc1not msgpack")
+        bad = seal(SIBLING, node.public_key(), b"\xc1not msgpack", now=time.monotonic())
     else:
-        bad = seal(SIBLING, node.public_key(), msgpack.packb([1, 77, bytes(16), 2, "x"]))
+        bad = seal(
+            SIBLING,
+            node.public_key(),
+            msgpack.packb([1, 77, bytes(16), 2, "x"]),
+            now=time.monotonic(),
+        )
     link = PeerLink(node.identity(), node.siblings, FakeRelay([bad]))  # type: ignore[arg-type]
     assert await drain(link) == []
     assert sum(link.rejected.values()) == 1
@@ -149,9 +158,16 @@ async def test_an_envelope_that_breaks_a_decoder_is_dropped_and_the_link_goes_on
         return real(data)
 
     monkeypatch.setattr(peers, "decode_body", fragile)
-    bad = seal(SIBLING, node.public_key(), msgpack.packb([1, 4, bytes(16), 2, "boom"]))
+    bad = seal(
+        SIBLING,
+        node.public_key(),
+        msgpack.packb([1, 4, bytes(16), 2, "boom"]),
+        now=time.monotonic(),
+    )
     deep = b"\x94" + b"\x91" * 1000 + b"\x01"  # the unpaired attacker's envelope
-    hostile = Delivered(bytes(STRANGER.verify_key), seal(STRANGER, node.public_key(), deep))
+    hostile = Delivered(
+        bytes(STRANGER.verify_key), seal(STRANGER, node.public_key(), deep, now=time.monotonic())
+    )
     link = PeerLink(node.identity(), node.siblings, FakeRelay([bad, hostile, ping(node, 1)]))  # type: ignore[arg-type]
     assert await drain(link) == [1]
     assert sum(link.rejected.values()) == 2
@@ -226,9 +242,9 @@ async def test_envelopes_from_unpaired_keys_are_dropped_before_any_crypto(
     opened: list[int] = []
     real = peers.open_envelope
 
-    def counting(identity, envelope):  # type: ignore[no-untyped-def]
+    def counting(identity, envelope, **kw):  # type: ignore[no-untyped-def]
         opened.append(len(envelope))
-        return real(identity, envelope)
+        return real(identity, envelope, **kw)
 
     monkeypatch.setattr(peers, "open_envelope", counting)
     stranger = bytes(STRANGER.verify_key)
@@ -288,7 +304,9 @@ async def test_a_stranger_may_only_ever_send_pairing_messages(node: Node, admitt
     me = node.public_key()
 
     def from_stranger(message: PeerMessage, counter: int) -> Delivered:
-        return Delivered(stranger, seal(STRANGER, me, encode_body(message, counter)))
+        return Delivered(
+            stranger, seal(STRANGER, me, encode_body(message, counter), now=time.monotonic())
+        )
 
     relay = FakeRelay(
         [
