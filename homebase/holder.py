@@ -1,8 +1,10 @@
 """The holder: the Homebase's side of offloading.
 
 It answers three requests from its siblings (see `pixie.protocol.offload`);
-every decision is `HolderCore`'s (`pixie.homebase.holding`, sans-IO, which the
-simulator drives too), and this module moves the messages and injects faults:
+what a request takes is `pixie.homebase.holdsteps`' to say and every decision
+is `HolderCore`'s (`pixie.homebase.holding`), both sans-IO and shared with the
+simulator; this module only does what the steps name (commits in a worker
+thread, replies through the relay) and picks the faults struck into them:
 
 - Offload: the body must re-hash to the hash it came with and must not name a
   note this replica knows as sealed; it is committed (WAL, synchronous=FULL)
@@ -42,13 +44,15 @@ from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
 from pixie.device.store.db import at_once
 from pixie.device.sync.peers import Incoming
-from pixie.homebase.holding import AckTwist, HolderCore
+from pixie.homebase import holdsteps
+from pixie.homebase.holding import HolderCore
 from pixie.protocol.clock import Clock, Entropy
 from pixie.protocol.faults import HOLDER_FAULTS, FaultPlan
 from pixie.protocol.identity import fingerprint
+from pixie.protocol.offload import holder_parts
 from pixie.protocol.peerwire import (
     FetchRequest,
-    HolderRefusal,
+    OffloadAck,
     OffloadRequest,
     PeerMessage,
     Release,
@@ -58,7 +62,6 @@ log = logging.getLogger("pixie.holder")
 
 CRASH_EXIT = 70  # what a crash fault exits with
 _OFFLOAD_FAULTS = [name for name in HOLDER_FAULTS if name != "corrupt-serve"]
-_TWISTS = {"ack-wrong-hash": AckTwist.WRONG_HASH, "ack-wrong-id": AckTwist.WRONG_ID}
 
 Reply = Callable[[bytes, PeerMessage], Awaitable[int]]
 Call = Callable[..., Awaitable[Any]]
@@ -113,14 +116,13 @@ class Holder:
         return isinstance(message, OffloadRequest | FetchRequest | Release)
 
     async def handle(self, incoming: Incoming, reply: Reply, call: Call) -> None:
-        sender, message, counter = incoming.sender, incoming.body.message, incoming.body.counter
+        sender, message = incoming.sender, incoming.body.message
+        assert isinstance(message, OffloadRequest | FetchRequest | Release)
+        steps = holdsteps.answer(sender, message, incoming.body.counter)
+        if self.faults:
+            steps = holdsteps.faulted(steps, self._pick, self.core.entropy)
         try:
-            if isinstance(message, OffloadRequest):
-                await self._offload(sender, message, counter, reply, call)
-            elif isinstance(message, FetchRequest):
-                await self._fetch(sender, message, reply, call)
-            elif isinstance(message, Release):
-                await self._release(sender, message, counter, reply, call)
+            await self._run(sender, steps, reply, call)
         except _Injected as injected:
             raise injected.raised from None
         except (DeviceError, trio.TooSlowError):
@@ -131,70 +133,62 @@ class Holder:
             kind = type(message).__name__
             self.drops.log(reason, "dropped a %s from %s: %s", kind, fingerprint(sender), reason)
 
+    async def _run(self, sender: bytes, steps: holdsteps.Steps, reply: Reply, call: Call) -> None:
+        """Do what each step names: commits in a worker thread (``call``),
+        replies through the relay (``reply``), each within its deadline."""
+        core, result = self.core, None
+        body_size = 0  # of the body an offload holds
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration:
+                return
+            result = None
+            if isinstance(step, holdsteps.Hold):
+                result = await call(core.hold, step.sender, step.request, step.counter)
+                body_size = len(step.request.body)
+            elif isinstance(step, holdsteps.Read):
+                result = await at_once(core.serve, step.request, otherwise=call)
+            elif isinstance(step, holdsteps.LetGo):
+                result = await call(core.let_go, step.sender, step.request, step.counter)
+            elif isinstance(step, holdsteps.Reply):
+                await reply(sender, step.message)
+                if isinstance(step.message, OffloadAck):
+                    # Logged after the ack, which waits for nothing but the commit.
+                    what = step.message.note_id
+                    log.info("holding %s (%d bytes) for %s", what, body_size, fingerprint(sender))
+            elif isinstance(step, holdsteps.Refuse):
+                await reply(sender, core.refuse(step.sender, step.request, step.reason))
+            elif isinstance(step, holdsteps.Serve):
+                for part in holder_parts(step.request, step.body):
+                    await reply(sender, part)
+                log.info(
+                    "served %s (%d bytes) to %s",
+                    step.request.note_id,
+                    len(step.body),
+                    fingerprint(sender),
+                )
+            elif isinstance(step, holdsteps.Crash):
+                self._crash_now(step.why)
+                return
+            elif isinstance(step, holdsteps.Delay):
+                await trio.sleep(step.seconds)
+            else:
+                log.warning("fault injected: %s for %s", step.name, step.note_id)
+
+    def _pick(self, stage: str) -> tuple[str, float] | None:
+        """The fault of the plan that strikes at ``stage``, if any."""
+        if stage == holdsteps.OFFLOAD:
+            fault = self.faults.first_strike(_OFFLOAD_FAULTS)
+        else:
+            fault = self.faults.strikes("corrupt-serve")
+        return None if fault is None else (fault.name, fault.seconds)
+
     def _crash_now(self, why: str) -> None:
         try:
             self.crash(why)
         except Exception as exc:
             raise _Injected(exc) from exc
-
-    # -- offload -------------------------------------------------------------------------
-
-    async def _offload(
-        self, sender: bytes, req: OffloadRequest, counter: int, reply: Reply, call: Call
-    ) -> None:
-        fault = self.faults.first_strike(_OFFLOAD_FAULTS) if self.faults else None
-        name = fault.name if fault else None
-        if name == "crash-before-commit":
-            self._crash_now("crash before commit")
-            return
-        if name == "ack-timeout":
-            log.warning("fault injected: ack-timeout for %s (no answer)", req.note_id)
-            return
-        if name == "refuse":
-            log.warning("fault injected: refuse %s", req.note_id)
-            await reply(sender, HolderRefusal(req.request, "refused (injected fault)"))
-            return
-        why = await call(self.core.hold, sender, req, counter)
-        if why:
-            await reply(sender, self.core.refuse(sender, req, why))
-            return
-        if name == "crash-after-commit":
-            self._crash_now("crash after commit, before the ack")
-            return
-        twist = _TWISTS.get(name or "")
-        if name == "ack-delay" and fault is not None:
-            log.warning("fault injected: ack-delay %.3g s for %s", fault.seconds, req.note_id)
-            await trio.sleep(fault.seconds)
-        if twist is not None:
-            log.warning("fault injected: %s for %s", name, req.note_id)
-        await reply(sender, self.core.ack(req, twist, entropy=self.core.entropy))
-        # Logged after the ack, which waits for nothing but the commit.
-        log.info("holding %s (%d bytes) for %s", req.note_id, len(req.body), fingerprint(sender))
-
-    # -- fetch ---------------------------------------------------------------------------
-
-    async def _fetch(self, sender: bytes, req: FetchRequest, reply: Reply, call: Call) -> None:
-        body, why = await at_once(self.core.serve, req, otherwise=call)
-        if body is None:
-            await reply(sender, self.core.refuse(sender, req, why))
-            return
-        corrupt = bool(self.faults) and self.faults.strikes("corrupt-serve") is not None
-        if corrupt:
-            log.warning("fault injected: corrupt-serve for %s", req.note_id)
-        for part in self.core.parts(req, body, corrupt=corrupt):
-            await reply(sender, part)
-        log.info("served %s (%d bytes) to %s", req.note_id, len(body), fingerprint(sender))
-
-    # -- release -------------------------------------------------------------------------
-
-    async def _release(
-        self, sender: bytes, req: Release, counter: int, reply: Reply, call: Call
-    ) -> None:
-        why = await call(self.core.let_go, sender, req, counter)
-        if why:
-            await reply(sender, self.core.refuse(sender, req, why))
-            return
-        await reply(sender, self.core.released(req))
 
 
 __all__ = ["CRASH_EXIT", "Holder"]

@@ -16,13 +16,15 @@ step by step, answer every request with the same code:
   (its envelope counter is lower) is answered but changes nothing.
 
 Each returns the reason to refuse (or None); `HolderCore.refuse` counts and
-logs a refusal and builds the message that says it.
+logs a refusal and builds the message that says it. Which of them a request
+runs, and what is sent back, is `pixie.homebase.holdsteps`' to say; faults are
+struck into those steps, not into the decisions here.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
+from dataclasses import dataclass, field
 
 from sqlalchemy import delete
 
@@ -30,17 +32,16 @@ from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
 from pixie.device.store.holdings import Holding
 from pixie.device.store.notes import Zone
+from pixie.homebase import holdsteps
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.identity import fingerprint
-from pixie.protocol.offload import body_hash, check_offload, holder_parts, new_request_id
+from pixie.protocol.offload import body_hash, check_offload, holder_parts
 from pixie.protocol.peerwire import (
-    FetchPart,
     FetchRequest,
     HolderRefusal,
-    OffloadAck,
     OffloadRequest,
+    PeerMessage,
     Release,
-    Released,
 )
 
 log = logging.getLogger("pixie.holder")
@@ -64,17 +65,21 @@ _RESTAMP_SQL = (
 )
 
 
-class AckTwist(enum.Enum):
-    """A wrong ack a misbehaving holder sends on purpose (a fault, for tests)."""
+@dataclass
+class Answered:
+    """What `HolderCore.run` did: the messages to send back, in order, the
+    faults that struck, and the crash that ended it, if one did."""
 
-    WRONG_HASH = "wrong-hash"
-    WRONG_ID = "wrong-id"
+    replies: list[PeerMessage] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    crash: str | None = None
 
 
 class HolderCore:
     """The holder's decisions for one Homebase data dir.
 
-    ``clock`` dates each holding; ``entropy`` makes the ids a faulty ack names.
+    ``clock`` dates each holding; ``entropy`` is what a driver draws from for
+    this holder (the ids a faulty ack names).
     """
 
     def __init__(
@@ -106,6 +111,37 @@ class HolderCore:
             reason,
         )
         return HolderRefusal(request.request, reason)
+
+    def run(self, steps: holdsteps.Steps) -> Answered:
+        """Do what ``steps`` name against this data dir at once, in this
+        thread (the simulator's and a test's way; `Holder` runs the same
+        steps under trio): what to send back, in order, and how it ended."""
+        out = Answered()
+        result: object = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration:
+                return out
+            result = None
+            if isinstance(step, holdsteps.Hold):
+                result = self.hold(step.sender, step.request, step.counter)
+            elif isinstance(step, holdsteps.Read):
+                result = self.serve(step.request)
+            elif isinstance(step, holdsteps.LetGo):
+                result = self.let_go(step.sender, step.request, step.counter)
+            elif isinstance(step, holdsteps.Reply):
+                out.replies.append(step.message)
+            elif isinstance(step, holdsteps.Refuse):
+                out.replies.append(self.refuse(step.sender, step.request, step.reason))
+            elif isinstance(step, holdsteps.Serve):
+                out.replies.extend(holder_parts(step.request, step.body))
+            elif isinstance(step, holdsteps.Faulted):
+                out.faults.append(step.name)
+            elif isinstance(step, holdsteps.Crash):
+                out.crash = step.why
+                return out
+            # A Delay is a wait, which a run at once has no use for.
 
     # -- offload -------------------------------------------------------------------------
 
@@ -144,22 +180,6 @@ class HolderCore:
             )
         return None
 
-    @staticmethod
-    def ack(
-        req: OffloadRequest,
-        twist: AckTwist | None = None,
-        *,
-        entropy: Entropy = SYSTEM_ENTROPY,
-    ) -> OffloadAck:
-        """The ack of a held body (``twist``: a wrong one, as a fault sends,
-        naming another id drawn from ``entropy``)."""
-        note_id, content_hash = req.note_id, req.content_hash
-        if twist is AckTwist.WRONG_HASH:
-            content_hash = body_hash(req.body + b"\x00")
-        elif twist is AckTwist.WRONG_ID:
-            note_id = other_id(req.note_id, entropy)
-        return OffloadAck(req.request, note_id, content_hash)
-
     # -- fetch ---------------------------------------------------------------------------
 
     def serve(self, req: FetchRequest) -> tuple[bytes | None, str]:
@@ -178,13 +198,6 @@ class HolderCore:
             log.error("holding %s no longer matches its hash: not served", req.note_id)
             return None, "the held body no longer matches its hash"
         return bytes(body), ""
-
-    @staticmethod
-    def parts(req: FetchRequest, body: bytes, *, corrupt: bool = False) -> list[FetchPart]:
-        """The parts that serve ``body`` (``corrupt``: one bit flipped, as a fault does)."""
-        if corrupt:
-            body = bytes([body[0] ^ 0x01]) + body[1:] if body else b"\x00"
-        return holder_parts(req, body)
 
     # -- release -------------------------------------------------------------------------
 
@@ -215,17 +228,5 @@ class HolderCore:
         log.info("released %s for %s", req.note_id, fingerprint(sender))
         return None
 
-    @staticmethod
-    def released(req: Release) -> Released:
-        return Released(req.request, req.note_id, req.content_hash)
 
-
-def other_id(note_id: str, entropy: Entropy = SYSTEM_ENTROPY) -> str:
-    """A well-formed note id that is not ``note_id`` (for the wrong-id fault),
-    drawn from ``entropy``."""
-    raw = new_request_id(entropy).hex()
-    other = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:32]}"
-    return other if other != note_id else other_id(note_id, entropy)
-
-
-__all__ = ["AckTwist", "HolderCore", "other_id"]
+__all__ = ["Answered", "HolderCore"]

@@ -47,11 +47,13 @@ from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblinginfo import SiblingInfo
+from pixie.device.sync import syncsteps
 from pixie.device.sync.admission import Admission, Incoming
 from pixie.device.sync.offload import OffloadLedger, Pointer
 from pixie.device.sync.replica import NodeReplica
 from pixie.device.sync.sessions import Route, SessionTable
-from pixie.homebase.holding import AckTwist, HolderCore
+from pixie.homebase import holdsteps
+from pixie.homebase.holding import HolderCore
 from pixie.protocol import envelope, syncwire
 from pixie.protocol.clock import ManualClock, SeededEntropy
 from pixie.protocol.envelope import EnvelopeKeys
@@ -78,7 +80,7 @@ from pixie.protocol.peerwire import (
     SyncData,
     encode_body,
 )
-from pixie.protocol.sync import Ending, SyncSession, refusal
+from pixie.protocol.sync import Ending, SyncSession
 from pixie.sim import invariants
 from pixie.sim.clock import PeerClock, world_clock, world_entropy
 from pixie.sim.invariants import InvariantViolated
@@ -448,9 +450,8 @@ class World:
         if opener.table.with_peer(other):
             self.note(f"sync: {opener.name} has a session open; none started")
             return
-        opener.table.take_held(other)
         session = SyncSession(opener.replica, opener=True, entropy=self.entropy)
-        opener.table.open(OpenSession(session, other, self.tick))
+        syncsteps.open_ours(opener.table, OpenSession(session, other, self.tick))
         self.stats.sessions += 1
         session.start()
         self.note(f"sync opened by {opener.name}")
@@ -468,32 +469,33 @@ class World:
         except ProtocolError as exc:
             self.note(f"{peer.name} refuses a sync message: {exc}")
             return
-        route, entry = peer.table.route(sender, message)
-        if route is Route.NEW_HELLO:
-            assert isinstance(message, syncwire.Hello)
-            settlement = peer.table.settle(sender, message, len(data.payload))
-            for opening in settlement.say_again:
-                assert opening.session.hello is not None
+        # The peer's own dispatch (`syncsteps`, which `SyncEndpoint` runs under
+        # trio), its steps taken at once.
+        for step in syncsteps.receive(peer.table, sender, message, len(data.payload)):
+            if isinstance(step, syncsteps.Deliver):
+                step.entry.heard_at = self.tick
+                step.entry.session.receive(step.message)
+            elif isinstance(step, syncsteps.SayAgain):
+                hello = step.entry.session.hello
+                assert hello is not None
                 self.note(f"sync {peer.name}: says its Hello again")
-                self.send(peer, SyncData(syncwire.encode(opening.session.hello)))
-                opening.heard_at = self.tick
-            if settlement.refuse:
+                self.send(peer, SyncData(syncwire.encode(hello)))
+                step.entry.heard_at = self.tick
+            elif isinstance(step, syncsteps.Send):
                 self.note(f"sync {peer.name}: both sides opened a session; keeps its own")
-                self.send(peer, SyncData(syncwire.encode(refusal(message.session))))
-            for older in settlement.superseded:
-                older.moved_on = True
-                older.session.fail("the sibling opened a newer session", tell_peer=False)
-            self.pump(peer)
-            if settlement.answer:
-                self._answer(peer, sender, message)
-            else:
+                self.send(peer, SyncData(syncwire.encode(step.message)))
+            elif isinstance(step, syncsteps.Supersede):
+                step.entry.moved_on = True
+                step.entry.session.fail("the sibling opened a newer session", tell_peer=False)
+            elif isinstance(step, syncsteps.Answer):
+                self.pump(peer)
+                self._answer(peer, sender, step.hello)
+            elif step.route is Route.NEW_HELLO:
+                self.pump(peer)
                 self.note(f"sync {peer.name}: holds back or refuses the sibling's Hello")
-        elif route is Route.DELIVER and entry is not None:
-            entry.heard_at = self.tick
-            entry.session.receive(message)
-        else:
-            self.note(f"{peer.name} drops {type(message).__name__}: {route.value}")
-            return
+            else:
+                self.note(f"{peer.name} drops {step.kind}: {step.route.value}")
+                return
         self.pump(peer)
 
     def pump(self, peer: Peer) -> None:
@@ -517,11 +519,11 @@ class World:
             self.note(f"sync {peer.name}: {ending.value if ending else 'ended'}{why}")
             if not session.opener:
                 continue
-            held = peer.table.take_held(entry.peer)
-            free = not peer.table.with_peer(entry.peer)
-            if ending is Ending.REFUSED and held is not None and free:
+            refused = ending is Ending.REFUSED
+            held = syncsteps.after_ours(peer.table, entry.peer, refused=refused)
+            if held is not None:
                 # The sibling refused ours for its own: the Hello held back goes on.
-                self._answer(peer, entry.peer, held[0])
+                self._answer(peer, entry.peer, held.hello)
                 self.pump(peer)
 
     # -- the holder (the Homebase's side) -----------------------------------------------------
@@ -534,47 +536,29 @@ class World:
     def _on_holder_request(
         self, sender: bytes, message: OffloadRequest | FetchRequest | Release, counter: int
     ) -> None:
+        """The Homebase answers with the holder's own steps (`holdsteps`, which
+        `Holder` runs under trio), the seed's faults struck into them."""
         home, holder = self.homebase, self.holder
-        if isinstance(message, OffloadRequest):
-            lies = ("lie",) if self.plan.lies else ()
-            fault = self._byzantine(("silent", "wrong-hash", "wrong-id", "crash", *lies))
-            if fault == "silent":
-                self.note("holder fault: no answer")
-                return
-            if fault == "lie":
-                self.note("holder fault: acks without storing")
-                self.send(home, holder.ack(message))
-                return
-            why = holder.hold(sender, message, counter)
-            if why:
-                self.send(home, holder.refuse(sender, message, why))
-                return
-            if fault == "crash":
-                self.note("holder fault: crash after commit, before the ack")
-                self.crash("homebase")
-                return
-            twist = {"wrong-hash": AckTwist.WRONG_HASH, "wrong-id": AckTwist.WRONG_ID}.get(
-                fault or ""
-            )
-            if twist is not None:
-                self.note(f"holder fault: ack with the {fault}")
-            self.send(home, holder.ack(message, twist, entropy=holder.entropy))
-        elif isinstance(message, FetchRequest):
-            body, why = holder.serve(message)
-            if body is None:
-                self.send(home, holder.refuse(sender, message, why))
-                return
-            corrupt = self._byzantine(("corrupt",)) is not None
-            if corrupt:
-                self.note("holder fault: serves corrupted bytes")
-            for part in holder.parts(message, body, corrupt=corrupt):
-                self.send(home, part)
+        steps = holdsteps.answer(sender, message, counter)
+        answered = holder.run(holdsteps.faulted(steps, self._pick_fault, holder.entropy))
+        for name in answered.faults:
+            self.note(f"holder fault: {name}")
+        for reply in answered.replies:
+            self.send(home, reply)
+        if answered.crash is not None:
+            self.note(f"holder fault: {answered.crash}")
+            self.crash("homebase")
+
+    def _pick_fault(self, stage: str) -> tuple[str, float] | None:
+        """The seed's fault for the holder at ``stage``, drawn where the
+        holder's own plan is consulted."""
+        if stage == holdsteps.OFFLOAD:
+            lies = (holdsteps.ACK_UNSTORED,) if self.plan.lies else ()
+            choices = ("ack-timeout", "ack-wrong-hash", "ack-wrong-id", "crash-after-commit")
+            fault = self._byzantine((*choices, *lies))
         else:
-            why = holder.let_go(sender, message, counter)
-            if why:
-                self.send(home, holder.refuse(sender, message, why))
-            else:
-                self.send(home, holder.released(message))
+            fault = self._byzantine(("corrupt-serve",))
+        return None if fault is None else (fault, 0.0)
 
     # -- the device's side of offloading -----------------------------------------------------
 

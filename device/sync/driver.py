@@ -73,6 +73,7 @@ from pixie.device.errors import BadInput, DeviceError
 from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
 from pixie.device.store.db import Meta
+from pixie.device.sync import syncsteps
 from pixie.device.sync.lastsync import LAST_SYNC_KEY, last_syncs_in
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayUnavailable
@@ -92,7 +93,7 @@ from pixie.protocol.peerwire import (
     SyncData,
 )
 from pixie.protocol.replay import ReplayWindow
-from pixie.protocol.sync import Ending, SyncSession, SyncStats, refusal
+from pixie.protocol.sync import Ending, SyncSession, SyncStats
 
 log = logging.getLogger("pixie.sync")
 T = TypeVar("T")
@@ -397,52 +398,46 @@ class SyncEndpoint:
             self.dropped["malformed"] += 1
             self.notices.log("malformed", "malformed sync message from %s: %s", who, exc)
             return
-        route, running = self.table.route(sender, message)
-        if route is Route.MISADDRESSED:
-            self.dropped["misaddressed"] += 1
-            self.notices.log(
-                "misaddressed", "sync message from %s for another sibling's session", who
-            )
-            return
-        if route is Route.NO_SESSION:
-            kind = type(message).__name__
-            log.info("sync message from %s for no open session (%s)", who, kind)
-            return
-        if route is Route.NEW_HELLO:
-            assert isinstance(message, syncwire.Hello)
-            if self._nursery is not None and await self._settle(sender, message, len(payload)):
-                self._answer(sender, message, len(payload))
-            return
-        if route is Route.REPEAT or running is None:
-            return  # the sibling said its Hello again: the session has it already
+        for step in syncsteps.receive(self.table, sender, message, len(payload)):
+            if isinstance(step, syncsteps.Deliver):
+                await self._deliver(step.entry, step.message, step.size)
+            elif isinstance(step, syncsteps.Drop):
+                if step.route is Route.MISADDRESSED:
+                    self.dropped["misaddressed"] += 1
+                    self.notices.log(
+                        "misaddressed", "sync message from %s for another sibling's session", who
+                    )
+                elif step.route is Route.NO_SESSION:
+                    log.info("sync message from %s for no open session (%s)", who, step.kind)
+                # A repeat of the Hello a session opened with: it has it already;
+                # a Hello held back or refused: the rules say so.
+            elif isinstance(step, syncsteps.SayAgain):
+                ours = step.entry.session.hello
+                assert ours is not None
+                await self._send_peer(sender, SyncData(syncwire.encode(ours)))
+                if step.entry.idle is not None:
+                    step.entry.idle.deadline = trio.current_time() + self.idle_timeout
+            elif isinstance(step, syncsteps.Send):
+                log.info("sync with %s: both sides opened a session; keeping ours", who)
+                await self._send_peer(sender, SyncData(syncwire.encode(step.message)))
+            elif isinstance(step, syncsteps.Supersede):
+                step.entry.send.close()
+            elif self._nursery is not None:  # Answer (none once the endpoint stops)
+                self._answer(sender, step.hello, step.size)
+
+    async def _deliver(self, running: _Running, message: syncwire.SyncMessage, size: int) -> None:
         try:
-            running.send.send_nowait((message, len(payload)))
+            running.send.send_nowait((message, size))
         except trio.ClosedResourceError:
+            who = fingerprint(running.peer)
             log.info("sync message from %s for a session it has moved on from", who)
         except trio.WouldBlock:
             # The session's inbox is full: a sibling far ahead of us. Ending the
             # session is safe (everything applied so far is committed) and the
             # next one resumes from the marks.
-            log.warning("sync session with %s overrun; ending it", who)
+            log.warning("sync session with %s overrun; ending it", fingerprint(running.peer))
             await self._call(running.session.fail, "the sibling sent faster than we could apply")
             running.wake()  # the sender says so and ends the session now
-
-    async def _settle(self, peer: bytes, hello: syncwire.Hello, size: int) -> bool:
-        """A Hello of a session not open here: True if it is to be answered now
-        (the rules are in the module's docstring)."""
-        settlement = self.table.settle(peer, hello, size)
-        for running in settlement.say_again:
-            ours = running.session.hello
-            assert ours is not None
-            await self._send_peer(peer, SyncData(syncwire.encode(ours)))
-            if running.idle is not None:
-                running.idle.deadline = trio.current_time() + self.idle_timeout
-        if settlement.refuse:
-            log.info("sync with %s: both sides opened a session; keeping ours", fingerprint(peer))
-            await self._send_peer(peer, SyncData(syncwire.encode(refusal(hello.session))))
-        for running in settlement.superseded:
-            running.send.close()
-        return settlement.answer
 
     def _answer(self, peer: bytes, hello: syncwire.Hello, size: int) -> None:
         """Start a responder session for ``hello``."""
@@ -474,23 +469,25 @@ class SyncEndpoint:
         already running with it, so that the two never overlap)."""
         while running_now := self.table.with_peer(peer):
             await running_now[0].done.wait()
-        self.table.take_held(peer)
         session = SyncSession(self._replica(), opener=True, entropy=self.entropy)
         running = self._register(session, peer)
-        self.table.open(running)
+        syncsteps.open_ours(self.table, running)
+        report: SyncReport | None = None
         try:
             await self._call(session.start)
             report = await self._pump(running)
             self._finish(report)
         finally:
             running.done.set()
-            held = self.table.take_held(peer)
+            refused = report is not None and report.outcome is SyncOutcome.SUPERSEDED
+            held = syncsteps.after_ours(self.table, peer, refused=refused)
+        assert report is not None  # (the session ran to its end)
         if report.outcome is not SyncOutcome.SUPERSEDED:
             return report
         # The sibling refused ours for a session of its own: that one goes on in
         # our place, and its outcome is ours.
-        if held is not None and self._nursery is not None and not self._with(peer):
-            self._answer(peer, *held)
+        if held is not None and self._nursery is not None:
+            self._answer(peer, held.hello, held.size)
         while report.outcome is SyncOutcome.SUPERSEDED:
             with trio.move_on_after(self.idle_timeout):
                 while not (others := self._with(peer)):
@@ -566,7 +563,7 @@ class SyncEndpoint:
                     running.idle = scope
                     try:
                         message, size = await running.receive.receive()
-                    except trio.EndOfChannel:  # the sibling has moved on (see _settle)
+                    except trio.EndOfChannel:  # the sibling has moved on (syncsteps.Supersede)
                         running.cause = SyncOutcome.SUPERSEDED
                         await self._call(partial(session.fail, MOVED_ON, tell_peer=False))
                         # The sender may be waiting for news: it is that the session

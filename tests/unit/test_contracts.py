@@ -34,6 +34,8 @@ PLANTS = [
     ("homebase/tool.py", "import pixie.sim.world", "layers: entry above sim"),
     # An existing module gets the import added (and loses it afterwards).
     ("homebase/holding.py", "import trio", "sans-IO cores"),
+    ("homebase/holdsteps.py", "import sqlite3", "peer engine's steps"),
+    ("device/sync/syncsteps.py", "import pixie.device.store.db", "peer engine's steps"),
 ]
 
 

@@ -20,7 +20,8 @@ from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.sync.admission import Admission, Incoming, Rejected, Rejection
 from pixie.device.sync.offload import OffloadLedger
 from pixie.device.sync.sessions import Route, SessionTable
-from pixie.homebase.holding import AckTwist, HolderCore
+from pixie.homebase import holdsteps
+from pixie.homebase.holding import HolderCore
 from pixie.protocol import syncwire
 from pixie.protocol.envelope import seal
 from pixie.protocol.identity import new_identity
@@ -30,6 +31,7 @@ from pixie.protocol.offload import (
     Outcome,
     ReleaseAttempt,
     body_hash,
+    holder_parts,
 )
 from pixie.protocol.peerwire import (
     FetchPart,
@@ -237,8 +239,8 @@ def test_offload_then_recall_step_by_step(pair: tuple[Node, Node]) -> None:
     candidate = ledger.candidate(note_id)
     attempt = OffloadAttempt(home, candidate.id, bytes.fromhex(candidate.content_hash))
     request = attempt.request_message(candidate.body)
-    assert holder.hold(me, request, 1) is None
-    verdict = attempt.on_message(home, holder.ack(request))
+    (ack,) = holder.run(holdsteps.answer(me, request, 1)).replies
+    verdict = attempt.on_message(home, ack)
     assert verdict is not None and verdict.outcome is Outcome.HELD
     assert ledger.compare_and_clear(note_id, candidate.content_hash)
     assert resident(phone, note_id) == (None, home.hex())
@@ -247,10 +249,8 @@ def test_offload_then_recall_step_by_step(pair: tuple[Node, Node]) -> None:
 
     pointer = ledger.pointer(note_id)
     fetch = FetchAttempt(home, note_id, bytes.fromhex(pointer.content_hash))
-    body, why = holder.serve(fetch.request_message())
-    assert body is not None and why == ""
     got = None
-    for part in holder.parts(fetch.request_message(), body):
+    for part in holder.run(holdsteps.answer(me, fetch.request_message(), 2)).replies:
         got = fetch.on_message(home, part)
     assert got is not None and got.outcome is Outcome.FETCHED and got.body == BODY.encode()
     assert ledger.restore(pointer, got.body)
@@ -258,8 +258,8 @@ def test_offload_then_recall_step_by_step(pair: tuple[Node, Node]) -> None:
     assert ledger.releases_due() == [(note_id, pointer.content_hash)]
 
     release = ReleaseAttempt(home, note_id, bytes.fromhex(pointer.content_hash))
-    assert holder.let_go(me, release.request_message(), 2) is None
-    done = release.on_message(home, holder.released(release.request_message()))
+    (released,) = holder.run(holdsteps.answer(me, release.request_message(), 3)).replies
+    done = release.on_message(home, released)
     assert done is not None and done.outcome is Outcome.RELEASED
     ledger.released(note_id, pointer.content_hash)
     assert ledger.releases_due() == []
@@ -277,7 +277,10 @@ def test_a_corrupted_serve_never_verifies(pair: tuple[Node, Node]) -> None:
     )
     fetch = FetchAttempt(home, note_id, chash)
     verdict = None
-    for part in holder.parts(fetch.request_message(), BODY.encode(), corrupt=True):
+    steps = holdsteps.answer(phone.public_key(), fetch.request_message(), 2)
+    answered = holder.run(holdsteps.faulted(steps, lambda stage: ("corrupt-serve", 0.0)))
+    assert answered.faults == ["corrupt-serve"]
+    for part in answered.replies:
         verdict = fetch.on_message(home, part)
     assert verdict is not None and verdict.outcome is Outcome.CORRUPT and verdict.body is None
 
@@ -365,16 +368,18 @@ def test_twisted_acks_are_never_taken_as_held(pair: tuple[Node, Node]) -> None:
     note_id = clear_note(phone)
     attempt = OffloadAttempt(home, note_id, body_hash(BODY.encode()))
     request = attempt.request_message(BODY.encode())
-    for twist, outcome in (
-        (AckTwist.WRONG_HASH, Outcome.WRONG_HASH),
-        (AckTwist.WRONG_ID, Outcome.WRONG_ID),
+    holder = HolderCore(mac)
+    for counter, (twist, outcome) in enumerate(
+        (("ack-wrong-hash", Outcome.WRONG_HASH), ("ack-wrong-id", Outcome.WRONG_ID)), 1
     ):
-        ack = HolderCore.ack(request, twist)
-        assert isinstance(ack, OffloadAck)
+        steps = holdsteps.answer(phone.public_key(), request, counter)
+        answered = holder.run(holdsteps.faulted(steps, lambda stage, t=twist: (t, 0.0)))
+        (ack,) = answered.replies
+        assert isinstance(ack, OffloadAck) and answered.faults == [twist]
         verdict = attempt.on_message(home, ack)
         assert verdict is not None and verdict.outcome is outcome
-    parts = HolderCore.parts(FetchAttempt(home, note_id, b"h" * 32).request_message(), b"")
+    parts = holder_parts(FetchAttempt(home, note_id, b"h" * 32).request_message(), b"")
     assert [type(p) for p in parts] == [FetchPart]
-    assert isinstance(
-        HolderCore.released(ReleaseAttempt(home, note_id, b"h" * 32).request_message()), Released
-    )
+    release = ReleaseAttempt(home, note_id, b"h" * 32).request_message()
+    replies = holder.run(holdsteps.answer(phone.public_key(), release, 9)).replies
+    assert [type(r) for r in replies] == [Released]
