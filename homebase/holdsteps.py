@@ -31,6 +31,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from pixie.protocol.clock import SYSTEM_ENTROPY, Entropy
+from pixie.protocol.ids import id_text
 from pixie.protocol.offload import body_hash, new_request_id
 from pixie.protocol.peerwire import (
     FetchRequest,
@@ -222,8 +223,7 @@ def _wrong_ack(req: OffloadRequest, name: str, entropy: Entropy) -> OffloadAck:
 def other_id(note_id: str, entropy: Entropy = SYSTEM_ENTROPY) -> str:
     """A well-formed note id that is not ``note_id`` (for the wrong-id fault),
     drawn from ``entropy``."""
-    raw = new_request_id(entropy).hex()
-    other = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:32]}"
+    other = id_text(new_request_id(entropy))
     return other if other != note_id else other_id(note_id, entropy)
 
 

@@ -196,7 +196,6 @@ class EnvelopeKeys:
 
 
 PROCESS_KEYS = EnvelopeKeys()
-forget_ephemeral_keys = PROCESS_KEYS.forget
 
 
 def seal(

@@ -254,8 +254,8 @@ def test_a_seeded_envelope_is_the_same_bytes_and_opens() -> None:
     body = b"lunch on friday?"
 
     def fresh_seal(seed: int) -> bytes:
-        envelope.forget_ephemeral_keys()
-        return envelope.seal(alice, to_bob, body, entropy=SeededEntropy(seed), now=time.monotonic())
+        fresh = envelope.EnvelopeKeys()
+        return envelope.seal(alice, to_bob, body, now=0.0, entropy=SeededEntropy(seed), keys=fresh)
 
     first, second, other = fresh_seal(7), fresh_seal(7), fresh_seal(8)
     assert first == second
@@ -265,14 +265,12 @@ def test_a_seeded_envelope_is_the_same_bytes_and_opens() -> None:
         assert (opened.sender, opened.body) == (bytes(alice.verify_key), body)
 
     # The key is kept for the pair; each envelope still draws its own nonce.
-    envelope.forget_ephemeral_keys()
-    entropy = SeededEntropy(7)
+    keys, entropy = envelope.EnvelopeKeys(), SeededEntropy(7)
     a, b = (
-        envelope.seal(alice, to_bob, body, entropy=entropy, now=time.monotonic()) for _ in range(2)
+        envelope.seal(alice, to_bob, body, now=0.0, entropy=entropy, keys=keys) for _ in range(2)
     )
     assert a == first and a[:32] == b[:32] and a != b
     assert envelope.open_envelope(bob, b).body == body
-    envelope.forget_ephemeral_keys()
 
 
 def test_default_envelopes_are_random() -> None:
@@ -280,11 +278,9 @@ def test_default_envelopes_are_random() -> None:
     to_bob = bytes(bob.verify_key)
     sealed = []
     for _ in range(2):
-        envelope.forget_ephemeral_keys()
-        sealed.append(envelope.seal(alice, to_bob, b"same", now=time.monotonic()))
+        sealed.append(envelope.seal(alice, to_bob, b"same", now=0.0, keys=envelope.EnvelopeKeys()))
     assert sealed[0][:32] != sealed[1][:32] and sealed[0][32:56] != sealed[1][32:56]
     assert all(envelope.open_envelope(bob, s).body == b"same" for s in sealed)
-    envelope.forget_ephemeral_keys()
 
 
 # -- the system defaults ----------------------------------------------------------------
