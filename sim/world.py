@@ -31,7 +31,7 @@ import shutil
 import tempfile
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +47,10 @@ from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync import syncsteps
-from pixie.device.sync.admission import Admission, Incoming
-from pixie.device.sync.offload import OffloadLedger, Pointer
+from pixie.device.sync import admitsteps, offloadsteps, syncsteps
+from pixie.device.sync.admission import Admission, Incoming, Rejected
+from pixie.device.sync.offload import OffloadLedger
+from pixie.device.sync.offloadsteps import Pointer
 from pixie.device.sync.replica import NodeReplica
 from pixie.device.sync.sessions import Route, SessionTable
 from pixie.homebase import holdsteps
@@ -62,7 +63,6 @@ from pixie.protocol.hlc import HybridClock
 from pixie.protocol.offload import (
     FetchAttempt,
     OffloadAttempt,
-    Outcome,
     ReleaseAttempt,
     body_hash,
     new_request_id,
@@ -409,20 +409,29 @@ class World:
             raise InvariantViolated(6, f"the relay carried {canary!r} from {src} ({size} B)")
 
     def admit(self, peer: Peer, src: str, data: bytes) -> Incoming | None:
-        """What `PeerLink` does on receipt: ``peer``'s `Admission` screens and
-        admits an envelope the relay attests ``src`` sent."""
-        sender = self.peers[src].key
+        """``peer`` takes in an envelope the relay attests ``src`` sent: the
+        steps of `admitsteps` (which `PeerLink` takes under trio), answered by
+        ``peer``'s `Admission` at once."""
         admission = peer.admission
-        if not admission.screen(sender, len(data)):
-            self.stats.rejected_envelopes += 1
-            self.note(f"{peer.name} rejects an envelope: {src} is not a sibling")
-            return None
-        admitted = admission.admit(sender, data)
-        if not isinstance(admitted, Incoming):
-            self.stats.rejected_envelopes += 1
+        steps = admitsteps.admitting(self.peers[src].key, data)
+        answer: object = None
+        try:
+            while True:
+                step = steps.send(answer)
+                if isinstance(step, admitsteps.Screen):
+                    answer = admission.screen(step.sender, step.size, strangers=step.strangers)
+                else:
+                    answer = admission.admit(step.sender, step.envelope, step.strangers)
+        except StopIteration as end:
+            admitted = end.value
+        if isinstance(admitted, Incoming):
+            return admitted
+        self.stats.rejected_envelopes += 1
+        if isinstance(admitted, Rejected):
             self.note(f"{peer.name} rejects an envelope ({admitted.reason}): {admitted.detail}")
-            return None
-        return admitted
+        else:
+            self.note(f"{peer.name} rejects an envelope: {src} is not a sibling")
+        return None
 
     def deliver(self, src: str, dst: str, data: bytes) -> None:
         peer = self.peers[dst]
@@ -618,37 +627,46 @@ class World:
             return
         del self.device.pending[request]
         self.note(f"device {pending.kind.value} {attempt.note_id[:8]}: {verdict.outcome.value}")
-        ledger = self.ledger
+        chash = attempt.content_hash.hex()
+        # The device's own steps after a verdict (`offloadsteps`, which
+        # `NoteOffloadService` takes under trio), taken at once.
+        steps: Generator[offloadsteps.OffloadStep, bool | None, object]
         if pending.kind is Request.OFFLOAD:
-            if verdict.outcome is not Outcome.HELD:
-                return
-            if self.rng.random() < self.plan.crash:
-                self.note("device crashes between the ack and the clear")
-                self.crash("device")
-                return
-            chash = attempt.content_hash.hex()
-            if ledger.compare_and_clear(attempt.note_id, chash):
-                self.stats.offloads_cleared += 1
-            else:
-                ledger.orphaned(attempt.note_id, chash)
+            steps = offloadsteps.after_offload(attempt.note_id, chash, verdict)
         elif pending.kind in (Request.FETCH, Request.RECALL):
-            if verdict.outcome is not Outcome.FETCHED or verdict.body is None:
+            recall = pending.pointer if pending.kind is Request.RECALL else None
+            steps = offloadsteps.after_fetch(verdict, recall)
+        else:
+            steps = offloadsteps.after_release(attempt.note_id, chash, verdict)
+        answer: bool | None = None
+        try:
+            while True:
+                step = steps.send(answer)
+                if isinstance(step, offloadsteps.BeforeClear) and self._crashes_here():
+                    self.note("device crashes between the ack and the clear")
+                    self.crash("device")
+                    return
+                answer = self.ledger.take(step)
+                if isinstance(step, offloadsteps.Clear) and answer:
+                    self.stats.offloads_cleared += 1
+        except StopIteration as end:
+            ended = end.value
+        if isinstance(ended, offloadsteps.Fetched):
+            if ended.body is None:
                 self.stats.fetches_refused += 1
                 return
-            if body_hash(verdict.body) != attempt.content_hash:
+            if body_hash(ended.body) != attempt.content_hash:
                 raise InvariantViolated(
                     2, f"fetched body of {attempt.note_id} accepted without re-hashing to it"
                 )
             self.stats.fetches_verified += 1
-            if (
-                pending.kind is Request.RECALL
-                and pending.pointer is not None
-                and ledger.restore(pending.pointer, verdict.body)
-            ):
+            if ended.restored:
                 self.stats.recalls += 1
-        elif verdict.outcome is Outcome.RELEASED:
-            ledger.released(attempt.note_id, attempt.content_hash.hex())
+        elif ended is True:
             self.stats.releases += 1
+
+    def _crashes_here(self) -> bool:
+        return self.rng.random() < self.plan.crash
 
     # -- faults -----------------------------------------------------------------------------
 

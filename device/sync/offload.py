@@ -19,28 +19,37 @@ never writes them back. Recall restores the verified body and clears the
 pointer in one transaction, and only afterwards asks the holder to release its
 copy: the mirror image of never clear before ack.
 
-Every decision over the store is `OffloadLedger`'s, a sans-IO class (plain
-calls, no trio, no socket) that the simulator drives step by step too;
-`NoteOffloadService` moves the messages.
+What follows a holder's verdict is `offloadsteps`' stream (clear, orphan,
+restore, forget), written once; `OffloadLedger` (plain calls, no trio, no
+socket; its statements in `pixie.device.store.offloads`) answers each step,
+for `NoteOffloadService`, which moves the messages, and for the simulator.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import trio
-from sqlalchemy import bindparam, func, select
 
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.node.keyed import Node
-from pixie.device.store.db import at_once, driver_sql
-from pixie.device.store.holdings import PendingRelease, forget_release, release_later
-from pixie.device.store.notes import NoteKind, Zone
-from pixie.device.store.notetable import Note
+from pixie.device.store import offloads
+from pixie.device.store.db import at_once
+from pixie.device.store.notes import NoteKind
 from pixie.device.store.siblings import Still, Withdrawn
+from pixie.device.sync import offloadsteps
+from pixie.device.sync.offloadsteps import (
+    BeforeClear,
+    Clear,
+    Forget,
+    OffloadStep,
+    Orphan,
+    Pointer,
+    Restore,
+)
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient, RelayUnavailable
 from pixie.protocol.clock import Clock, Entropy
@@ -59,37 +68,10 @@ from pixie.protocol.peerwire import MAX_OFFLOAD_BYTES, PeerMessage
 
 log = logging.getLogger("pixie.offload")
 T = TypeVar("T")
+R = TypeVar("R")
 
 ACK_TIMEOUT = 10.0
 DAY_US = 86_400 * 1_000_000
-
-# The candidate and, in the same snapshot, whether a release of that very
-# body to this holder is still due (see `OffloadLedger.candidate`).
-_CANDIDATE_SQL = (
-    "SELECT body, content_hash, holder, deleted, kind, EXISTS (SELECT 1 FROM pending_release "
-    "WHERE note_id = note.id AND content_hash = note.content_hash AND holder = ?) "
-    "FROM note WHERE zone = 'clear' AND id = ?"
-)
-# Each holding no note here points at, oldest first (`releases_due`).
-_RELEASES_DUE_SQL = driver_sql(
-    select(PendingRelease.note_id, PendingRelease.content_hash)
-    .where(PendingRelease.holder == bindparam("holder"))
-    .order_by(PendingRelease.since, PendingRelease.note_id)
-)
-_RELEASING_SQL = (
-    "SELECT 1 FROM pending_release WHERE note_id = ? AND content_hash = ? AND holder = ?"
-)
-# The compare-and-clear: the body still here, unchanged (and no release of it
-# to this holder due), then the clear itself.
-_RESIDENT_SQL = (
-    "SELECT body, content_hash, EXISTS (SELECT 1 FROM pending_release "
-    "WHERE note_id = note.id AND content_hash = note.content_hash AND holder = ?) FROM note "
-    "WHERE zone = 'clear' AND id = ? AND deleted = 0 AND holder IS NULL"
-)
-_CLEAR_SQL = "UPDATE note SET body = NULL, holder = ? WHERE zone = 'clear' AND id = ?"
-_POINTER_SQL = (
-    "SELECT content_hash, holder FROM note WHERE zone = 'clear' AND id = ? AND deleted = 0"
-)
 
 
 class Send(Protocol):
@@ -136,15 +118,6 @@ class Candidate:
     content_hash: str
 
 
-@dataclass(frozen=True, slots=True)
-class Pointer:
-    """An offloaded note: the hash its body must re-hash to, and who holds it."""
-
-    id: str
-    content_hash: str
-    holder: str
-
-
 class OffloadFailed(BadInput):
     """A fetch or recall that ended without a verified body; nothing changed.
     ``verdict.outcome`` says how it ended."""
@@ -184,26 +157,25 @@ class OffloadLedger:
         if it may not go."""
         # The gate: the clear zone is the first condition of the only query
         # that loads what offloading sends.
-        rows = self.node.db.peek(_CANDIDATE_SQL, (self.holder_hex, note_id))
-        if not rows or rows[0][3]:
+        row = offloads.candidate(self.node.db, self.holder_hex, note_id)
+        if row is None or row.deleted:
             # The same words whether the id is unknown, deleted or sealed.
             raise NotFound(f"no note with id {note_id}")
-        body_text, chash, holder, _, kind, releasing = rows[0]
-        if kind == NoteKind.ABOUT_YOU.value:
+        if row.kind == NoteKind.ABOUT_YOU.value:
             # Distillation keeps merging new facts into it; parked elsewhere it
             # could take none, and the facts of each pass would be lost.
             raise BadInput(
                 f"note {note_id} is About you, which distillation keeps adding to; "
                 "it stays on this device"
             )
-        if holder is not None:
+        if row.holder is not None:
             raise BadInput(f"note {note_id} is already offloaded")
-        body = str(body_text).encode("utf-8")
+        body = str(row.body).encode("utf-8")
         if len(body) > MAX_OFFLOAD_BYTES:
             raise BadInput(f"note {note_id} is larger than {MAX_OFFLOAD_BYTES} bytes")
-        if body_hash(body).hex() != chash:
+        if body_hash(body).hex() != row.content_hash:
             raise BadInput(f"note {note_id}: its body does not match its content hash")
-        if releasing:
+        if row.releasing:
             # The holder would ack this body at once (it still holds it), and
             # the release already queued, or on its way, would then drop the
             # copy the new pointer relies on: the note would exist nowhere.
@@ -211,54 +183,30 @@ class OffloadLedger:
                 f"note {note_id}: the Homebase has not yet confirmed letting go of an "
                 "earlier copy of this body; offload it again once it has"
             )
-        return Candidate(note_id, body, chash)
+        return Candidate(note_id, body, row.content_hash)
 
     def compare_and_clear(self, note_id: str, content_hash: str) -> bool:
         """The one place a local body is erased: only if it still hashes to the
-        acknowledged hash. True if it was cleared.
-
-        On the plain driver connection (a SQLAlchemy session cost twenty times
-        these three statements on the offload path). Not fsynced: a power cut
-        that undoes a clear leaves the body here as well as with the holder,
-        which loses nothing."""
-        with self.node.db.bookkeeping() as conn:
-            row = conn.execute(_RESIDENT_SQL, (self.holder_hex, note_id)).fetchone()
-            if row is None or row[0] is None or row[1] != content_hash:
-                return False
-            if body_hash(str(row[0]).encode("utf-8")).hex() != content_hash:
-                return False
-            if row[2]:
-                # The ack of an offload that was under way when the body came
-                # home (a recall): the holder has been asked to let go of that
-                # very copy, so pointing at it again would leave the note nowhere.
-                return False
-            conn.execute(_CLEAR_SQL, (self.holder_hex, note_id))
-            return True
+        acknowledged hash, and no release of that very copy is due (the ack of
+        an offload under way when the body came home by a recall: the holder
+        was asked to let go of it). True if it was cleared."""
+        return offloads.clear_if_unchanged(self.node.db, self.holder_hex, note_id, content_hash)
 
     def orphaned(self, note_id: str, content_hash: str) -> None:
         """The holder holds a body this device ended up not pointing at: queue
-        its release (unless a pointer here relies on that very holding)."""
-        with self.node.db.writing() as session:
-            pointer = session.execute(
-                select(Note.id).where(
-                    Note.id == note_id,
-                    Note.holder == self.holder_hex,
-                    Note.content_hash == content_hash,
-                )
-            ).first()
-            if pointer is not None:
-                # Another offload of the same body won the race and points at
-                # this very holding: releasing it would leave the note nowhere.
-                return
-            release_later(session, note_id, content_hash, self.holder_hex, clock=self.clock)
+        its release (unless a pointer here relies on that very holding, when
+        another offload of the same body won the race)."""
+        offloads.release_unless_pointed_at(
+            self.node.db, note_id, content_hash, self.holder_hex, clock=self.clock
+        )
 
     def pointer(self, note_id: str) -> Pointer:
         """Where ``note_id``'s body is; raises `NotFound`, or `BadInput` if the
         body is here."""
-        rows = self.node.db.peek(_POINTER_SQL, (note_id,))
-        if not rows:
+        row = offloads.pointer(self.node.db, note_id)
+        if row is None:
             raise NotFound(f"no note with id {note_id}")
-        chash, holder = rows[0]
+        chash, holder = row
         if holder is None:
             raise BadInput(f"note {note_id} is not offloaded: its body is here")
         return Pointer(note_id, chash, holder)
@@ -266,43 +214,41 @@ class OffloadLedger:
     def restore(self, pointer: Pointer, body: bytes) -> bool:
         """Recall: body back and pointer gone in one transaction, the holding
         queued for release in the same one. False if the row moved on."""
-        with self.node.db.writing() as session:
-            row = session.scalar(
-                select(Note).where(
-                    Note.zone == Zone.CLEAR.value,
-                    Note.id == pointer.id,
-                    Note.holder == pointer.holder,
-                    Note.content_hash == pointer.content_hash,
-                )
-            )
-            if row is None:
-                return False
-            row.body = body.decode("utf-8")
-            row.holder = None
-            release_later(
-                session, pointer.id, pointer.content_hash, pointer.holder, clock=self.clock
-            )
-            return True
+        return offloads.restore(
+            self.node.db, pointer.id, pointer.content_hash, pointer.holder, body, clock=self.clock
+        )
 
     # -- releases -----------------------------------------------------------------------
 
     def releases_due(self) -> list[tuple[str, str]]:
         """(note id, content hash) of each holding no note here points at."""
-        with self.node.db.snapshot() as conn:
-            return conn.execute(_RELEASES_DUE_SQL, (self.holder_hex,)).fetchall()
+        return offloads.releases_due(self.node.db, self.holder_hex)
 
     def released(self, note_id: str, content_hash: str) -> None:
         """The holder confirmed letting go: the release is no longer due."""
-        with self.node.db.writing() as session:
-            forget_release(session, note_id, content_hash, self.holder_hex)
+        offloads.released(self.node.db, note_id, content_hash, self.holder_hex)
 
     def still_due(self, note_id: str, content_hash: str) -> Still:
         """Checked as a release's counter is reserved: a release another
         process got confirmed, followed by a new offload of the same body,
         must not be sent after that offload (the holder would drop the copy
         the new pointer relies on)."""
-        key = (note_id, content_hash, self.holder_hex)
-        return lambda conn: conn.execute(_RELEASING_SQL, key).fetchone() is not None
+        return offloads.still_releasing(note_id, content_hash, self.holder_hex)
+
+    # -- what follows a verdict (the steps of `offloadsteps`) ---------------------------
+
+    def take(self, step: OffloadStep) -> bool | None:
+        """One step, at once: the answer the stream is sent. `BeforeClear`
+        is the driver's own (it answers None here)."""
+        if isinstance(step, Clear):
+            return self.compare_and_clear(step.note_id, step.content_hash)
+        if isinstance(step, Orphan):
+            self.orphaned(step.note_id, step.content_hash)
+        elif isinstance(step, Restore):
+            return self.restore(step.pointer, step.body)
+        elif isinstance(step, Forget):
+            self.released(step.note_id, step.content_hash)
+        return None
 
 
 class NoteOffloadService:
@@ -396,30 +342,43 @@ class NoteOffloadService:
         except ProtocolError as exc:  # pragma: no cover - bounded above
             raise BadInput(str(exc)) from None
         verdict = await self._exchange(attempt, request)
+        ended = await self._take(
+            offloadsteps.after_offload(candidate.id, candidate.content_hash, verdict)
+        )
         who = fingerprint(self.holder)
         size = len(candidate.body)
-        if verdict.outcome is not Outcome.HELD:
-            log.warning("offload of %s not acknowledged: %s", note_id, verdict.detail)
-            return OffloadReport(note_id, verdict.outcome, verdict.detail, False, size, who)
-        if self.before_clear is not None:
-            self.before_clear(note_id, candidate.content_hash)
-        cleared = await self._quick(self.ledger.compare_and_clear, note_id, candidate.content_hash)
-        if not cleared:
-            # The note changed while its body travelled: the edit wins, the
-            # parked copy points at nothing and is released later.
-            await self._call(self.ledger.orphaned, note_id, candidate.content_hash)
-            detail = "held, but the note changed meanwhile; kept the local body"
-            return OffloadReport(note_id, Outcome.HELD, detail, False, size, who)
-        log.info("offloaded %s (%d bytes) to %s", note_id, size, who)
-        return OffloadReport(note_id, Outcome.HELD, verdict.detail, True, size, who)
+        if ended.outcome is not Outcome.HELD:
+            log.warning("offload of %s not acknowledged: %s", note_id, ended.detail)
+        elif ended.cleared:
+            log.info("offloaded %s (%d bytes) to %s", note_id, size, who)
+        return OffloadReport(note_id, ended.outcome, ended.detail, ended.cleared, size, who)
+
+    async def _take(self, steps: Generator[OffloadStep, bool | None, R]) -> R:
+        """Take the steps that follow a verdict (`offloadsteps`): the store's
+        on the event loop when they would not wait, in a thread otherwise."""
+        answer: bool | None = None
+        try:
+            while True:
+                step = steps.send(answer)
+                answer = None
+                if isinstance(step, BeforeClear):
+                    if self.before_clear is not None:
+                        self.before_clear(step.note_id, step.content_hash)
+                elif isinstance(step, Clear):
+                    answer = await self._quick(self.ledger.take, step)
+                else:
+                    answer = await self._call(self.ledger.take, step)
+        except StopIteration as end:
+            return cast(R, end.value)
 
     async def fetch(self, note_id: str) -> str:
         """The verified body of an offloaded note, for showing; never stored."""
         pointer = await self._quick(self.ledger.pointer, note_id)
-        body = await self._fetch(pointer)
-        return body.decode("utf-8")
+        fetched = await self._fetch(pointer, recall=False)
+        assert fetched.body is not None
+        return fetched.body.decode("utf-8")
 
-    async def _fetch(self, pointer: Pointer) -> bytes:
+    async def _fetch(self, pointer: Pointer, *, recall: bool) -> offloadsteps.Fetched:
         if pointer.holder != self.holder_hex:
             raise BadInput(
                 f"note {pointer.id} is held by {fingerprint(bytes.fromhex(pointer.holder))}, "
@@ -432,17 +391,17 @@ class NoteOffloadService:
             request=new_request_id(self.entropy),
         )
         verdict = await self._exchange(attempt, attempt.request_message())
-        if verdict.outcome is not Outcome.FETCHED or verdict.body is None:
+        fetched = await self._take(offloadsteps.after_fetch(verdict, pointer if recall else None))
+        if fetched.body is None:
             log.warning("fetch of %s failed: %s", pointer.id, verdict.detail)
             raise OffloadFailed(verdict)
-        return verdict.body
+        return fetched
 
     async def recall(self, note_id: str) -> bool:
         """Bring an offloaded note's body home; then ask the holder to let go.
         True if the holder confirmed the release (else it is retried later)."""
         pointer = await self._quick(self.ledger.pointer, note_id)
-        body = await self._fetch(pointer)
-        if not await self._call(self.ledger.restore, pointer, body):
+        if not (await self._fetch(pointer, recall=True)).restored:
             raise RecallRaced(note_id)
         log.info("recalled %s from %s", note_id, fingerprint(self.holder))
         released = await self.release_pending()
@@ -463,8 +422,7 @@ class NoteOffloadService:
             verdict = await self._exchange(
                 attempt, attempt.request_message(), self.ledger.still_due(note_id, content_hash)
             )
-            if verdict.outcome is Outcome.RELEASED:
-                await self._call(self.ledger.released, note_id, content_hash)
+            if await self._take(offloadsteps.after_release(note_id, content_hash, verdict)):
                 released.add(note_id)
             else:
                 log.warning("release of %s not confirmed: %s", note_id, verdict.detail)
@@ -478,21 +436,7 @@ def candidates(node: Node, older_than_days: float) -> list[str]:
     if not older_than_days >= 0:
         raise BadInput("--older-than must be a number of days, at least 0")
     cutoff = int(node.clock.now_us() - older_than_days * DAY_US)
-    when = func.coalesce(Note.about_date, Note.updated_wall)
-    with node.db.reading() as session:
-        return list(
-            session.scalars(
-                select(Note.id)
-                .where(
-                    Note.zone == Zone.CLEAR.value,
-                    Note.deleted.is_(False),
-                    Note.holder.is_(None),
-                    Note.kind != NoteKind.ABOUT_YOU.value,
-                    when < cutoff,
-                )
-                .order_by(when, Note.id)
-            )
-        )
+    return offloads.offload_candidates(node.db, cutoff)
 
 
 def relay_down_report(note_id: str, why: str) -> OffloadReport:

@@ -34,6 +34,7 @@ from pixie.device.sync.admission import (
     Admission,
     Incoming,
 )
+from pixie.device.sync.admitsteps import Screen, admitting
 from pixie.device.sync.relayclient import RelayClient
 from pixie.protocol.clock import SYSTEM_ENTROPY, Entropy
 from pixie.protocol.envelope import seal
@@ -116,15 +117,30 @@ class PeerLink:
         admission = self.admission
         while True:
             delivered = await self.client.receive()
-            sender, envelope = delivered.sender, delivered.envelope
-            if not admission.screen(sender, len(envelope), strangers=strangers):
-                continue  # before any cryptography: a set lookup is all a stranger's junk costs
-            if len(envelope) <= AT_ONCE_BYTES:
-                admitted = await at_once(
-                    admission.admit, sender, envelope, strangers, otherwise=self._in_lane
-                )
-            else:
-                admitted = await self._in_lane(admission.admit, sender, envelope, strangers)
+            # The order of the checks is admitsteps' (the simulator takes the
+            # same steps); this loop only picks where each runs.
+            steps = admitting(delivered.sender, delivered.envelope, strangers=strangers)
+            answer: object = None
+            try:
+                while True:
+                    step = steps.send(answer)
+                    if isinstance(step, Screen):
+                        # Before any cryptography: a set lookup is all a stranger's junk costs.
+                        answer = admission.screen(step.sender, step.size, strangers=step.strangers)
+                    elif len(step.envelope) <= AT_ONCE_BYTES:
+                        answer = await at_once(
+                            admission.admit,
+                            step.sender,
+                            step.envelope,
+                            step.strangers,
+                            otherwise=self._in_lane,
+                        )
+                    else:
+                        answer = await self._in_lane(
+                            admission.admit, step.sender, step.envelope, step.strangers
+                        )
+            except StopIteration as end:
+                admitted = end.value
             if isinstance(admitted, Incoming):
                 admission.rejections.flush()
                 return admitted

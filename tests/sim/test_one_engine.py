@@ -1,7 +1,8 @@
-"""The simulator and the trio drivers take the same steps: the dispatch of a
-sync message (`syncsteps`) and of a holder request (`holdsteps`, with the
-faults struck into its stream) is written once, and the simulator holds no
-copy of it.
+"""The simulator and the trio drivers take the same steps: the intake of an
+envelope (`admitsteps`), the dispatch of a sync message (`syncsteps`), of a
+holder request (`holdsteps`, with the faults struck into its stream) and of
+a holder's verdict on the device (`offloadsteps`) are written once, and the
+simulator holds no copy of them.
 
 Two checks: a run of seeds goes through those functions (a spy counts the
 calls), and the source of `sim/world.py` calls none of the table's or the
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pixie.device.sync import syncsteps
+from pixie.device.sync import admitsteps, offloadsteps, syncsteps
 from pixie.homebase import holding, holdsteps
 from pixie.sim.world import run_seed
 from tests.support import ROOT
@@ -30,9 +31,25 @@ STEPS = {
     "syncsteps.after_ours",
     "holdsteps.answer",
     "holdsteps.faulted",
+    "admitsteps.admitting",
+    "offloadsteps.after_offload",
+    "offloadsteps.after_fetch",
+    "offloadsteps.after_release",
 }
 # What the steps decide: the simulator must not reach past them.
-DECISIONS = {"route", "settle", "take_held", "hold", "serve", "let_go", "store"}
+DECISIONS = {
+    "route",
+    "settle",
+    "take_held",
+    "hold",
+    "serve",
+    "let_go",
+    "store",
+    "compare_and_clear",
+    "orphaned",
+    "restore",
+    "released",
+}
 
 
 def _calls(path: Path) -> set[str]:
@@ -68,12 +85,15 @@ def test_a_run_of_seeds_takes_the_shared_steps(monkeypatch: pytest.MonkeyPatch) 
     spy(holdsteps, "answer")
     spy(holdsteps, "faulted")
     spy(holding.HolderCore, "run")
+    spy(admitsteps, "admitting")
+    spy(offloadsteps, "after_offload")
+    spy(offloadsteps, "after_fetch")
+    spy(offloadsteps, "after_release")
     for seed in range(6):
         assert run_seed(seed, 60).ok
-    assert all(
-        counts[name] > 0
-        for name in ("receive", "open_ours", "after_ours", "answer", "faulted", "run")
-    )
+    taken = ("receive", "open_ours", "after_ours", "answer", "faulted", "run", "admitting")
+    assert all(counts[name] > 0 for name in taken)
+    assert counts["after_offload"] + counts["after_fetch"] + counts["after_release"] > 0
 
 
 def test_the_simulator_holds_no_copy_of_the_dispatch() -> None:
@@ -84,3 +104,13 @@ def test_the_simulator_holds_no_copy_of_the_dispatch() -> None:
     assert {"syncsteps.receive", "syncsteps.open_ours", "syncsteps.after_ours"} <= driver
     holder = _calls(ROOT / "homebase" / "holder.py")
     assert {"holdsteps.answer", "holdsteps.faulted"} <= holder
+    link = ROOT / "device" / "sync" / "peers.py"
+    assert "admitting" in {
+        n.id for n in ast.walk(ast.parse(link.read_text())) if isinstance(n, ast.Name)
+    }
+    offload = _calls(ROOT / "device" / "sync" / "offload.py")
+    assert {
+        "offloadsteps.after_offload",
+        "offloadsteps.after_fetch",
+        "offloadsteps.after_release",
+    } <= offload

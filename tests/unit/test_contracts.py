@@ -36,6 +36,8 @@ PLANTS = [
     ("homebase/holding.py", "import trio", "sans-IO cores"),
     ("homebase/holdsteps.py", "import sqlite3", "peer engine's steps"),
     ("device/sync/syncsteps.py", "import pixie.device.store.db", "peer engine's steps"),
+    ("device/sync/admitsteps.py", "import trio", "peer engine's steps"),
+    ("device/sync/offloadsteps.py", "import pixie.device.sync.offload", "peer engine's steps"),
 ]
 
 
