@@ -26,11 +26,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete
-
 from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
-from pixie.device.store.holdings import Holding
+from pixie.device.store import holdings
+from pixie.device.store.holdings import Held, LetGo
 from pixie.device.store.notes import Zone
 from pixie.homebase import holdsteps
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
@@ -45,24 +44,6 @@ from pixie.protocol.peerwire import (
 )
 
 log = logging.getLogger("pixie.holder")
-
-# The replica's zone for the note (if it has the note) and the held body (if any).
-# The body is a column of the outer query, not a scalar subquery's value, which
-# SQLite copies once more (a megabyte a fetch, for a large body).
-_RESIDENT_SQL = (
-    "SELECT (SELECT zone FROM note WHERE id = ?1), body FROM holding "
-    "WHERE note_id = ?1 AND content_hash = ?2"
-)
-_ZONE_SQL = "SELECT zone FROM note WHERE id = ?"
-_OWNER_SQL = "SELECT owner FROM holding WHERE note_id = ? AND content_hash = ?"
-_HOLD_SQL = (
-    "INSERT INTO holding (note_id, content_hash, owner, body, held_at, offload_counter) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
-)
-_RESTAMP_SQL = (
-    "UPDATE holding SET offload_counter = max(offload_counter, ?) "
-    "WHERE note_id = ? AND content_hash = ?"
-)
 
 
 @dataclass
@@ -151,53 +132,40 @@ class HolderCore:
         return check_offload(req) or self.store(sender, req, counter)
 
     def store(self, sender: bytes, req: OffloadRequest, counter: int) -> str | None:
-        """Commit the holding durably (synchronous=FULL), on the plain driver
-        connection, stamped with the request's envelope counter (see
-        `let_go`); the reason to refuse, or None."""
-        owner = sender.hex()
-        with self.node.db.bookkeeping(durable=True) as conn:
-            zone = conn.execute(_ZONE_SQL, (req.note_id,)).fetchone()
-            if zone is not None and zone[0] == Zone.SEALED.value:
-                return "that id names a sealed note; sealed notes are never offloaded"
-            held = conn.execute(_OWNER_SQL, (req.note_id, req.content_hash.hex())).fetchone()
-            if held is not None:
-                if held[0] != owner:
-                    return "another device holds that note here"
-                # Already held: the ack is idempotent, and this offload now
-                # backs the holding too.
-                conn.execute(_RESTAMP_SQL, (counter, req.note_id, req.content_hash.hex()))
-                return None
-            conn.execute(
-                _HOLD_SQL,
-                (
-                    req.note_id,
-                    req.content_hash.hex(),
-                    owner,
-                    req.body,
-                    self.clock.now_us(),
-                    counter,
-                ),
-            )
+        """Commit the holding durably (synchronous=FULL), stamped with the
+        request's envelope counter (see `let_go`); the reason to refuse, or
+        None."""
+        held = holdings.hold(
+            self.node.db,
+            req.note_id,
+            req.content_hash.hex(),
+            sender.hex(),
+            req.body,
+            held_at=self.clock.now_us(),
+            counter=counter,
+        )
+        if held is Held.SEALED:
+            return "that id names a sealed note; sealed notes are never offloaded"
+        if held is Held.OTHERS:
+            return "another device holds that note here"
+        # NEW, or AGAIN: already held, the ack is idempotent, and this offload
+        # now backs the holding too.
         return None
 
     # -- fetch ---------------------------------------------------------------------------
 
     def serve(self, req: FetchRequest) -> tuple[bytes | None, str]:
         """The held body that answers ``req``, or None and the reason to refuse."""
-        rows = self.node.db.peek(_RESIDENT_SQL, (req.note_id, req.content_hash.hex()))
-        if not rows:
-            # Nothing held; a sealed note by that id still gets its own answer.
-            zones = self.node.db.peek(_ZONE_SQL, (req.note_id,))
-            rows = [(zones[0][0] if zones else None, None)]
-        zone, body = rows[0]
+        zone, body = holdings.held_body(self.node.db, req.note_id, req.content_hash.hex())
         if zone == Zone.SEALED.value:
+            # A sealed note by that id gets its own answer, held body or not.
             return None, "that id names a sealed note"
         if body is None:
             return None, "no holding for that note and hash"
         if body_hash(body) != req.content_hash:
             log.error("holding %s no longer matches its hash: not served", req.note_id)
             return None, "the held body no longer matches its hash"
-        return bytes(body), ""
+        return body, ""
 
     # -- release -------------------------------------------------------------------------
 
@@ -207,26 +175,20 @@ class HolderCore:
         offload, whose copy the device may point at: both are answered as
         done, since the copy the release spoke of is no longer the device's
         concern)."""
-        with self.node.db.writing() as session:
-            held = session.get(Holding, (req.note_id, req.content_hash.hex()))
-            if held is None:
-                return None  # nothing to drop: releasing twice is fine
-            if held.owner != sender.hex():
-                return "only the device that parked a holding can release it"
-            if held.offload_counter > counter:
-                log.info(
-                    "kept %s: %s parked it again after asking to release it",
-                    req.note_id,
-                    fingerprint(sender),
-                )
-                return None
-            session.execute(
-                delete(Holding).where(
-                    Holding.note_id == req.note_id, Holding.content_hash == req.content_hash.hex()
-                )
+        done = holdings.let_go(
+            self.node.db, req.note_id, req.content_hash.hex(), sender.hex(), counter
+        )
+        if done is LetGo.NOT_OWNER:
+            return "only the device that parked a holding can release it"
+        if done is LetGo.PARKED_AGAIN:
+            log.info(
+                "kept %s: %s parked it again after asking to release it",
+                req.note_id,
+                fingerprint(sender),
             )
-        log.info("released %s for %s", req.note_id, fingerprint(sender))
-        return None
+        elif done is LetGo.DROPPED:
+            log.info("released %s for %s", req.note_id, fingerprint(sender))
+        return None  # ABSENT: nothing to drop; releasing twice is fine
 
 
 __all__ = ["Answered", "HolderCore"]

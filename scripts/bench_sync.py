@@ -78,7 +78,7 @@ from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.plaindb import sqlite_uri
 from pixie.device.store.provision import create_data_dir
-from pixie.device.sync.replica import NodeReplica
+from pixie.device.store.replica import NodeReplica
 from pixie.protocol.digest import MODULUS, Fingerprint, event_item, item_hash
 from pixie.protocol.envelope import open_envelope, seal
 from pixie.protocol.identity import new_identity

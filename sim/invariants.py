@@ -35,6 +35,7 @@ from pixie.device.agent.grep import GrepMemoryTool
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store import itemindex
+from pixie.device.store.db import peek
 from pixie.device.store.notes import (
     NoteKind,
     clean_tags,
@@ -45,7 +46,7 @@ from pixie.device.store.notes import (
     tags_json,
     unsaid,
 )
-from pixie.device.sync.replica import NodeReplica
+from pixie.device.store.replica import NodeReplica
 from pixie.protocol.clock import SeededEntropy
 from pixie.protocol.digest import (
     Fingerprint,
@@ -228,7 +229,7 @@ def _check_step(world: World, *, sealed: bool) -> None:
     for peer in world.peers.values():
         tagged: dict[int, list[tuple[Any, ...]]] = {tag: [] for tag in range(4)}
         sql = _STEP_SQL[(peer is world.device, sealed)]
-        for tag, *values in peer.node.db.peek(sql, params):
+        for tag, *values in peek(peer.node.db, sql, params):
             tagged[tag].append(tuple(values))
         rows[peer.name] = tagged
     pointers = rows[world.device.name][_POINTER_ROWS]
@@ -236,7 +237,7 @@ def _check_step(world: World, *, sealed: bool) -> None:
     if pointers:
         pairs = [v for note_id, chash, _ in pointers for v in (note_id, chash)]
         sql = _HOLDINGS.format(", ".join(["(?, ?)"] * len(pointers)))
-        for note_id, chash, body, owner in world.homebase.node.db.peek(sql, pairs):
+        for note_id, chash, body, owner in peek(world.homebase.node.db, sql, pairs):
             held[(note_id, chash)] = (body, owner)
     # Invariants 1 and 2, as `check_bodies`.
     for peer in world.peers.values():
@@ -292,12 +293,12 @@ def _check_sealed_counts(name: str, notes: int, events: int) -> None:
 def check_bodies(world: World) -> None:
     """Invariants 1 and 2."""
     for peer in world.peers.values():
-        for (note_id,) in peer.node.db.peek(_BODILESS):
+        for (note_id,) in peek(peer.node.db, _BODILESS):
             _fail(1, f"{peer.name}: note {note_id} has no body and no holder")
-    pointers = world.device.node.db.peek(_POINTERS)
+    pointers = peek(world.device.node.db, _POINTERS)
     held: dict[tuple[str, str], tuple[Any, Any]] = {}
     for note_id, chash, _ in pointers:
-        found = world.homebase.node.db.peek(_HOLDING, (note_id, chash))
+        found = peek(world.homebase.node.db, _HOLDING, (note_id, chash))
         if found:
             held[(note_id, chash)] = found[0]
     _check_pointers(world, pointers, held)
@@ -306,7 +307,7 @@ def check_bodies(world: World) -> None:
 def check_edits(world: World) -> None:
     """Invariant 4: user-edited versions only ever give way to user-edited ones."""
     for peer in world.peers.values():
-        now = {r[0] for r in peer.node.db.peek("SELECT id FROM note WHERE user_edited = 1")}
+        now = {r[0] for r in peek(peer.node.db, "SELECT id FROM note WHERE user_edited = 1")}
         _check_edited(world, peer.name, now)
 
 
@@ -315,7 +316,7 @@ def check_sealed_rows(world: World) -> None:
     row and no log text holds a sealed canary."""
     canary = SEALED_CANARY.decode()
     for peer in world.peers.values():
-        notes, events = peer.node.db.peek(_SEALED_IN_CLEAR, (canary,) * 4)[0]
+        notes, events = peek(peer.node.db, _SEALED_IN_CLEAR, (canary,) * 4)[0]
         _check_sealed_counts(peer.name, notes, events)
 
 
@@ -359,7 +360,7 @@ def rebuilt_digest(node: Node) -> Fingerprint:
 def rebuilt_items(node: Node) -> list[bytes]:
     """Every item of the state digest, read from the store's rows (one read)."""
     items: list[bytes] = []
-    for tag, a, b, c, d, e in node.db.peek(_DIGEST_ROWS):
+    for tag, a, b, c, d, e in peek(node.db, _DIGEST_ROWS):
         if tag == _EVENT:
             items.append(event_item(a))
         elif tag == _NOTE:
@@ -404,7 +405,7 @@ def index_is_maintained(node: Node) -> bool:
 def upsert_is_noop(node: Node, item: Distilled) -> bool:
     """Whether upserting ``item`` must leave everything as it is: the stored
     note is the user's, or already says exactly this."""
-    rows = node.db.peek(_UPSERT_ROW, (item.kind.value, item.identity_key))
+    rows = peek(node.db, _UPSERT_ROW, (item.kind.value, item.identity_key))
     if not rows:
         return False
     title, body, holder, chash, tags, contact_id, source_ref, about_date, edited, deleted = rows[0]
@@ -444,23 +445,25 @@ def upsert_is_noop(node: Node, item: Distilled) -> bool:
 
 def _dump(node: Node) -> dict[str, list[tuple[Any, ...]]]:
     """What converges, comparably: bodies apart (an offloaded note has none here)."""
-    peek = node.db.peek
+    db = node.db
     return {
         # Not (origin, seq): an event imported on both peers under one id is one
         # event, filed by each under its own origin before they met.
         "events": peek(
+            db,
             "SELECT id, kind, at, contact_id, thread, source, from_me, text "
-            "FROM memory_event ORDER BY id"
+            "FROM memory_event ORDER BY id",
         ),
         "notes": peek(
+            db,
             "SELECT id, zone, updated_at, content_hash, deleted, user_edited, kind, "
             "identity_key, title, contact_id, tags, source_ref, about_date, created_at, "
-            "nonce, ciphertext FROM note ORDER BY id"
+            "nonce, ciphertext FROM note ORDER BY id",
         ),
-        "bodies": peek("SELECT id, body FROM note WHERE body IS NOT NULL ORDER BY id"),
-        "contacts": peek("SELECT id, name, name_key FROM contact ORDER BY id"),
+        "bodies": peek(db, "SELECT id, body FROM note WHERE body IS NOT NULL ORDER BY id"),
+        "contacts": peek(db, "SELECT id, name, name_key FROM contact ORDER BY id"),
         "aliases": peek(
-            "SELECT alias_key, contact_id, alias FROM contact_alias ORDER BY alias_key"
+            db, "SELECT alias_key, contact_id, alias FROM contact_alias ORDER BY alias_key"
         ),
     }
 

@@ -42,16 +42,17 @@ from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled
 from pixie.device.store.contacts import contact_id_for
+from pixie.device.store.db import peek
 from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
+from pixie.device.store.replica import NodeReplica
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync import admitsteps, offloadsteps, syncsteps
 from pixie.device.sync.admission import Admission, Incoming, Rejected
 from pixie.device.sync.offload import OffloadLedger
 from pixie.device.sync.offloadsteps import Pointer
-from pixie.device.sync.replica import NodeReplica
 from pixie.device.sync.sessions import Route, SessionTable
 from pixie.homebase import holdsteps
 from pixie.homebase.holding import HolderCore
@@ -722,7 +723,7 @@ class World:
             sql += " AND holder IS NULL"
         elif resident is False:
             sql += " AND holder IS NOT NULL"
-        return [r[0] for r in peer.node.db.peek(sql + " ORDER BY id")]
+        return [r[0] for r in peek(peer.node.db, sql + " ORDER BY id")]
 
     def _distilled(self, index: int, variant: int) -> Distilled:
         if index < len(THREADS):
@@ -797,7 +798,7 @@ class World:
             self.note(f"{peer.name} deletes {note_id[:8]}")
 
     def _pin(self, peer: Peer) -> None:
-        rows = peer.node.db.peek("SELECT id FROM memory_event WHERE kind = 'message' ORDER BY id")
+        rows = peek(peer.node.db, "SELECT id FROM memory_event WHERE kind = 'message' ORDER BY id")
         if rows:
             event_id = self.rng.choice(rows)[0]
             note_id = peer.node.notebook.pin_spark(event_id, ["pinned"])

@@ -4,7 +4,7 @@ The search reads the clear zone and the contact book, both on the driver
 (`ClearNotebook`, `ContactReader`), so it needs none of the ORM, the sync
 stack or the crypto a node opens with. A plain ``pixie [--data DIR] notebook
 search ...`` command line is answered here (`quick`) on a `PlainDatabase`,
-when the data dir is one a quick command may read as it is (`quickopen`);
+when the data dir is one a quick command may read as it is (`store/quickread.py`);
 in every other case, and for a command line this parser refuses, it is left
 to the full command, which runs the same `search` on the opened node. A test
 holds the two paths' output equal and what the quick one imports.
@@ -21,12 +21,12 @@ from pixie.device.agent.tools import CheckNotebookTool
 from pixie.device.cli import display
 from pixie.device.cli.common import days_back_flag, emit_json, json_flag
 from pixie.device.cli.early import split_data
-from pixie.device.cli.quickopen import readable
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.notebook.clearview import ClearNotebook
 from pixie.device.store.contacts import ContactReader
 from pixie.device.store.datadir import CONFIG_NAME, DB_NAME, resolve_data_dir
 from pixie.device.store.plaindb import PlainDatabase
+from pixie.device.store.quickread import readable
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -34,6 +34,7 @@ from pixie.device.store.mirrorfiles import (
     open_segments,
     standing,
 )
+from pixie.device.store.quickread import read_only
 
 _FLAGS = {"--json"}
 
@@ -53,7 +54,7 @@ def _plain(arguments: list[str]) -> tuple[str | None, str, bool] | None:
 def _current(db_path: Path, head: Head) -> bool:
     """Whether the log stands where the head says (`standing`), read in one
     read-only transaction on the driver."""
-    con = sqlite3.connect(db_path.absolute().as_uri() + "?mode=ro", uri=True, isolation_level=None)
+    con = read_only(db_path)
     try:
         con.execute("BEGIN")
         return standing(con, head) is Standing.CURRENT

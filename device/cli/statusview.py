@@ -22,24 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pixie.device.cli.early import split_data
-from pixie.device.cli.quickopen import reading
 from pixie.device.errors import DeviceError
+from pixie.device.store import quickread
 from pixie.device.store.datadir import resolve_data_dir
 from pixie.device.store.keystore import describe_key_store, open_key_store
+from pixie.device.store.quickread import reading
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.store.version import DIGEST_KEY
 from pixie.device.sync.lastsync import last_syncs_in
 from pixie.protocol.digest import Fingerprint
 from pixie.protocol.keyprint import fingerprint
 from pixie.protocol.timestamps import format_time
-
-_EVENTS_SQL = "SELECT count(*) FROM memory_event"
-_CONTACTS_SQL = "SELECT count(*) FROM contact"
-_NOTES_SQL = (
-    "SELECT zone, count(*), sum(holder IS NOT NULL AND zone = 'clear') FROM note "
-    "WHERE NOT deleted GROUP BY zone"
-)
-_SIBLINGS_SQL = "SELECT key, name, role, relay, paired_at FROM sibling ORDER BY paired_at"
 
 
 @dataclass(frozen=True)
@@ -123,22 +116,17 @@ def _plain(arguments: list[str]) -> tuple[str | None, bool] | None:
 
 def _read(path: Path) -> Status | None:
     """The status of the data dir at ``path`` from one read-only transaction,
-    or None when it is not one the quick path answers for (`quickopen`)."""
+    or None when it is not one the quick path answers for (`quickread`)."""
     with reading(path) as found:
         if found is None:
             return None
         con, meta = found
-        events = int(con.execute(_EVENTS_SQL).fetchone()[0])
-        contacts = int(con.execute(_CONTACTS_SQL).fetchone()[0])
-        found_notes: dict[str, int] = {}
-        offloaded = 0
-        for zone, count, held in con.execute(_NOTES_SQL):
-            found_notes[str(zone)] = int(count)
-            offloaded += int(held or 0)
-        siblings = [
-            SiblingInfo(bytes.fromhex(key), name, role, relay, paired_at)
-            for key, name, role, relay, paired_at in con.execute(_SIBLINGS_SQL)
-        ]
+        counted = quickread.counts(con)
+    found_notes, offloaded = counted.notes, counted.offloaded
+    siblings = [
+        SiblingInfo(bytes.fromhex(key), name, role, relay, paired_at)
+        for key, name, role, relay, paired_at in counted.siblings
+    ]
     notes = {
         "clear": found_notes.get("clear", 0),
         "sealed": found_notes.get("sealed", 0),
@@ -146,7 +134,7 @@ def _read(path: Path) -> Status | None:
     }
     value = meta.get(DIGEST_KEY)
     digest = (Fingerprint.decode(value) if value else Fingerprint()).digest().hex()
-    return status_of(path, meta, digest, events, contacts, notes, siblings)
+    return status_of(path, meta, digest, counted.events, counted.contacts, notes, siblings)
 
 
 def quick(arguments: list[str]) -> int | None:

@@ -48,10 +48,6 @@ IN_CALLS = "” in your calls"
 MAX_AGENT_SAID = 3
 MAX_ALIAS_TAGS = 3
 AGENT_SCAN = 5_000  # agent answers looked at per pass (the rest wait for the next)
-AGENT_SQL = (
-    "SELECT n, at, text FROM memory_event WHERE kind = 'agent_chat_agent' AND n > ? "
-    f"ORDER BY n LIMIT {AGENT_SCAN}"
-)
 
 
 def alias_tags(page: PersonPage, name: str) -> list[str]:

@@ -9,7 +9,6 @@ import hashlib
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
 
 from pixie.device.distill.contract import (
     MAX_EARLIER_LINES,
@@ -18,6 +17,7 @@ from pixie.device.distill.contract import (
     MAX_OCCURRENCES,
     SourceKind,
 )
+from pixie.device.distill.digests import build_request
 from pixie.device.distill.extract import (
     EMAIL_ADDRESS,
     FIRST_PERSON,
@@ -27,21 +27,7 @@ from pixie.device.distill.extract import (
 )
 from pixie.device.distill.offline import OfflineDistiller
 from pixie.device.distill.prompt import parse_result
-from pixie.device.distill.series import DAY_US
-from pixie.device.notebook.clear import (
-    Distilled,
-)
-from pixie.device.store.db import Database
-from pixie.device.store.notes import (
-    MAX_IDENTITY_CHARS,
-    MAX_TAGS,
-)
-
-if TYPE_CHECKING:
-    pass
-from pixie.device.distill.digests import build_request
 from pixie.device.distill.sources import (
-    DISTILLED_KINDS,
     EARLIER_SCAN,
     THREAD_KIND,
     Loaded,
@@ -49,6 +35,10 @@ from pixie.device.distill.sources import (
     Source,
 )
 from pixie.device.distill.stored import fit_title
+from pixie.device.notebook.clear import Distilled
+from pixie.device.store import distillreads as reads
+from pixie.device.store.db import Database
+from pixie.device.store.notes import MAX_IDENTITY_CHARS, MAX_TAGS
 
 # -- the service -----------------------------------------------------------------------
 
@@ -60,120 +50,22 @@ class Scan:
     candidates: tuple[tuple[Source, tuple[int, ...]], ...]  # with their new rows (posts, calls)
 
 
-SCAN_SQL = (
-    "SELECT n, id, kind, thread, contact_id, source FROM memory_event "
-    f"WHERE n > ? AND kind IN {DISTILLED_KINDS} ORDER BY n"
-)
-_ROW_COLUMNS = "n, kind, at, contact_id, from_me, text"
-_THREAD_SQL = {
-    family: (
-        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = '{kind}' "
-        f"ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
-    )
-    for family, kind in THREAD_KIND.items()
-}
-_THREAD_TOP_SQL = {
-    family: f"SELECT max(n) FROM memory_event WHERE thread = ? AND kind = '{kind}'"
-    for family, kind in THREAD_KIND.items()
-}
-_THREAD_NEW_SQL = {
-    family: (
-        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = '{kind}' "
-        f"AND n > ? ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
-    )
-    for family, kind in THREAD_KIND.items()
-}
 # Repeating entries whose note is about an occurrence more than a day past
 # while the log has a later one: the note named it as the next, and is
 # written again ("Next: ..."). A day either way covers the note's day being
 # on the calendar's wall clock and the log's times in UTC; a daily series in
 # a zone far from UTC may so keep a stale "Next" until its next change.
 SERIES_PREFIX = "series:"
-DUE_SERIES_SQL = (
-    "SELECT note.source_ref FROM note WHERE note.zone = 'clear' AND NOT note.deleted "
-    f"AND note.kind = 'conversation_digest' AND note.source_ref LIKE '{SERIES_PREFIX}%' "
-    "AND NOT note.user_edited AND note.body IS NOT NULL "
-    "AND note.about_date < ? AND EXISTS (SELECT 1 FROM memory_event e "
-    f"WHERE e.thread = substr(note.source_ref, {len(SERIES_PREFIX) + 1}) "
-    f"AND e.kind = 'calendar' AND e.at > note.about_date + {DAY_US}) LIMIT 1000"
-)
-# The occurrences of a repeating calendar entry, the newest MAX_OCCURRENCES
-# (a daily entry over the importer's eleven years has four thousand: the
-# newest say what is next, the oldest only since when).
-_SERIES_SQL = (
-    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'calendar' "
-    f"ORDER BY at DESC, n DESC LIMIT {MAX_OCCURRENCES}"
-)
-_DIRECT_NEW_SQL = (
-    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
-    f"AND contact_id = ? AND n > ? ORDER BY at DESC, n DESC LIMIT {EARLIER_SCAN}"
-)
-# A card's email addresses: the contact book keeps those as names a contact
-# is known by, so they are read from its aliases as one "email" detail
-# (``{}``: which contacts). GROUP BY, not HAVING alone: older SQLite refuses
-# HAVING without it.
-_EMAILS_SQL = (
-    "SELECT contact_id, group_concat(alias, ', ') AS emails FROM (SELECT contact_id, alias "
-    "FROM contact_alias WHERE contact_id {} AND alias LIKE '%@%' ORDER BY contact_id, alias) "
-    "GROUP BY contact_id"
-)
-_DETAILS_SQL = (
-    "SELECT field, value FROM contact_detail WHERE contact_id = ? "
-    "UNION ALL SELECT 'email', emails FROM (" + _EMAILS_SQL.format("= ?") + ")"
-)
+# The log kinds each filed source's rows have.
+_FILED_KINDS = {
+    SourceKind.POST: ("post",),
+    SourceKind.CALL: ("call", "voicemail"),
+    SourceKind.JOURNAL: ("journal",),
+    SourceKind.CALENDAR: ("calendar",),
+    SourceKind.MAIL: ("email",),
+}
 _CARD_ORDER = ("org", "title", "birthday", "phone", "email", "address", "note")
 MAX_CARD_EMAILS = 3  # of a contact's email addresses on their page
-_THREAD_PEOPLE_SQL = {
-    family: (
-        "SELECT DISTINCT contact_id FROM memory_event "
-        f"WHERE thread = ? AND kind = '{kind}' AND contact_id IS NOT NULL LIMIT 64"
-    )
-    for family, kind in THREAD_KIND.items()
-}
-_DIRECT_SQL = (
-    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread IS NULL AND kind = 'message' "
-    f"AND contact_id = ? ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
-)
-_DIRECT_TOP_SQL = (
-    "SELECT max(n) FROM memory_event WHERE thread IS NULL AND kind = 'message' AND contact_id = ?"
-)
-_BY_SOURCE_SQL = {
-    SourceKind.POST: f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'post'",
-    SourceKind.CALL: (
-        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? "
-        "AND kind IN ('call', 'voicemail')"
-    ),
-    SourceKind.JOURNAL: (
-        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'journal'"
-    ),
-    SourceKind.CALENDAR: (
-        f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'calendar'"
-    ),
-    SourceKind.MAIL: f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE source = ? AND kind = 'email'",
-}
-_BY_ID_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE id = ?"
-_BY_N_SQL = f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE n IN ({{}})"
-# Rows (0), watermark (1), names (2: id, name) and the other people's cards
-# (3: field, contact id, value) of a source whose rows are all new, as one
-# statement: see `peek_filed`.
-_FILED_SQL = (
-    f"WITH r AS (SELECT {_ROW_COLUMNS} FROM memory_event WHERE n IN ({{}})) "
-    f"SELECT 0, {_ROW_COLUMNS} FROM r "
-    "UNION ALL SELECT 1, seen_n, NULL, NULL, NULL, NULL, NULL FROM distill_mark WHERE source = ? "
-    "UNION ALL SELECT 2, NULL, id, NULL, NULL, NULL, name FROM contact "
-    "WHERE id IN (SELECT contact_id FROM r) "
-    "UNION ALL SELECT 3, NULL, field, NULL, contact_id, NULL, value FROM contact_detail "
-    "WHERE contact_id IN (SELECT contact_id FROM r WHERE NOT from_me) "
-    "UNION ALL SELECT 3, NULL, 'email', NULL, contact_id, NULL, emails FROM ("
-    + _EMAILS_SQL.format("IN (SELECT contact_id FROM r WHERE NOT from_me)")
-    + ")"
-)
-_MARK_READ_SQL = "SELECT seen_n FROM distill_mark WHERE source = ?"
-MARK_SQL = (
-    "INSERT INTO distill_mark (source, seen_n) VALUES (?, ?) "
-    "ON CONFLICT (source) DO UPDATE SET seen_n = excluded.seen_n"
-)
-CHUNK = 500
 # A pass with more sources than GROUP_BACKLOG to look at (an import, a first
 # pass) commits them in groups of up to MAX_GROUP sources, each group holding
 # the write lock for about MAX_GROUP_SECONDS at most (see `distill_group`).
@@ -193,63 +85,59 @@ def load_source(
     """`NotetakingService.load`, inside a transaction of the caller's (a few
     small statements: on a connection already in a transaction they cost
     less than the one statement `peek_filed` makes of them)."""
-    found = conn.execute(_MARK_READ_SQL, (source.mark_key,)).fetchone()
-    mark: int | None = found[0] if found is not None else None
+    mark = reads.mark_of(conn, source.mark_key)
     people: list[str] = []
     fresh: list[Row] = []
     occurrences: tuple[int, ...] = ()
     months: tuple[tuple[str, tuple[Row, ...]], ...] = ()
     if source.thread is not None:
         family = source.kind
-        top = conn.execute(_THREAD_TOP_SQL[family], (source.thread,)).fetchone()[0]
+        kind = THREAD_KIND[family]
+        top = reads.thread_top(conn, source.thread, kind)
         if top is None:
             return None
         if mark is not None and mark >= top and not everything and not source.again:
             return None
         if family is SourceKind.CALENDAR:
-            every = _rows(conn.execute(_SERIES_SQL, (source.thread,)))
+            every = reads.thread_rows(conn, source.thread, "calendar", MAX_OCCURRENCES)
             every.reverse()
             occurrences = tuple(r[2] for r in every)
             rows = series_lines(every)
         else:
-            rows = _rows(conn.execute(_THREAD_SQL[family], (source.thread,)))
+            rows = reads.thread_rows(conn, source.thread, kind, MAX_LINES)
             rows.sort(key=lambda r: (r[2], r[0]))
-        people = [r[0] for r in conn.execute(_THREAD_PEOPLE_SQL[family], (source.thread,))]
+        people = reads.thread_people(conn, source.thread, kind)
         if family is SourceKind.CONVERSATION:
             since_n = 0 if everything or mark is None else mark
-            fresh = _rows(conn.execute(_THREAD_NEW_SQL[family], (source.thread, since_n)))
+            fresh = reads.thread_rows_after(conn, source.thread, kind, since_n, EARLIER_SCAN)
             months = _months(conn, source.thread, rows, fresh)
     elif source.contact_id is not None:
-        top = conn.execute(_DIRECT_TOP_SQL, (source.contact_id,)).fetchone()[0]
+        top = reads.direct_top(conn, source.contact_id)
         if top is None or (mark is not None and mark >= top and not everything):
             return None
-        rows = _rows(conn.execute(_DIRECT_SQL, (source.contact_id,)))
+        rows = reads.direct_rows(conn, source.contact_id, MAX_LINES)
         rows.sort(key=lambda r: (r[2], r[0]))
         people = [source.contact_id]
         since_n = 0 if everything or mark is None else mark
-        fresh = _rows(conn.execute(_DIRECT_NEW_SQL, (source.contact_id, since_n)))
+        fresh = reads.direct_rows_after(conn, source.contact_id, since_n, EARLIER_SCAN)
     else:
         if mark is not None and since > 0:
             # Filed under a source distilled before: its older rows are not
             # among the new ones, so read them all.
             if source.event_id is not None:
-                rows = _rows(conn.execute(_BY_ID_SQL, (source.event_id,)))
+                rows = reads.rows_by_id(conn, source.event_id)
             else:
-                rows = _rows(conn.execute(_BY_SOURCE_SQL[source.kind], (source.source,)))
+                rows = reads.rows_by_source(conn, str(source.source), _FILED_KINDS[source.kind])
         else:
-            rows = []
-            for i in range(0, len(new_rows), CHUNK):
-                chunk = new_rows[i : i + CHUNK]
-                sql = _BY_N_SQL.format(",".join("?" * len(chunk)))
-                rows += _rows(conn.execute(sql, chunk))
+            rows = reads.rows_by_n(conn, new_rows)
         shaped = _filed(source, rows, mark, everything)
         if shaped is None:
             return None
         rows, top, people = shaped
-    names = _contact_names(conn, set(people) | {r[3] for r in rows if r[3] is not None})
+    names = reads.contact_names(conn, set(people) | {r[3] for r in rows if r[3] is not None})
     card: dict[str, str] = {}
     if len(people) == 1:
-        card = dict(conn.execute(_DETAILS_SQL, (people[0], people[0])).fetchall())
+        card = reads.card(conn, people[0])
     loaded = _loaded(source, rows, top, people, fresh, names, card)
     if occurrences or months:
         loaded = replace(
@@ -272,11 +160,6 @@ def load_source(
 
 MIN_MONTH_MESSAGES = 5
 MAX_MONTHS = 24  # months written by one pass of one thread (the newest)
-_MONTH_SQL = (
-    f"SELECT {_ROW_COLUMNS} FROM memory_event WHERE thread = ? AND kind = 'message' "
-    f"AND at >= ? AND at < ? ORDER BY at DESC, n DESC LIMIT {MAX_LINES}"
-)
-_THREAD_COUNT_SQL = "SELECT count(*) FROM memory_event WHERE thread = ? AND kind = 'message'"
 
 
 def _months(
@@ -286,14 +169,13 @@ def _months(
     newest messages, oldest first; none for a thread one request holds."""
     if len(rows) < MAX_LINES:
         return ()
-    total = conn.execute(_THREAD_COUNT_SQL, (thread,)).fetchone()[0]
-    if total <= MAX_LINES:
+    if reads.thread_messages(conn, thread) <= MAX_LINES:
         return ()
     touched = sorted({_month_of(r[2]) for r in fresh}, reverse=True)[:MAX_MONTHS]
     out = []
     for month in sorted(touched):
         start, end = _month_span(month)
-        found = _rows(conn.execute(_MONTH_SQL, (thread, start, end)))
+        found = reads.month_rows(conn, thread, start, end, MAX_LINES)
         if len(found) >= MIN_MONTH_MESSAGES:
             found.sort(key=lambda r: (r[2], r[0]))
             out.append((month, tuple(found)))
@@ -420,20 +302,7 @@ def peek_filed(
     which needs no session): its rows, its watermark, the names of the
     people in them and the cards of the others; `_UNREAD` when it takes more
     than that statement."""
-    found = db.peek(_FILED_SQL.format(",".join("?" * len(new_rows))), (*new_rows, source.mark_key))
-    rows: list[Row] = []
-    mark: int | None = None
-    names: dict[str, str] = {}
-    cards: dict[str, dict[str, str]] = {}
-    for part, n, kind, at, cid, me, text in found:
-        if part == 0:
-            rows.append((n, kind, at, cid, bool(me), text))
-        elif part == 1:
-            mark = n
-        elif part == 2:
-            names[kind] = text
-        else:
-            cards.setdefault(cid, {})[kind] = text
+    rows, mark, names, cards = reads.filed(db, new_rows, source.mark_key)
     if mark is not None and since > 0:
         return _UNREAD  # filed under a source distilled before: read it all
     shaped = _filed(source, rows, mark, everything)
@@ -453,10 +322,6 @@ class Unread:
 _UNREAD = Unread()
 
 
-def _rows(result: Any) -> list[Row]:
-    return [(n, kind, at, cid, bool(me), text) for n, kind, at, cid, me, text in result]
-
-
 def _stating(rows: Iterable[Row]) -> tuple[Row, ...]:
     """Of rows given newest first, the newest MAX_EARLIER_LINES that state a
     fact (about their writer, or the user's about the person written to),
@@ -472,13 +337,3 @@ def _stating(rows: Iterable[Row]) -> tuple[Row, ...]:
                 break
     kept.sort(key=lambda r: (r[2], r[0]))
     return tuple(kept)
-
-
-def _contact_names(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
-    wanted = sorted(ids)
-    names: dict[str, str] = {}
-    for i in range(0, len(wanted), CHUNK):
-        chunk = wanted[i : i + CHUNK]
-        sql = f"SELECT id, name FROM contact WHERE id IN ({','.join('?' * len(chunk))})"
-        names.update(conn.execute(sql, chunk).fetchall())
-    return names

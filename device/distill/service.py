@@ -48,6 +48,7 @@ pass in which every source succeeded.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -55,7 +56,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pixie.device.distill.contract import (
@@ -78,9 +78,10 @@ from pixie.device.notebook.clear import (
     UpsertOutcome,
     UpsertResult,
 )
+from pixie.device.store import distillreads as reads
 from pixie.device.store.contacts import name_key
 from pixie.device.store.db import Database, driver_of
-from pixie.device.store.marks import DistillMark
+from pixie.device.store.distillreads import CHUNK
 from pixie.protocol.timestamps import now_us
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ if TYPE_CHECKING:
 from pixie.device.distill.agentsaid import (
     AGENT_SAID_KEY,
     AGENT_SAID_REF,
-    AGENT_SQL,
+    AGENT_SCAN,
     AgentSaid,
     agent_statements,
     cap_agent_facts,
@@ -97,13 +98,9 @@ from pixie.device.distill.digests import build_request, digest_items
 from pixie.device.distill.factory import llm_settings, router_for
 from pixie.device.distill.journal import merge_week
 from pixie.device.distill.loading import (
-    CHUNK,
-    DUE_SERIES_SQL,
     GROUP_BACKLOG,
-    MARK_SQL,
     MAX_GROUP,
     MAX_GROUP_SECONDS,
-    SCAN_SQL,
     SERIES_PREFIX,
     Scan,
     Unread,
@@ -250,7 +247,7 @@ def _notes_for(
 
 def _mark(session: Session, loaded: Loaded) -> None:
     """Move ``loaded``'s source watermark, in the caller's transaction."""
-    driver_of(session, flush=False).execute(MARK_SQL, (loaded.source.mark_key, loaded.newest_n))
+    reads.set_mark(driver_of(session, flush=False), loaded.source.mark_key, loaded.newest_n)
 
 
 class NotetakingService:
@@ -407,23 +404,18 @@ class NotetakingService:
     def scan(self, everything: bool = False) -> Scan:
         """The sources with rows past the scan watermark, in a fixed order."""
         with self.db.reading() as session:
-            since = 0
-            if not everything:
-                since = (
-                    session.scalar(select(DistillMark.seen_n).where(DistillMark.source == SCAN_KEY))
-                    or 0
-                )
-            conn = session.connection()
-            top = conn.exec_driver_sql("SELECT max(n) FROM memory_event").scalar() or 0
+            conn = driver_of(session, flush=False)
+            since = 0 if everything else (reads.mark_of(conn, SCAN_KEY) or 0)
+            top = reads.newest_n(conn)
             found: dict[str, tuple[Source, list[int]]] = {}
             first: dict[str, int] = {}
-            for (ref,) in self._due_series(conn):
+            for ref in self._due_series(conn):
                 thread = ref[len(SERIES_PREFIX) :]
                 due = Source(SourceKind.CALENDAR, ref, thread=thread, again=True)
                 found[due.mark_key] = (due, [])
                 first[due.mark_key] = 0
-            for n, event_id, kind, thread, contact_id, src in conn.exec_driver_sql(
-                SCAN_SQL, (since,)
+            for n, event_id, kind, thread, contact_id, src in reads.scan(
+                conn, since, DISTILLED_KINDS
             ):
                 source = source_of(kind, event_id, thread, contact_id, src)
                 if source is None:
@@ -586,21 +578,14 @@ class NotetakingService:
         """What agent answers past their watermark say about contacts (see
         `agent_statements`), and the newest row looked at (0: none)."""
         with self.db.reading() as session:
-            conn = session.connection()
-            since = 0
-            if not everything:
-                since = (
-                    session.scalar(
-                        select(DistillMark.seen_n).where(DistillMark.source == AGENT_SAID_KEY)
-                    )
-                    or 0
-                )
-            rows = [(n, at, text) for n, at, text in conn.exec_driver_sql(AGENT_SQL, (since,))]
+            conn = driver_of(session, flush=False)
+            since = 0 if everything else (reads.mark_of(conn, AGENT_SAID_KEY) or 0)
+            rows = reads.agent_answers(conn, since, AGENT_SCAN)
             if not rows:
                 return [], 0
-            names: dict[str, str] = dict(conn.exec_driver_sql("SELECT id, name FROM contact").all())
+            names, aliases = reads.every_name(conn)
             known = {name_key(n): cid for cid, n in names.items()}
-            for key, cid in conn.exec_driver_sql("SELECT alias_key, contact_id FROM contact_alias"):
+            for key, cid in aliases:
                 known.setdefault(key, cid)
         return agent_statements(rows, names, known), rows[-1][0]
 
@@ -631,7 +616,7 @@ class NotetakingService:
             return items
 
         def then(session: Session, _results: Sequence[UpsertResult]) -> None:
-            session.connection().exec_driver_sql(MARK_SQL, (AGENT_SAID_KEY, top))
+            reads.set_mark(driver_of(session, flush=False), AGENT_SAID_KEY, top)
 
         return self.notebook.upsert_with(build, then)
 
@@ -639,23 +624,16 @@ class NotetakingService:
         # Bookkeeping: losing it to a power cut costs a rescan, never a source
         # (each source's own mark is durable).
         with self.db.writing(durable=False) as session:
-            session.connection().exec_driver_sql(MARK_SQL, (SCAN_KEY, top))
+            reads.set_mark(driver_of(session, flush=False), SCAN_KEY, top)
 
     def has_new_material(self) -> bool:
         """Whether a pass would find anything to look at (cheap)."""
         with self.db.reading() as session:
-            since = (
-                session.scalar(select(DistillMark.seen_n).where(DistillMark.source == SCAN_KEY))
-                or 0
-            )
-            conn = session.connection()
-            found = conn.exec_driver_sql(
-                f"SELECT 1 FROM memory_event WHERE n > ? AND kind IN {DISTILLED_KINDS} LIMIT 1",
-                (since,),
-            )
-            return found.first() is not None or self._due_series(conn).first() is not None
+            conn = driver_of(session, flush=False)
+            since = reads.mark_of(conn, SCAN_KEY) or 0
+            return reads.any_since(conn, since, DISTILLED_KINDS) or bool(self._due_series(conn))
 
-    def _due_series(self, conn: Any) -> Any:
+    def _due_series(self, conn: sqlite3.Connection) -> list[str]:
         """The source references of repeating entries whose next day has
-        passed (`DUE_SERIES_SQL`), as a result to iterate."""
-        return conn.exec_driver_sql(DUE_SERIES_SQL, (self.now() - DAY_US,))
+        passed (`distillreads.due_series`)."""
+        return reads.due_series(conn, SERIES_PREFIX, self.now() - DAY_US, DAY_US)

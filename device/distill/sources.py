@@ -43,7 +43,7 @@ _EVENT_KINDS |= {"call": SourceKind.CALL, "voicemail": SourceKind.CALL}
 _EVENT_KINDS |= {"journal": SourceKind.JOURNAL, "calendar": SourceKind.CALENDAR}
 _EVENT_KINDS |= {"email": SourceKind.MAIL}
 SOURCE_ORDER = {kind: i for i, kind in enumerate(SourceKind)}
-DISTILLED_KINDS = "('message', 'post', 'call', 'voicemail', 'journal', 'calendar', 'email')"
+DISTILLED_KINDS = ("message", "post", "call", "voicemail", "journal", "calendar", "email")
 # The log kind a thread's rows have, for the sources read by thread: a chat,
 # a mail thread, and every occurrence of a repeating calendar entry.
 THREAD_KIND = {
@@ -66,7 +66,7 @@ class Source:
     source: str | None = None
     event_id: str | None = None
     # Read again although its watermark covers it: a repeating entry whose
-    # next occurrence has passed (`DUE_SERIES_SQL`).
+    # next occurrence has passed (`distillreads.due_series`).
     again: bool = False
 
     @property

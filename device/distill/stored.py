@@ -27,6 +27,7 @@ from pixie.device.notebook.clear import (
     Distilled,
     identity_for,
 )
+from pixie.device.store import distillreads
 from pixie.device.store.db import driver_of
 from pixie.device.store.notes import (
     MAX_BODY_CHARS,
@@ -73,12 +74,6 @@ class StoredNote:
     user_edited: bool
 
 
-_STORED_SQL = (
-    "SELECT title, body, tags, contact_id, source_ref, about_date, user_edited FROM note "
-    "WHERE zone = 'clear' AND kind = ? AND identity_key = ?"
-)
-
-
 def stored_note(session: Session, kind: NoteKind, identity: str) -> StoredNote | None:
     group: GroupCache | None = session.info.get(GROUP_KEY)
     if group is not None:
@@ -87,7 +82,7 @@ def stored_note(session: Session, kind: NoteKind, identity: str) -> StoredNote |
 
 
 def stored_row(session: Session, kind: NoteKind, identity: str) -> StoredNote | None:
-    row = driver_of(session, flush=False).execute(_STORED_SQL, (kind.value, identity)).fetchone()
+    row = distillreads.stored_note(driver_of(session, flush=False), kind.value, identity)
     if row is None:
         return None
     title, body, tags, contact_id, source_ref, about_date, edited = row

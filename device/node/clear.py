@@ -6,20 +6,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from sqlalchemy import select
-
 from pixie.device.errors import DataDirError
 from pixie.device.notebook.clear import ClearNotebookStore
 from pixie.device.store import statedigest
-from pixie.device.store.contactbook import ContactBook, contact_items
+from pixie.device.store.contactbook import ContactBook
 from pixie.device.store.datadir import DataDir, has_identity
 from pixie.device.store.db import Database
-from pixie.device.store.memlog import MemoryEvent, MemoryLog
+from pixie.device.store.memlog import MemoryLog
 from pixie.device.store.mirror import MIRROR_FOLDER, MemoryTextMirror
-from pixie.device.store.notetable import Note
+from pixie.device.store.replica import recompute_digest
 from pixie.device.store.siblings import SiblingBook
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
-from pixie.protocol.digest import Fingerprint, event_item
+from pixie.protocol.digest import Fingerprint
 from pixie.protocol.ids import IdMinter, minter_for
 
 # A peer's public key as the data dir records it: 32 bytes in lowercase hex.
@@ -76,15 +74,7 @@ class ClearNode:
 
     def recompute_digest(self) -> Fingerprint:
         """The state digest rebuilt from every event and note version."""
-        with self.db.reading() as session:
-            fingerprint = Fingerprint.of(
-                event_item(i) for i in session.scalars(select(MemoryEvent.id))
-            )
-            for row in session.scalars(select(Note)):
-                fingerprint = fingerprint.add(statedigest.note_version(row))
-            # contacts, their aliases and their details, as the replica lists them
-            fingerprint = fingerprint.update(add=list(contact_items(session)))
-        return fingerprint
+        return recompute_digest(self.db)
 
     def public_key(self) -> bytes:
         return bytes.fromhex(self.db.meta()["identity"])

@@ -248,7 +248,7 @@ class ClearNotebook:
         # On the driver, the columns a ClearNote is made of: loading ORM rows
         # cost several times the query.
         where, params = (_LIVE, ()) if kind is None else (f"{_LIVE} AND kind = ?", (kind.value,))
-        with self._db.snapshot() as conn:
+        with self._db.reading(plain=True) as conn:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM note WHERE {where} ORDER BY updated_at DESC, id DESC",
                 params,
@@ -257,7 +257,7 @@ class ClearNotebook:
 
     def get_clear(self, note_id: str) -> ClearNote | None:
         """A live clear note by id, or None: sealed and missing look the same."""
-        with self._db.snapshot() as conn:
+        with self._db.reading(plain=True) as conn:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM note WHERE {_LIVE} AND id = ?", (note_id,)
             ).fetchone()
@@ -329,7 +329,7 @@ class ClearNotebook:
         unnamed = False  # whether the person's name was taken out of the terms
         name = ""
         if contact_id is not None:
-            with self._db.snapshot() as conn:
+            with self._db.reading(plain=True) as conn:
                 row = conn.execute(_CONTACT_NAME, (contact_id,)).fetchone()
             name = " ".join(str(row[0] or "").split()) if row is not None else ""
             if terms:
@@ -347,7 +347,7 @@ class ClearNotebook:
                 near = None
         # Straight to the driver: several small statements per search, and
         # each costs less than SQLAlchemy's wrapping of it.
-        with self._db.snapshot() as conn:
+        with self._db.reading(plain=True) as conn:
             return self._search(
                 conn,
                 terms,
@@ -577,7 +577,7 @@ class ClearNotebook:
 
     def counts(self) -> dict[str, int]:
         """Live clear notes by kind."""
-        with self._db.snapshot() as conn:
+        with self._db.reading(plain=True) as conn:
             rows = conn.execute(f"SELECT kind, count(*) FROM note WHERE {_LIVE} GROUP BY kind")
             return {str(kind): int(count) for kind, count in rows}
 

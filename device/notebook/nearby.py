@@ -69,7 +69,7 @@ def refresh(db: DriverAccess, limit: int | None = None) -> int:
     embedded outside any write lock, and written with the stamp they had
     when read: a note changed meanwhile keeps a stale vector, which the next
     refresh replaces. (A deleted note's vector goes with it, by a trigger.)"""
-    with db.snapshot() as conn:
+    with db.reading(plain=True) as conn:
         top = meanings.writes(conn)
         if top and top == meanings.seen(conn):
             return 0  # no note written since everything was embedded
@@ -77,13 +77,13 @@ def refresh(db: DriverAccess, limit: int | None = None) -> int:
     caught_up = False
     while limit is None or done < limit:
         want = BATCH if limit is None else min(BATCH, limit - done)
-        with db.snapshot() as conn:
+        with db.reading(plain=True) as conn:
             rows = meanings.stale(conn, meaning.MODEL_NAME, want)
         if not rows:
             caught_up = True
             break
         vectors = meaning.embed([text for _, _, text in rows])
-        with db.bookkeeping() as conn:  # derived data: no fsync owed
+        with db.writing(plain=True, durable=False) as conn:  # derived data: no fsync owed
             meanings.put(
                 conn,
                 meaning.MODEL_NAME,
@@ -94,7 +94,7 @@ def refresh(db: DriverAccess, limit: int | None = None) -> int:
             caught_up = True
             break
     if caught_up:
-        with db.bookkeeping() as conn:  # derived data: no fsync owed
+        with db.writing(plain=True, durable=False) as conn:  # derived data: no fsync owed
             meanings.mark_seen(conn, top)
     return done
 

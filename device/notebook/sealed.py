@@ -9,7 +9,6 @@ the boundary is a fact of the import graph rather than a promise.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pixie.device.store.notes import (
     clean_tags,
     clean_text,
     clean_title,
+    sealed_hash,
 )
 from pixie.device.store.notetable import Note
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
@@ -210,13 +210,6 @@ class SealedZone:
     @staticmethod
     def _versioned(session: Session, old: bytes | None, row: Note) -> None:
         versioned(session, old, row)
-
-
-def sealed_hash(nonce: bytes, ciphertext: bytes) -> str:
-    """A sealed version's content hash: of what the row stores, never of plaintext."""
-    digest = hashlib.sha256(nonce)
-    digest.update(ciphertext)
-    return digest.hexdigest()
 
 
 __all__ = ["SEAL_FINGERPRINT_KEY", "SealedNote", "SealedZone", "seal_key_name", "sealed_hash"]

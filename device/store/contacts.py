@@ -310,12 +310,12 @@ class ContactReader:
 
     def details(self, contact_id: str) -> ContactDetails:
         """The details known about a contact (all None for one nobody knows)."""
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             return details_on(conn, contact_id)
 
     def info(self, contact_id: str) -> ContactInfo:
         """One contact: name, aliases and details; NotFound if there is none."""
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             row = conn.execute(_CONTACT_SQL, (contact_id,)).fetchone()
             if row is None:
                 raise NotFound(f"no contact {contact_id!r:.40}")
@@ -325,14 +325,14 @@ class ContactReader:
     def resolve(self, name: str) -> str:
         """The contact a name answers to, loosely (see `resolve_on`); NotFound if none."""
         cleaned = clean_name(name)
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             cid = resolve_on(conn, cleaned, loose=True)
         if cid is None:
             raise NotFound(f"no contact named {name!r}")
         return cid
 
     def all(self) -> list[ContactInfo]:
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             contacts = conn.execute(_ALL_SQL).fetchall()
             aliases: dict[str, list[str]] = {}
             for cid, alias in conn.execute(_ALL_ALIASES_SQL):
@@ -352,5 +352,5 @@ class ContactReader:
         ]
 
     def names(self) -> dict[str, str]:
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             return {str(cid): str(name) for cid, name in conn.execute(CONTACTS_SQL)}

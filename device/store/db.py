@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from sqlalchemy import URL, Engine, String, create_engine, event, text
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
@@ -35,6 +35,7 @@ from pixie.device.store.plaindb import (
     translate_errors,
     write_transaction,
 )
+from pixie.device.store.plaindb import peek as peek  # noqa: PLC0414 (the store's one-statement read)
 from pixie.device.store.version import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -177,14 +178,15 @@ async def at_once(fn: Callable[..., T], *args: Any, otherwise: Callable[..., Awa
 
     A hop to a worker thread and back costs about 130 microseconds, more than
     the small reads and unsynced bookkeeping writes on the offload path cost
-    together, and those cannot block the loop for long: in this mode `peek`
-    and `bookkeeping` use a connection of their own with no busy timeout, give
+    together, and those cannot block the loop for long: in this mode plain
+    reads and writes (``reading(plain=True)``, `peek`, ``writing(plain=True,
+    durable=False)``) use a connection of their own with no busy timeout, give
     up at once on a lock, and refuse a durable commit, each by raising
     `WouldBlock` before anything is changed; that connection never checkpoints
     the WAL (a checkpoint fsyncs), so one in `AT_ONCE_CHECKPOINT_EVERY` writes
     goes to the thread, whose commit checkpoints when the WAL is due. ``fn``
     must be safe to run again after it raised `WouldBlock` (it is, if its
-    writes all go through those two)."""
+    writes all go through plain writes)."""
     token = _NO_WAIT.set(True)
     try:
         result = fn(*args)
@@ -245,7 +247,14 @@ def _on_begin(conn: Any) -> None:
 
 
 class Database:
-    """The engine of one data dir plus helpers for read and write units of work."""
+    """The engine of one data dir, and its two ways in: `reading` and
+    `writing`, each a SQLAlchemy session or (``plain=True``) a driver
+    connection for the statements the store writes by hand, where the ORM's
+    cost would be most of the work. Only `pixie.device.store` (and the
+    Notebook's store, for the note tables) runs statements through them;
+    other packages call the store's named functions. `checkpoint` and
+    `defer_checkpoints` serve the daemon's checkpoint task; `create_schema`,
+    `check_schema`, `meta` and `dispose` are the file's life."""
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
@@ -326,18 +335,36 @@ class Database:
             raise WouldBlock
         return self._at_once
 
+    @overload
+    def reading(self, *, plain: Literal[False] = False) -> AbstractContextManager[Session]: ...
+    @overload
+    def reading(self, *, plain: Literal[True]) -> AbstractContextManager[sqlite3.Connection]: ...
+    def reading(
+        self, *, plain: bool = False
+    ) -> AbstractContextManager[Session] | AbstractContextManager[sqlite3.Connection]:
+        """The way in for reads: one consistent snapshot, rolled back at the end.
+
+        A SQLAlchemy session by default. ``plain=True`` gives a driver
+        connection in a read transaction instead, for statements the store
+        writes by hand (`driver_sql` compiles them from the models): a session
+        costs about 0.25 ms before its first statement, this about 0.03 ms,
+        which the per-envelope lookups, the sync's marks and the tools' many
+        small reads feel. Inside `at_once` (on the event loop) the plain read
+        runs on the loop's own connection, and raises `WouldBlock` rather
+        than wait for it; elsewhere on a pooled one."""
+        return self._plain_read() if plain else self._session_read()
+
     @contextmanager
-    def reading(self) -> Iterator[Session]:
-        """A read-only unit of work on one consistent snapshot."""
+    def _session_read(self) -> Iterator[Session]:
         with _translate_errors(self.path), Session(self.engine) as session, session.begin():
             yield session
 
     @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
-        """`reading` for hand-written statements: a driver connection of the
-        same pool inside one read transaction, rolled back at the end. A
-        session costs about 0.25 ms before its first statement; this about
-        0.03 ms, which the simulator's and the tools' many small reads feel."""
+    def _plain_read(self) -> Iterator[sqlite3.Connection]:
+        if _NO_WAIT.get():
+            with self._using(self._plain()) as conn, read_transaction(conn):
+                yield conn
+            return
         with _translate_errors(self.path):
             fairy = self.engine.raw_connection()
             try:
@@ -346,17 +373,40 @@ class Database:
             finally:
                 fairy.close()
 
-    @contextmanager
-    def writing(self, *, durable: bool = True) -> Iterator[Session]:
-        """A write transaction: commits (durably) on success, rolls back on any error.
+    @overload
+    def writing(
+        self, *, durable: bool = True, plain: Literal[False] = False
+    ) -> AbstractContextManager[Session]: ...
+    @overload
+    def writing(
+        self, *, durable: bool = True, plain: Literal[True]
+    ) -> AbstractContextManager[sqlite3.Connection]: ...
+    def writing(
+        self, *, durable: bool = True, plain: bool = False
+    ) -> AbstractContextManager[Session] | AbstractContextManager[sqlite3.Connection]:
+        """The way in for writes: one write transaction (BEGIN IMMEDIATE) that
+        commits on success and rolls back on any error.
 
-        ``durable=False`` is for bookkeeping whose loss to a power cut (never to
-        a crash of this process: WAL commits survive that) costs no data:
-        envelope counters, replay windows, a body cleared after its holder's
-        ack. Such a commit skips the fsync; WAL keeps commits in order, so the
-        next durable commit makes it durable too. Nothing acknowledged to
-        anyone is ever written this way.
-        """
+        ``durable`` (the default) commits at synchronous=FULL: what is
+        acknowledged to anyone is written so. ``durable=False`` is for
+        bookkeeping whose loss to a power cut (never to a crash of this
+        process: WAL commits survive that) costs no data: envelope counters,
+        replay windows, a body cleared after its holder's ack, derived rows.
+        Such a commit skips the fsync; WAL keeps commits in order, so the next
+        durable commit makes it durable too.
+
+        A SQLAlchemy session by default. ``plain=True`` gives this process's
+        plain driver connection instead (one caller at a time), for the few
+        small writes per envelope and on the offload path, where a session
+        would cost ten times the statements. Inside `at_once` only a plain,
+        non-durable write may run (a session write may wait for the lock, a
+        durable one for an fsync): anything else raises `WouldBlock`."""
+        if plain:
+            return self._plain_write(durable)
+        return self._session_write(durable)
+
+    @contextmanager
+    def _session_write(self, durable: bool) -> Iterator[Session]:
         if _NO_WAIT.get():
             raise WouldBlock  # a session write may wait for the lock or an fsync
         engine = self._write_engine if durable else self._lazy_engine
@@ -367,12 +417,13 @@ class Database:
         ):
             yield session
 
-    def peek(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """One small read statement on a plain driver connection (one
-        consistent snapshot, like `reading`): for the few per-request lookups
-        on the offload path, where a session costs twenty times the query."""
-        with self._using(self._plain()) as conn, read_transaction(conn):
-            return conn.execute(sql, params).fetchall()
+    @contextmanager
+    def _plain_write(self, durable: bool) -> Iterator[sqlite3.Connection]:
+        if durable and _NO_WAIT.get():
+            raise WouldBlock
+        plain = self._plain(write=True)
+        with self._using(plain), write_transaction(plain, durable=durable) as conn:
+            yield conn
 
     @contextmanager
     def _using(self, plain: Plain) -> Iterator[sqlite3.Connection]:
@@ -389,21 +440,6 @@ class Database:
                     raise
         finally:
             plain.lock.release()
-
-    @contextmanager
-    def bookkeeping(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        """A small write transaction on a plain driver connection of its own,
-        for the per-envelope counters and replay windows and the few writes on
-        the offload path, where a SQLAlchemy session would cost ten times the
-        statements. By default at synchronous=NORMAL, with the same durability
-        rules as ``writing(durable=False)``; ``durable=True`` commits at
-        synchronous=FULL, for a write that is acknowledged to someone (never
-        inside `at_once`: an fsync is a wait). One caller at a time."""
-        if durable and _NO_WAIT.get():
-            raise WouldBlock
-        plain = self._plain(write=True)
-        with self._using(plain), write_transaction(plain, durable=durable) as conn:
-            yield conn
 
     def create_schema(self, extra_ddl: Sequence[str]) -> None:
         """Create every mapped table, then the triggers and virtual tables given."""
@@ -447,7 +483,7 @@ class Database:
 
     def _version(self, session: Session | None = None) -> int:
         if session is None:
-            with self.snapshot() as conn:
+            with self.reading(plain=True) as conn:
                 row = conn.execute(_VERSION_SQL).fetchone()
         else:
             row = session.execute(text(_VERSION_SQL)).first()
@@ -458,7 +494,7 @@ class Database:
         return int(row[0])
 
     def meta(self) -> dict[str, str]:
-        with self.snapshot() as conn:
+        with self.reading(plain=True) as conn:
             return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
     def dispose(self) -> None:
@@ -494,6 +530,12 @@ async def checkpoint_in_background(
             log.warning("a checkpoint failed: %s", exc)
 
 
+def put_meta(db: Database, key: str, value: str) -> None:
+    """Set one ``meta`` row (made if missing), durably."""
+    with db.writing() as session:
+        session.merge(Meta(key=key, value=value))
+
+
 _DRIVER_KEY = "pixie_driver"
 
 
@@ -522,7 +564,7 @@ def driver_of(session: Session, *, flush: bool) -> sqlite3.Connection:
 def driver_sql(statement: Any) -> str:
     """A Core or ORM statement as SQL for the driver (``?`` parameters in
     order): the models stay the schema's one definition, and a read that runs
-    often skips the ORM's cost (see `Database.snapshot`)."""
+    often skips the ORM's cost (see `Database.reading`)."""
     return str(statement.compile(dialect=_SQLITE_DIALECT))
 
 

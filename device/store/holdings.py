@@ -15,10 +15,13 @@ All of this is per-replica state: never synced, never part of the state digest.
 
 from __future__ import annotations
 
+import enum
+
 from sqlalchemy import LargeBinary, String, bindparam, delete, insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from pixie.device.store.db import Base, driver_sql
+from pixie.device.store.db import Base, Database, driver_sql, peek
+from pixie.device.store.notes import Zone
 from pixie.device.store.notetable import Note
 from pixie.protocol.clock import SYSTEM_CLOCK, Clock
 
@@ -104,11 +107,109 @@ def forget_release(session: Session, note_id: str, content_hash: str, holder: st
     )
 
 
+# -- the holder's side: the statements of `pixie.homebase.holding.HolderCore` --------
+
+# The replica's zone for the note (if it has the note) and the held body (if any).
+# The body is a column of the outer query, not a scalar subquery's value, which
+# SQLite copies once more (a megabyte a fetch, for a large body).
+_RESIDENT_SQL = (
+    "SELECT (SELECT zone FROM note WHERE id = ?1), body FROM holding "
+    "WHERE note_id = ?1 AND content_hash = ?2"
+)
+_ZONE_SQL = "SELECT zone FROM note WHERE id = ?"
+_OWNER_SQL = "SELECT owner FROM holding WHERE note_id = ? AND content_hash = ?"
+_HOLD_SQL = (
+    "INSERT INTO holding (note_id, content_hash, owner, body, held_at, offload_counter) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_RESTAMP_SQL = (
+    "UPDATE holding SET offload_counter = max(offload_counter, ?) "
+    "WHERE note_id = ? AND content_hash = ?"
+)
+
+
+class Held(enum.Enum):
+    """What `hold` did."""
+
+    NEW = "new"  # committed
+    AGAIN = "again"  # held already, for the same owner: re-stamped with the counter
+    SEALED = "sealed"  # the id names a sealed note of this replica: nothing written
+    OTHERS = "others"  # another device holds that very body here: nothing written
+
+
+class LetGo(enum.Enum):
+    """What `let_go` did."""
+
+    DROPPED = "dropped"
+    ABSENT = "absent"  # nothing held under that id and hash
+    NOT_OWNER = "not_owner"  # another device parked it: kept
+    PARKED_AGAIN = "parked_again"  # an offload newer than the release backs it: kept
+
+
+def hold(
+    db: Database,
+    note_id: str,
+    content_hash: str,
+    owner: str,
+    body: bytes,
+    *,
+    held_at: int,
+    counter: int,
+) -> Held:
+    """Commit a holding durably (synchronous=FULL) on the plain driver
+    connection, stamped with the offload request's envelope ``counter``."""
+    with db.writing(plain=True) as conn:
+        zone = conn.execute(_ZONE_SQL, (note_id,)).fetchone()
+        if zone is not None and zone[0] == Zone.SEALED.value:
+            return Held.SEALED
+        held = conn.execute(_OWNER_SQL, (note_id, content_hash)).fetchone()
+        if held is not None:
+            if held[0] != owner:
+                return Held.OTHERS
+            conn.execute(_RESTAMP_SQL, (counter, note_id, content_hash))
+            return Held.AGAIN
+        conn.execute(_HOLD_SQL, (note_id, content_hash, owner, body, held_at, counter))
+    return Held.NEW
+
+
+def held_body(db: Database, note_id: str, content_hash: str) -> tuple[str | None, bytes | None]:
+    """(this replica's zone for ``note_id`` or None, the body held under that
+    id and hash or None), on one snapshot each."""
+    rows = peek(db, _RESIDENT_SQL, (note_id, content_hash))
+    if rows:
+        zone, body = rows[0]
+        return zone, None if body is None else bytes(body)
+    zones = peek(db, _ZONE_SQL, (note_id,))
+    return (zones[0][0] if zones else None), None
+
+
+def let_go(db: Database, note_id: str, content_hash: str, owner: str, counter: int) -> LetGo:
+    """Drop a holding for ``owner``, unless another device parked it or an
+    offload whose envelope counter is above ``counter`` backs it."""
+    with db.writing() as session:
+        held = session.get(Holding, (note_id, content_hash))
+        if held is None:
+            return LetGo.ABSENT
+        if held.owner != owner:
+            return LetGo.NOT_OWNER
+        if held.offload_counter > counter:
+            return LetGo.PARKED_AGAIN
+        session.execute(
+            delete(Holding).where(Holding.note_id == note_id, Holding.content_hash == content_hash)
+        )
+    return LetGo.DROPPED
+
+
 __all__ = [
     "RELEASE_LATER_SQL",
+    "Held",
     "Holding",
+    "LetGo",
     "PendingRelease",
     "forget_release",
+    "held_body",
+    "hold",
+    "let_go",
     "make_resident",
     "release_later",
 ]

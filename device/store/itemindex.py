@@ -47,7 +47,7 @@ from typing import cast
 from sqlalchemy import BigInteger, Integer, LargeBinary, PrimaryKeyConstraint, Table
 from sqlalchemy.orm import Mapped, mapped_column
 
-from pixie.device.store.db import Base, Database, Meta
+from pixie.device.store.db import Base, Database, Meta, peek
 from pixie.protocol.digest import item_hash
 from pixie.protocol.reconcile import KEY_BYTES
 
@@ -245,7 +245,7 @@ def _rows(
 
 
 def is_built(db: Database) -> bool:
-    with db.snapshot() as conn:
+    with db.reading(plain=True) as conn:
         return is_built_on(conn)
 
 
@@ -280,7 +280,7 @@ def stored(db: Database) -> set[tuple[bytes, int, int]]:
     """Every item the index holds (``digest_item`` and the pending rows
     together) as (key, top 64 bits, tag), for checks against the rows
     (compare with `parts` of each item)."""
-    with db.snapshot() as conn:
+    with db.reading(plain=True) as conn:
         held = {(top, tag): bytes(key) for top, tag, key in conn.execute(_ALL_SQL)}
         for (top, tag), (key, sign) in _net(conn.execute(_PENDING_ROWS_SQL)).items():
             if sign > 0:
@@ -295,7 +295,7 @@ def cells_agree(db: Database) -> bool:
     (`write`'s work, checked from scratch)."""
     kept = {
         cell: (high, low, n)
-        for cell, high, low, n in db.peek(f"SELECT cell, high, low, n FROM {_CELL.name}")
+        for cell, high, low, n in peek(db, f"SELECT cell, high, low, n FROM {_CELL.name}")
         if n
     }
     summed: dict[int, tuple[int, int, int]] = {}
@@ -366,7 +366,7 @@ class StoredItems:
     def _current_pending(self) -> _Pending:
         """The pending rows as they stand: only the rows written since the
         last look are read, unless a merge moved them all meanwhile."""
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             newest, oldest = conn.execute(_PENDING_MARK_SQL).fetchone()
             seen = self._pending_mark
             if seen is None or oldest != seen[1] or newest is None:
@@ -386,10 +386,10 @@ class StoredItems:
         if depth <= CELL_BITS:
             shift = CELL_BITS - depth
             lo, hi = prefix << shift, ((prefix + 1) << shift) - 1
-            return int(self.db.peek(_CELL_COUNT_SQL, (lo, hi))[0][0])
+            return int(peek(self.db, _CELL_COUNT_SQL, (lo, hi))[0][0])
         lo, hi = self._tops(depth, prefix)
         pending = self._current_pending()
-        held = int(self.db.peek(_ITEM_COUNT_SQL, (lo, hi))[0][0])
+        held = int(peek(self.db, _ITEM_COUNT_SQL, (lo, hi))[0][0])
         return held + len(pending.added_in(lo, hi)) - len(pending.removed_in(lo, hi))
 
     def cells(self, depth: int, prefix: int, bits: int) -> list[tuple[int, int]]:
@@ -399,7 +399,7 @@ class StoredItems:
             lo, hi = prefix << span, ((prefix + 1) << span) - 1
             first = prefix << bits
             out = [(0, 0)] * (1 << bits)
-            for child, high, low, n in self.db.peek(_CELLS_SQL, (shift, lo, hi)):
+            for child, high, low, n in peek(self.db, _CELLS_SQL, (shift, lo, hi)):
                 out[child - first] = (((high << 32) + low) & _TAG_MASK, n)
             return out
         shift = 64 - depth - bits
@@ -408,7 +408,7 @@ class StoredItems:
         sums = [0] * (1 << bits)
         counts = [0] * (1 << bits)
         pending = self._current_pending()
-        for child, high, low, n in self.db.peek(_ITEM_CELLS_SQL, (shift, lo, hi)):
+        for child, high, low, n in peek(self.db, _ITEM_CELLS_SQL, (shift, lo, hi)):
             sums[child - first] += (high << 32) + low
             counts[child - first] += n
         for top, tag, _ in pending.added_in(lo, hi):
@@ -426,7 +426,7 @@ class StoredItems:
         wanted = -1 if limit is None else limit + len(removed)
         rows = [
             (top, tag, bytes(key))
-            for top, tag, key in self.db.peek(_LISTING_SQL, (lo, hi, wanted))
+            for top, tag, key in peek(self.db, _LISTING_SQL, (lo, hi, wanted))
             if (top, tag) not in removed
         ]
         merged = sorted(rows + pending.added_in(lo, hi))
@@ -442,7 +442,7 @@ class StoredItems:
             if their_tag == wanted:
                 return key
         removed = set(pending.removed_in(lo, hi))
-        for top, key in self.db.peek(_FIND_SQL, (lo, hi, wanted)):
+        for top, key in peek(self.db, _FIND_SQL, (lo, hi, wanted)):
             if (top, wanted) not in removed:
                 return bytes(key)
         return None

@@ -263,7 +263,7 @@ class MemoryTextMirror:
                             return
             head = self._head
             assert head is not None
-            with self.db.snapshot() as conn:
+            with self.db.reading(plain=True) as conn:
                 now = standing(conn, head)
             if now is Standing.ASTRAY:
                 self.rebuild()
@@ -294,7 +294,7 @@ class MemoryTextMirror:
         paused = gc.isenabled()
         gc.disable()
         try:
-            with self.db.snapshot() as conn:
+            with self.db.reading(plain=True) as conn:
                 names = dict(conn.execute(NAMES_SQL).fetchall())
                 top = conn.execute(TOP_SQL).fetchone()[0] or 0
                 top_id = row_id(conn, top) if top else None
@@ -380,7 +380,7 @@ class MemoryTextMirror:
         return out, {contact_id: names.get(contact_id) or "" for contact_id in prefixes}
 
     def _load_names(self) -> dict[str, str]:
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             return dict(conn.execute(NAMES_SQL).fetchall())
 
     # -- the files -----------------------------------------------------------
@@ -421,7 +421,7 @@ class MemoryTextMirror:
             return
         head = self._head
         assert head is not None
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             top = conn.execute(TOP_SQL).fetchone()[0] or 0
             if top <= head.top:
                 return

@@ -305,3 +305,10 @@ LABELS = {
     NoteKind.CALL_DIGEST: "Call",
     NoteKind.SPARKED: "Sparked by the user (remember this)",
 }
+
+
+def sealed_hash(nonce: bytes, ciphertext: bytes) -> str:
+    """A sealed version's content hash: of what the row stores, never of plaintext."""
+    digest = hashlib.sha256(nonce)
+    digest.update(ciphertext)
+    return digest.hexdigest()

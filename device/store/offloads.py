@@ -3,7 +3,7 @@ and the releases it owes its holder (`pending_release`).
 
 `pixie.device.sync.offload.OffloadLedger` decides; these run its reads and
 writes. The per-request ones (the candidate, the compare-and-clear, the
-pointer) use `Database.peek` and `Database.bookkeeping`, a plain driver
+pointer) use `peek` and ``Database.writing(plain=True)``, a plain driver
 connection, where a SQLAlchemy session costs twenty times the statements;
 the rest go through sessions. Every query selects from the clear zone first:
 a sealed row never reaches the code past it.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, func, select
 
-from pixie.device.store.db import Database, driver_sql
+from pixie.device.store.db import Database, driver_sql, peek
 from pixie.device.store.holdings import PendingRelease, forget_release, release_later
 from pixie.device.store.notes import NoteKind, Zone
 from pixie.device.store.notetable import Note
@@ -66,7 +66,7 @@ class CandidateRow:
 
 def candidate(db: Database, holder: str, note_id: str) -> CandidateRow | None:
     """``note_id`` if it is a clear note (deleted or not), else None."""
-    rows = db.peek(_CANDIDATE_SQL, (holder, note_id))
+    rows = peek(db, _CANDIDATE_SQL, (holder, note_id))
     if not rows:
         return None
     body, chash, held_by, deleted, kind, releasing = rows[0]
@@ -78,7 +78,7 @@ def clear_if_unchanged(db: Database, holder: str, note_id: str, content_hash: st
     still here hashes to ``content_hash`` and no release of that very body to
     ``holder`` is due. True if it was cleared. Not fsynced (a power cut that
     undoes a clear leaves the body here as well as with the holder)."""
-    with db.bookkeeping() as conn:
+    with db.writing(plain=True, durable=False) as conn:
         row = conn.execute(_RESIDENT_SQL, (holder, note_id)).fetchone()
         if row is None or row[0] is None or row[1] != content_hash:
             return False
@@ -111,7 +111,7 @@ def release_unless_pointed_at(
 
 def pointer(db: Database, note_id: str) -> tuple[str, str | None] | None:
     """(content hash, holder or None) of a live clear note, else None."""
-    rows = db.peek(_POINTER_SQL, (note_id,))
+    rows = peek(db, _POINTER_SQL, (note_id,))
     if not rows:
         return None
     chash, holder = rows[0]
@@ -142,7 +142,7 @@ def restore(
 
 def releases_due(db: Database, holder: str) -> list[tuple[str, str]]:
     """(note id, content hash) of each holding no note here points at, oldest first."""
-    with db.snapshot() as conn:
+    with db.reading(plain=True) as conn:
         return [(str(n), str(h)) for n, h in conn.execute(_RELEASES_DUE_SQL, (holder,))]
 
 

@@ -2,8 +2,8 @@
 
 `Database` (in `db`) runs on SQLAlchemy's engine and pool, which a command
 pays for in imports before it reads a row. Most reads, though, are already
-hand-written statements on the driver (`Database.snapshot`, `peek`,
-`bookkeeping`), so a reader that needs nothing else (the quick `pixie
+hand-written statements on the driver (``Database.reading(plain=True)``,
+`peek`, ``writing(plain=True)``), so a reader that needs nothing else (the quick `pixie
 notebook search`, the contact book's and the clear zone's reads) is written
 against `DriverAccess`, which both `Database` and `PlainDatabase` provide.
 
@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pixie.device.errors import DataDirError
 
@@ -38,17 +38,23 @@ class DriverAccess(Protocol):
     @property
     def path(self) -> Path: ...
 
-    def snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+    def reading(self, *, plain: Literal[True]) -> AbstractContextManager[sqlite3.Connection]:
         """A driver connection inside one read transaction."""
         ...
 
-    def peek(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """One read statement in a read transaction of its own."""
-        ...
-
-    def bookkeeping(self, *, durable: bool = False) -> AbstractContextManager[sqlite3.Connection]:
+    def writing(
+        self, *, durable: bool = True, plain: Literal[True]
+    ) -> AbstractContextManager[sqlite3.Connection]:
         """A small write transaction on a driver connection."""
         ...
+
+
+def peek(db: DriverAccess, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Every row of one small read statement, on a plain read of ``db``: the
+    per-request lookups (the offload path, the holder, the sync's marks),
+    where a session costs twenty times the query."""
+    with db.reading(plain=True) as conn:
+        return conn.execute(sql, params).fetchall()
 
 
 def sqlite_uri(path: Path, mode: str) -> str:
@@ -188,8 +194,9 @@ def write_transaction(plain: Plain, *, durable: bool) -> Iterator[sqlite3.Connec
 class PlainDatabase:
     """`DriverAccess` on one plain connection of its own, no SQLAlchemy: for
     a command that only reads (and keeps derived data, such as meaning
-    vectors, through `bookkeeping`). It does not check or migrate the schema:
-    open one only on a database whose version the caller has read."""
+    vectors, through ``writing(plain=True, durable=False)``). It does not
+    check or migrate the schema: open one only on a database whose version
+    the caller has read."""
 
     def __init__(self, path: Path) -> None:
         if not path.is_file():
@@ -207,16 +214,14 @@ class PlainDatabase:
             yield self._plain.connection()
 
     @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def reading(self, *, plain: Literal[True]) -> Iterator[sqlite3.Connection]:
         with self._connection() as conn, read_transaction(conn):
             yield conn
 
-    def peek(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self.snapshot() as conn:
-            return conn.execute(sql, params).fetchall()
-
     @contextmanager
-    def bookkeeping(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+    def writing(
+        self, *, durable: bool = True, plain: Literal[True]
+    ) -> Iterator[sqlite3.Connection]:
         with self._connection(), write_transaction(self._plain, durable=durable) as conn:
             yield conn
 
@@ -233,6 +238,7 @@ __all__ = [
     "configure",
     "database_error",
     "one_line",
+    "peek",
     "read_transaction",
     "sqlite_uri",
     "translate_errors",

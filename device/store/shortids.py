@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.store.db import Database
+from pixie.device.store.db import Database, peek
 
 MIN_PREFIX = 4
 SHOWN_CHARS = 8
@@ -60,7 +60,7 @@ def _resolve(db: Database, text: str, sql: str, what: str) -> str:
             f"give at least {MIN_PREFIX} characters of the {what} id ({text!r} is short)"
         )
     found = [
-        row[0] for row in db.peek(sql, (prefix, prefix + _ABOVE_ID_CHARS, SHOWN_CANDIDATES + 1))
+        row[0] for row in peek(db, sql, (prefix, prefix + _ABOVE_ID_CHARS, SHOWN_CANDIDATES + 1))
     ]
     if not found:
         raise NotFound(f"no {what} with id {prefix}" + ("" if len(prefix) == FULL_CHARS else "…"))
@@ -77,7 +77,7 @@ def note_ids(db: Database) -> list[str]:
     """Every live clear note's id, sorted: the set short forms must be unique in."""
     return [
         str(row[0])
-        for row in db.peek("SELECT id FROM note WHERE zone = 'clear' AND deleted = 0 ORDER BY id")
+        for row in peek(db, "SELECT id FROM note WHERE zone = 'clear' AND deleted = 0 ORDER BY id")
     ]
 
 

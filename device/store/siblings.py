@@ -68,7 +68,7 @@ class SiblingBook:
         self.db = db
 
     def all(self) -> list[SiblingInfo]:
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             rows = conn.execute(_ALL_SQL).fetchall()
         return [
             SiblingInfo(bytes.fromhex(key), name, role, relay, paired_at)
@@ -76,7 +76,7 @@ class SiblingBook:
         ]
 
     def get(self, key: bytes) -> SiblingInfo | None:
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             r = conn.execute(_GET_SQL, (key.hex(),)).fetchone()
         return None if r is None else SiblingInfo(key, *r)
 
@@ -119,7 +119,7 @@ class SiblingBook:
         hand a few counters out twice, and a sibling then drops those envelopes
         as replays (messages are idempotent and retried); it can never make it
         accept one twice."""
-        with self.db.bookkeeping() as conn:
+        with self.db.writing(plain=True, durable=False) as conn:
             if still is not None and not still(conn):
                 raise Withdrawn("withdrawn: what the message was about is gone")
             (sent,) = conn.execute(_NEXT_SEND_SQL, (key.hex(),)).fetchone()
@@ -131,7 +131,7 @@ class SiblingBook:
         accept an envelope). Not fsynced: the durable write that acts on the
         envelope, if any, commits after this one and so makes it durable too;
         an acceptance a power cut undoes had changed nothing durable."""
-        with self.db.bookkeeping() as conn:
+        with self.db.writing(plain=True, durable=False) as conn:
             row = conn.execute(_WINDOW_SQL, (key.hex(),)).fetchone()
             window = ReplayWindow() if row is None else ReplayWindow(row[0], int(row[1], 16))
             verdict = window.check(counter)

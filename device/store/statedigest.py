@@ -26,7 +26,7 @@ from sqlalchemy import Table
 from sqlalchemy.orm import Session
 
 from pixie.device.store import itemindex
-from pixie.device.store.db import Database, Meta, driver_of
+from pixie.device.store.db import Database, Meta, driver_of, peek
 from pixie.device.store.notetable import Note
 from pixie.device.store.version import DIGEST_KEY
 from pixie.protocol.digest import MODULUS, Fingerprint, item_hashes, note_item
@@ -108,8 +108,8 @@ def update_on(
 
 def current(db: Database) -> Fingerprint:
     """The digest as committed: one read on a plain driver connection, in a
-    read transaction of its own (`Database.peek`)."""
-    rows = db.peek(_READ_SQL, (DIGEST_KEY,))
+    read transaction of its own (`peek`)."""
+    rows = peek(db, _READ_SQL, (DIGEST_KEY,))
     value = rows[0][0] if rows else None
     return Fingerprint.decode(value) if value else Fingerprint()
 

@@ -72,12 +72,12 @@ import trio
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
-from pixie.device.store.db import Meta
+from pixie.device.store.db import put_meta
+from pixie.device.store.replica import NodeReplica
 from pixie.device.sync import syncsteps
 from pixie.device.sync.lastsync import LAST_SYNC_KEY, last_syncs_in
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayUnavailable
-from pixie.device.sync.replica import NodeReplica
 from pixie.device.sync.sessions import Route, SessionTable
 from pixie.protocol import syncwire
 from pixie.protocol.clock import Clock, Entropy
@@ -643,8 +643,7 @@ def record_last_sync(node: Node, report: SyncReport) -> None:
         },
         sort_keys=True,
     )
-    with node.db.writing() as session:
-        session.merge(Meta(key=_last_sync_key(report.sibling), value=value))
+    put_meta(node.db, _last_sync_key(report.sibling), value)
 
 
 def last_syncs(node: Node) -> dict[str, object]:

@@ -18,20 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import re2
-from sqlalchemy import ColumnElement, and_, or_, select
 
 from pixie.device.agent.grep import compile_query, snippet_of
+from pixie.device.store import pagereads
 from pixie.device.store.db import Database
 from pixie.device.store.memlog import (
-    SEARCHABLE_KINDS,
     EventKind,
     EventRecord,
-    MemoryEvent,
-    to_record,
 )
 from pixie.device.store.mirror import Matcher, MemoryTextMirror, mirror_line
-from pixie.device.store.notes import ClearNote, NoteKind, Zone
-from pixie.device.store.notetable import Note, to_clear_note
+from pixie.device.store.notes import ClearNote, NoteKind
 
 PAGE_NOTES = 50
 PAGE_EVENTS = 50
@@ -64,18 +60,6 @@ GROUPS: tuple[Group, ...] = (
 GROUP_BY_SLUG = {g.slug: g for g in GROUPS}
 
 
-def _live_clear() -> ColumnElement[bool]:
-    return and_(Note.zone == Zone.CLEAR.value, Note.deleted.is_(False))
-
-
-# Kinds with an identity and one note per person, source or title: a group of
-# these is read through the identity index (`uq_note_identity`) and sorted,
-# because walking the whole Notebook newest first to find a few hundred of
-# them would touch every row. The digests and pins are most of the Notebook,
-# and are read newest first straight off the stamp index until a page is full.
-_FEW_PER_KIND = frozenset({NoteKind.PERSON, NoteKind.ABOUT_YOU, NoteKind.GUIDANCE})
-
-
 def clear_page(
     db: Database,
     kinds: tuple[NoteKind, ...] | None,
@@ -86,25 +70,7 @@ def clear_page(
 ) -> tuple[list[ClearNote], bool]:
     """Live clear notes of ``kinds`` (all kinds if None), newest first, one
     page, and whether another page follows."""
-    conditions = [_live_clear()]
-    stmt = select(Note)
-    if kinds is not None:
-        conditions.append(Note.kind.in_([k.value for k in kinds]))
-    if contact_id is not None:
-        conditions.append(Note.contact_id == contact_id)  # ix_note_contact_updated
-    elif kinds is not None and _FEW_PER_KIND.issuperset(kinds):
-        conditions.append(Note.identity_key.is_not(None))  # every such note has one
-    else:
-        stmt = stmt.with_hint(Note, "INDEXED BY ix_note_updated_at", "sqlite")
-    stmt = (
-        stmt.where(*conditions)
-        .order_by(Note.updated_at.desc(), Note.id.desc())
-        .limit(limit + 1)
-        .offset(offset)
-    )
-    with db.reading() as session:
-        notes = [to_clear_note(row) for row in session.scalars(stmt)]
-    return notes[:limit], len(notes) > limit
+    return pagereads.clear_notes_page(db, kinds, contact_id=contact_id, limit=limit, offset=offset)
 
 
 def group_counts(kind_counts: dict[str, int]) -> dict[str, int]:
@@ -189,9 +155,6 @@ class SourceView:
     person: str | None  # a contact id, when the reference names a person instead
 
 
-_SEARCHABLE = sorted(k.value for k in SEARCHABLE_KINDS)
-
-
 def source_events(
     db: Database, ref: str, *, limit: int = PAGE_EVENTS, offset: int = 0
 ) -> SourceView:
@@ -205,49 +168,18 @@ def source_events(
     prefix, _, rest = ref.partition(":")
     if prefix == "huddle" and rest:
         return SourceView([], False, rest)
-    where: ColumnElement[bool]
-    if prefix == "event" and rest:
-        where = MemoryEvent.id == rest
-    elif prefix == "thread" and rest:
-        where = MemoryEvent.thread == rest
-    elif prefix == "contact" and rest:
-        where = and_(
-            MemoryEvent.thread.is_(None),
-            MemoryEvent.kind == EventKind.MESSAGE.value,
-            MemoryEvent.contact_id == rest,
-        )
-    else:
-        where = or_(MemoryEvent.source == ref, MemoryEvent.thread == ref)
-    stmt = (
-        select(MemoryEvent)
-        .where(where, MemoryEvent.kind.in_(_SEARCHABLE))
-        .order_by(MemoryEvent.at.desc(), MemoryEvent.id.desc())
-        .limit(limit + 1)
-        .offset(offset)
-    )
-    with db.reading() as session:
-        events = [to_record(row) for row in session.scalars(stmt)]
-    return SourceView(events[:limit], len(events) > limit, None)
+    events, more = pagereads.referenced_events(db, ref, limit=limit, offset=offset)
+    return SourceView(events, more, None)
 
 
 def event(db: Database, event_id: str) -> EventRecord | None:
     """One searchable event by id (the agent chat transcript is not shown)."""
-    with db.reading() as session:
-        row = session.scalar(
-            select(MemoryEvent).where(MemoryEvent.id == event_id, MemoryEvent.kind.in_(_SEARCHABLE))
-        )
-        return None if row is None else to_record(row)
+    return pagereads.searchable_event(db, event_id)
 
 
 def people_with_pages(db: Database) -> set[str]:
     """The contacts that have a live person page in the clear zone."""
-    with db.reading() as session:
-        found = session.scalars(
-            select(Note.contact_id)
-            .where(_live_clear(), Note.kind == NoteKind.PERSON.value)
-            .where(Note.contact_id.is_not(None))
-        )
-        return {cid for cid in found if cid is not None}
+    return pagereads.people_with_pages(db)
 
 
 __all__ = [

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from pixie.device.store.db import peek
 from pixie.protocol.digest import Fingerprint
 from pixie.sim import invariants
 from pixie.sim.world import InvariantViolated, World
@@ -41,7 +42,7 @@ def _outcome(world: World, *, one_read: bool, full: bool = False) -> tuple[int, 
 
 
 def _write(world: World, name: str, sql: str, params: tuple[object, ...] = ()) -> None:
-    with world.peers[name].node.db.bookkeeping(durable=True) as conn:
+    with world.peers[name].node.db.writing(plain=True) as conn:
         conn.execute(sql, params)
 
 
@@ -65,7 +66,7 @@ def test_both_ways_pass_an_intact_world(world: World) -> None:
 
 
 def _note_ids(world: World, name: str, where: str) -> list[str]:
-    rows = world.peers[name].node.db.peek(f"SELECT id FROM note WHERE {where} ORDER BY id")
+    rows = peek(world.peers[name].node.db, f"SELECT id FROM note WHERE {where} ORDER BY id")
     return [r[0] for r in rows]
 
 
@@ -81,7 +82,7 @@ def _point_at_the_homebase(world: World, *, acked: bool) -> None:
         (world.homebase.key.hex(), note_id),
     )
     if acked:
-        chash = world.device.node.db.peek("SELECT content_hash FROM note WHERE id = ?", (note_id,))
+        chash = peek(world.device.node.db, "SELECT content_hash FROM note WHERE id = ?", (note_id,))
         world.acked.add((note_id, chash[0][0]))
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from pixie.device.store import replicarows as replica_module
 from pixie.device.store.contactbook import Contact, ContactAlias, ContactDetail
 from pixie.device.store.memlog import MemoryEvent
 from pixie.device.store.notetable import Note, NoteMark
-from pixie.device.sync import replicarows as replica_module
 from pixie.protocol.digest import Fingerprint, alias_item, contact_item, detail_item
 from pixie.protocol.reconcile import range_fingerprint
 from pixie.protocol.syncmessages import Marks

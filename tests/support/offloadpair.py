@@ -68,7 +68,7 @@ class Wire:
             self.before_seal()
         if still is not None:  # as `SiblingBook.next_send_counter` checks it
             assert self.phone is not None
-            with self.phone.db.bookkeeping() as conn:
+            with self.phone.db.writing(plain=True, durable=False) as conn:
                 if not still(conn):
                     raise Withdrawn("withdrawn")
         # Through the real codec, as the envelope would carry it.

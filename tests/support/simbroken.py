@@ -16,12 +16,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pixie.device.notebook.store import NotebookStore, UpsertOutcome, UpsertResult
+from pixie.device.store import replica as syncstore
 from pixie.device.store import statedigest
 from pixie.device.store.notes import NoteKind
 from pixie.device.store.notetable import Note
-from pixie.device.sync import replica as syncstore
+from pixie.device.store.replica import NodeReplica
 from pixie.device.sync.offload import OffloadLedger
-from pixie.device.sync.replica import NodeReplica
 from pixie.homebase.holding import HolderCore
 from pixie.protocol import envelope
 from pixie.protocol.offload import FetchAttempt, Outcome, Verdict

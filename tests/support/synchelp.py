@@ -13,8 +13,8 @@ from pixie.device.store.contactbook import put_detail_in
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
+from pixie.device.store.replica import NodeReplica
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.sync import Loopback, SyncSession
 
 

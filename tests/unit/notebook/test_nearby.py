@@ -86,7 +86,7 @@ def test_vectors_are_for_clear_notes_and_follow_changes(book: Node) -> None:
     sealed_text = "A sealed note about a secret anniversary plan"
     book.notebook.record_sealed(SealedKind.HUDDLE_PREP, title="Prep", body=sealed_text)
     assert nearby.refresh(book.db) == len(NOTES)
-    with book.db.snapshot() as conn:
+    with book.db.reading(plain=True) as conn:
         stored = {n for (n,) in conn.execute("SELECT note_n FROM note_meaning")}
         clear = {
             n for (n,) in conn.execute("SELECT n FROM note WHERE zone = 'clear' AND NOT deleted")
@@ -99,7 +99,7 @@ def test_vectors_are_for_clear_notes_and_follow_changes(book: Node) -> None:
     assert nearby.refresh(book.db) == 1
     book.notebook.delete(note.id)
     nearby.refresh(book.db)
-    with book.db.snapshot() as conn:
+    with book.db.reading(plain=True) as conn:
         assert len(meanings.every(conn, meaning.MODEL_NAME)) == len(NOTES) - 1
 
 
@@ -117,7 +117,7 @@ def test_a_deleted_note_loses_its_vector_at_once(
     note = book.notebook.clear_notes()[0]
     monkeypatch.setenv(nearby.ENV, "0")  # even with meaning off afterwards
     book.notebook.delete(note.id)
-    with book.db.snapshot() as conn:
+    with book.db.reading(plain=True) as conn:
         (n,) = conn.execute("SELECT n FROM note WHERE id = ?", (note.id,)).fetchone()
         assert conn.execute("SELECT 1 FROM note_meaning WHERE note_n = ?", (n,)).fetchone() is None
 
@@ -164,7 +164,7 @@ async def test_turned_off_by_the_data_dir_s_settings(
         router = LLMRouter((OfflineDistiller(),))
         report = await NotetakingService(node.db, node.notebook, router).run_pass()
         assert report.written and report.embedded == 0
-        with node.db.snapshot() as conn:
+        with node.db.reading(plain=True) as conn:
             assert meanings.every(conn, meaning.MODEL_NAME) == []  # nothing embedded
 
 

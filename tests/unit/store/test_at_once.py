@@ -12,7 +12,7 @@ import trio
 
 from pixie.device.node.keyed import Node
 from pixie.device.store import db
-from pixie.device.store.db import at_once
+from pixie.device.store.db import at_once, peek
 
 COUNTER_SQL = "SELECT sent FROM peer_counter WHERE key = ?"
 KEY = bytes(32)
@@ -38,7 +38,7 @@ class Fallback:
 
 
 def sent(node: Node) -> int:
-    rows = node.db.peek(COUNTER_SQL, (KEY.hex(),))
+    rows = peek(node.db, COUNTER_SQL, (KEY.hex(),))
     return int(rows[0][0]) if rows else 0
 
 
@@ -80,7 +80,7 @@ def test_durable_commits_and_sessions_never_run_on_the_loop(node: Node) -> None:
     to the thread, and is done there exactly once."""
 
     def durable() -> None:
-        with node.db.bookkeeping(durable=True) as conn:
+        with node.db.writing(plain=True) as conn:
             conn.execute("INSERT INTO meta (key, value) VALUES ('a', '1')")
 
     def session_write() -> None:
@@ -102,7 +102,7 @@ def test_errors_of_the_work_itself_are_raised_not_retried(node: Node) -> None:
     fallback = Fallback()
 
     def broken() -> None:
-        with node.db.bookkeeping() as conn:
+        with node.db.writing(plain=True, durable=False) as conn:
             conn.execute("INSERT INTO peer_counter VALUES ('k', 1, 0, '0')")
             raise ValueError("no")
 
@@ -112,7 +112,7 @@ def test_errors_of_the_work_itself_are_raised_not_retried(node: Node) -> None:
     with pytest.raises(ValueError, match="no"):
         trio.run(main)
     assert fallback.calls == 0
-    assert node.db.peek("SELECT count(*) FROM peer_counter") == [(0,)]
+    assert peek(node.db, "SELECT count(*) FROM peer_counter") == [(0,)]
 
 
 def test_the_loop_never_checkpoints_and_the_thread_does_every_so_often(node: Node) -> None:

@@ -15,7 +15,7 @@ import trio.testing
 from pixie.device.errors import DataDirError
 from pixie.device.node.keyed import Node
 from pixie.device.store import db
-from pixie.device.store.db import at_once, checkpoint_in_background
+from pixie.device.store.db import at_once, checkpoint_in_background, peek
 from pixie.device.store.memlog import EventKind, NewEvent
 
 PAGE = 4096
@@ -102,7 +102,7 @@ def test_deferred_the_loop_never_detours_to_the_thread(node: Node) -> None:
 
     trio.run(main)
     assert detours == 0
-    assert node.db.peek("SELECT sent FROM peer_counter") == [(3 * db.AT_ONCE_CHECKPOINT_EVERY,)]
+    assert peek(node.db, "SELECT sent FROM peer_counter") == [(3 * db.AT_ONCE_CHECKPOINT_EVERY,)]
 
 
 def test_the_background_task_checkpoints_every_period(

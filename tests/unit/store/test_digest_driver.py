@@ -17,7 +17,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.store import statedigest
 from pixie.device.store.contactbook import Contact, ContactAlias, contact_items
 from pixie.device.store.contacts import contact_id_for
-from pixie.device.store.db import Meta
+from pixie.device.store.db import Meta, peek
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.protocol.digest import Fingerprint, alias_item, contact_item, event_item
 
@@ -80,7 +80,7 @@ def test_a_missing_row_is_created(fresh: Node) -> None:
     assert statedigest.current(fresh.db) == Fingerprint()
     with fresh.db.writing() as session:
         statedigest.update(session, add=[])  # nothing changes: no row either
-    assert fresh.db.peek("SELECT count(*) FROM meta WHERE key = 'state_fingerprint'") == [(0,)]
+    assert peek(fresh.db, "SELECT count(*) FROM meta WHERE key = 'state_fingerprint'") == [(0,)]
     with fresh.db.writing() as session:
         statedigest.update(session, add=[ITEM_A])
     assert statedigest.current(fresh.db) == Fingerprint().add(ITEM_A)

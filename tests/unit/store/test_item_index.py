@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from pixie.device.node.keyed import Node
 from pixie.device.store import itemindex
+from pixie.device.store.db import peek
 from pixie.device.store.memlog import EventKind, NewEvent
+from pixie.device.store.replica import NodeReplica
 from pixie.device.store.version import SCHEMA_VERSION
-from pixie.device.sync.replica import NodeReplica
 from pixie.protocol.reconcile import SortedItems
 from pixie.protocol.sync import Loopback, Phase, SyncSession
 from pixie.protocol.syncmessages import Marks
@@ -43,7 +44,7 @@ def test_every_write_keeps_the_index_equal_to_the_digests_items(
     assert len(_wanted(a)) > 45
     assert itemindex.stored(a.db) == _wanted(a)
     assert itemindex.cells_agree(a.db) and index_is_maintained(a)
-    pending = len(a.db.peek("SELECT * FROM digest_pending"))
+    pending = len(peek(a.db, "SELECT * FROM digest_pending"))
     assert pending < 3 if pending_max == 3 else pending > 45
 
 
@@ -55,10 +56,10 @@ def test_a_merge_moves_what_waits_in_hash_order_and_changes_no_answer(tmp_path: 
         conn = session.connection().connection.driver_connection
         assert isinstance(conn, sqlite3.Connection)
         moved = itemindex.merge(conn)
-    assert moved > 45 and not a.db.peek("SELECT * FROM digest_pending")
+    assert moved > 45 and not peek(a.db, "SELECT * FROM digest_pending")
     # An item replaced (the detail) and a deleted note's version left nothing behind.
     assert itemindex.stored(a.db) == before == _wanted(a)
-    assert len(a.db.peek("SELECT * FROM digest_item")) == len(before)
+    assert len(peek(a.db, "SELECT * FROM digest_item")) == len(before)
 
 
 def test_a_merge_keeps_the_index_of_the_replica_it_lands_in(tmp_path: Path) -> None:
@@ -90,10 +91,10 @@ def filled(
             conn = session.connection().connection.driver_connection
             assert isinstance(conn, sqlite3.Connection)
             itemindex.merge(conn)
-        assert not a.db.peek("SELECT * FROM digest_pending")
+        assert not peek(a.db, "SELECT * FROM digest_pending")
     else:
-        assert len(a.db.peek("SELECT * FROM digest_pending")) > 1_000
-        assert a.db.peek("SELECT * FROM digest_pending WHERE sign < 0")
+        assert len(peek(a.db, "SELECT * FROM digest_pending")) > 1_000
+        assert peek(a.db, "SELECT * FROM digest_pending WHERE sign < 0")
     yield a
     a.close()
 

@@ -9,6 +9,7 @@ import pytest
 
 from pixie.device.errors import BadInput, DataDirError
 from pixie.device.node.keyed import Node
+from pixie.device.store.db import peek
 from pixie.device.store.memlog import OPTIMISTIC_EVENTS, EventKind, EventRecord, NewEvent
 from pixie.device.store.version import SCHEMA_VERSION
 from pixie.protocol.ids import id_time_ms, new_id, parse_id
@@ -148,7 +149,7 @@ def _set_version(path: Path, version: int, *statements: str) -> None:
 def test_an_older_schema_is_migrated_on_open_and_keeps_its_data(data_dir: Path) -> None:
     with Node.open(data_dir) as n:
         n.log.append([ev("kept across the migration")], now=0)
-        n.db.peek("SELECT 1")
+        peek(n.db, "SELECT 1")
     # What a version-3 database looked like: holdings without their counter.
     _set_version(
         data_dir,
@@ -160,7 +161,7 @@ def test_an_older_schema_is_migrated_on_open_and_keeps_its_data(data_dir: Path) 
     with Node.open(data_dir) as n:
         assert [r.text for r in n.log.all_records()] == ["kept across the migration"]
         assert n.db.meta()["schema_version"] == str(SCHEMA_VERSION)
-        assert n.db.peek("SELECT note_id, offload_counter FROM holding") == [("n", 0)]
+        assert peek(n.db, "SELECT note_id, offload_counter FROM holding") == [("n", 0)]
 
 
 @pytest.mark.parametrize("version", [2, SCHEMA_VERSION + 1])

@@ -8,8 +8,9 @@ import sqlite3
 from pathlib import Path
 
 from pixie.device.node.keyed import Node
-from pixie.device.store import memlog, mirror, mirrorfiles, notes
+from pixie.device.store import memlog, mirror, mirrorfiles, notes, replicarows
 from pixie.device.store.contactbook import Contact
+from pixie.device.store.db import peek
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import (
     CLEAR_COLUMNS,
@@ -19,8 +20,7 @@ from pixie.device.store.notes import (
 )
 from pixie.device.store.notetable import Note
 from pixie.device.store.provision import create_data_dir
-from pixie.device.sync import replicarows
-from pixie.device.sync.replica import NodeReplica
+from pixie.device.store.replica import NodeReplica
 from pixie.protocol.clock import SYSTEM_CLOCK, ManualClock
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.syncmessages import ClearFields, LogEvent, NoteVersion, Records
@@ -181,16 +181,16 @@ def test_replica_dates_a_release_by_its_clock(tmp_path: Path) -> None:
             )
 
         r.apply(Records(notes=(version("old", 1_700_000_000_000),)), in_order=True)
-        with a.db.bookkeeping(durable=True) as conn:  # parked, as after an offload
+        with a.db.writing(plain=True) as conn:  # parked, as after an offload
             conn.execute(
                 "UPDATE note SET body = NULL, holder = ? WHERE id = ?", ("ab" * 16, note_id)
             )
         r.apply(Records(notes=(version("new", 1_700_000_000_001),)), in_order=True)
 
-        assert a.db.peek("SELECT note_id, holder, since FROM pending_release") == [
+        assert peek(a.db, "SELECT note_id, holder, since FROM pending_release") == [
             (note_id, "ab" * 16, manual.us)
         ]
-        assert a.db.peek("SELECT holder, body FROM note WHERE id = ?", (note_id,)) == [
+        assert peek(a.db, "SELECT holder, body FROM note WHERE id = ?", (note_id,)) == [
             (None, "new")
         ]
     finally:

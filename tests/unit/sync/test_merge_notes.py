@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pixie.device.node.keyed import Node
+from pixie.device.store.db import peek
 from pixie.device.store.notes import content_hash
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.syncmessages import ClearFields, NoteVersion, Records
@@ -56,14 +57,16 @@ def merge(node: Node, *versions: NoteVersion) -> int:
 
 
 def row(node: Node, note_id: str = NOTE) -> tuple[object, ...] | None:
-    found = node.db.peek(
-        "SELECT updated_at, content_hash, body, holder, tags FROM note WHERE id = ?", (note_id,)
+    found = peek(
+        node.db,
+        "SELECT updated_at, content_hash, body, holder, tags FROM note WHERE id = ?",
+        (note_id,),
     )
     return found[0] if found else None
 
 
 def releases(node: Node) -> list[tuple[object, ...]]:
-    return node.db.peek("SELECT note_id, content_hash, holder FROM pending_release")
+    return peek(node.db, "SELECT note_id, content_hash, holder FROM pending_release")
 
 
 def park(node: Node, note_id: str = NOTE) -> None:

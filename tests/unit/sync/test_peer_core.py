@@ -16,6 +16,7 @@ from nacl.signing import SigningKey
 
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
+from pixie.device.store.db import peek
 from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.sync.admission import Admission, Incoming, Rejected, Rejection
 from pixie.device.sync.offload import OffloadLedger
@@ -226,7 +227,7 @@ def clear_note(node: Node) -> str:
 
 
 def resident(node: Node, note_id: str) -> tuple[object, object]:
-    rows = node.db.peek("SELECT body, holder FROM note WHERE id = ?", (note_id,))
+    rows = peek(node.db, "SELECT body, holder FROM note WHERE id = ?", (note_id,))
     return rows[0][0], rows[0][1]
 
 

@@ -93,7 +93,7 @@ def test_lying_marks_are_caught_by_repair(tmp_path: Path) -> None:
     sync(a, b)
     say(a, "one more")
     # b claims to hold everything a has: the stream sends nothing, repair finds it
-    from pixie.device.sync.replica import NodeReplica
+    from pixie.device.store.replica import NodeReplica
     from pixie.protocol.sync import Loopback, SyncSession
 
     class Liar(NodeReplica):
@@ -113,7 +113,7 @@ def test_a_replicas_items_sum_to_its_digest(tmp_path: Path) -> None:
     """What repair reconciles is exactly what the digest sums: every event,
     note version (clear, sealed, edited, deleted) and contact item."""
     from pixie.device.store.contactbook import contact_items
-    from pixie.device.sync.replica import NodeReplica
+    from pixie.device.store.replica import NodeReplica
     from pixie.protocol.digest import MODULUS, Fingerprint, item_hash
 
     a, _ = open_pair(tmp_path)
@@ -134,7 +134,7 @@ def test_equal_marks_with_unequal_digests_open_the_repair_in_the_hello_reply(
     """Equal marks mean neither side has anything to stream: the responder's
     Hello reply carries the first split, and one difference is settled in two
     round trips (the reply, then the Checks)."""
-    from pixie.device.sync.replica import NodeReplica
+    from pixie.device.store.replica import NodeReplica
     from pixie.protocol.sync import Loopback
 
     a, b = open_pair(tmp_path)

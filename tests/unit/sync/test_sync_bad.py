@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, sealed_hash
+from pixie.device.store import replica as syncstore
+from pixie.device.store import replicarows
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind, content_hash
 from pixie.device.store.provision import create_data_dir
-from pixie.device.sync import replica as syncstore
-from pixie.device.sync import replicarows
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.hlc import MAX_FORWARD_MS, ClockSkewError, Stamp
 from pixie.protocol.reconcile import CELL_BYTES, MAX_DEPTH, TAG_BYTES, Part, Range

@@ -40,12 +40,11 @@ from hypothesis.stateful import (
 from pixie.device.errors import BadInput
 from pixie.device.node.keyed import Node
 from pixie.device.notebook.store import Distilled, UpsertOutcome
-from pixie.device.store import itemindex
+from pixie.device.store import itemindex, replicarows
 from pixie.device.store.contacts import contact_id_for
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind, SealedKind
-from pixie.device.sync import replicarows
-from pixie.device.sync.replica import NodeReplica
+from pixie.device.store.replica import NodeReplica
 from pixie.protocol.hlc import Stamp
 from pixie.protocol.sync import Phase, SyncSession
 from pixie.protocol.syncmessages import Marks

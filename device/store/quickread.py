@@ -1,7 +1,9 @@
-"""Whether a quick command may read a data dir as it is.
+"""The quick commands' reads: whether a data dir may be read as it is, and
+what `pixie status` counts, on a plain read-only connection (no ORM).
 
 `pixie status` and `pixie notebook search` answer without the ORM when
-they can (see `statusview`, `notebooksearch`). They read a data dir only
+they can (see `pixie.device.cli.statusview`, `notebooksearch`); a plain
+`pixie grep` checks the text mirror's head on `read_only`. They read a data dir only
 when its database is of the current schema and its identity rows are whole,
 checked here on a read-only connection; anything else (an older schema that
 opening migrates, a damaged file, a missing folder) is left to the full
@@ -13,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from pixie.device.store.datadir import DB_NAME, has_identity
@@ -61,3 +64,38 @@ def readable(path: Path) -> bool:
 
 
 __all__ = ["current_meta", "read_only", "readable", "reading"]
+
+
+_EVENTS_SQL = "SELECT count(*) FROM memory_event"
+_CONTACTS_SQL = "SELECT count(*) FROM contact"
+_NOTES_SQL = (
+    "SELECT zone, count(*), sum(holder IS NOT NULL AND zone = 'clear') FROM note "
+    "WHERE NOT deleted GROUP BY zone"
+)
+_SIBLINGS_SQL = "SELECT key, name, role, relay, paired_at FROM sibling ORDER BY paired_at"
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What `pixie status` counts, read in the caller's transaction."""
+
+    events: int
+    contacts: int
+    notes: dict[str, int]  # live notes by zone
+    offloaded: int  # live clear notes whose body is parked
+    siblings: list[tuple[str, str, str, str, int]]  # key hex, name, role, relay, paired at
+
+
+def counts(conn: sqlite3.Connection) -> Counts:
+    events = int(conn.execute(_EVENTS_SQL).fetchone()[0])
+    contacts = int(conn.execute(_CONTACTS_SQL).fetchone()[0])
+    notes: dict[str, int] = {}
+    offloaded = 0
+    for zone, count, held in conn.execute(_NOTES_SQL):
+        notes[str(zone)] = int(count)
+        offloaded += int(held or 0)
+    siblings = [
+        (str(key), str(name), str(role), str(relay), int(paired_at))
+        for key, name, role, relay, paired_at in conn.execute(_SIBLINGS_SQL)
+    ]
+    return Counts(events, contacts, notes, offloaded, siblings)

@@ -19,7 +19,7 @@ from pixie.device.store.contacts import (
     DETAILS_SQL,
     contact_items_of,
 )
-from pixie.device.store.db import Database, Meta, driver_sql
+from pixie.device.store.db import Database, Meta, driver_sql, peek
 from pixie.device.store.holdings import Holding
 from pixie.device.store.memlog import (
     MemoryEvent,
@@ -296,8 +296,8 @@ def _chunked(parts: Iterable[_Part]) -> Iterator[Records]:
 
 def _event_rows(db: Database, sql: str, params: Sequence[Any]) -> _EventRows:
     """Rows straight from the driver (one statement, one read transaction:
-    `Database.peek`), each only wrapped as an `_EventRow`."""
-    return list(map(_EventRow._make, db.peek(sql, params)))
+    `peek`), each only wrapped as an `_EventRow`."""
+    return list(map(_EventRow._make, peek(db, sql, params)))
 
 
 class _NoteRow(NamedTuple):
@@ -339,7 +339,7 @@ _NOTES_BY_ID = (
 
 
 def _note_rows(db: Database, sql: str, params: Sequence[Any]) -> list[_NoteRow]:
-    return list(map(_NoteRow._make, db.peek(sql, params)))
+    return list(map(_NoteRow._make, peek(db, sql, params)))
 
 
 def _wire_note(row: Note | _NoteRow) -> NoteVersion:

@@ -12,7 +12,6 @@ from typing import Any, cast
 from sqlalchemy.orm import Session
 
 from pixie.device.errors import BadInput
-from pixie.device.notebook.store import sealed_hash
 from pixie.device.store.holdings import RELEASE_LATER_SQL
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
@@ -27,9 +26,10 @@ from pixie.device.store.notes import (
     Zone,
     clean_tags,
     content_hash,
+    sealed_hash,
     tags_json,
 )
-from pixie.device.sync.replicarows import _HELD_COLUMNS, _HOLDING_BODY_SQL
+from pixie.device.store.replicarows import _HELD_COLUMNS, _HOLDING_BODY_SQL
 from pixie.protocol.clock import Clock
 from pixie.protocol.digest import (
     note_item,

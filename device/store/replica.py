@@ -31,29 +31,31 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from pixie.device.errors import BadInput
 from pixie.device.store import itemindex, statedigest
-from pixie.device.store.contactbook import Contact, ContactAlias, put_detail_in
+from pixie.device.store.contactbook import Contact, ContactAlias, contact_items, put_detail_in
 from pixie.device.store.contacts import (
     clean_detail,
     clean_name,
     contact_id_for,
     name_key,
 )
-from pixie.device.store.db import Database, driver_of
+from pixie.device.store.db import Database, driver_of, peek
 from pixie.device.store.itemindex import StoredItems
 from pixie.device.store.memlog import (
+    MemoryEvent,
     MemoryLog,
     Row,
 )
 from pixie.device.store.notes import (
     Zone,
 )
-from pixie.device.store.notetable import record_marks
-from pixie.device.sync.replicamerge import (
+from pixie.device.store.notetable import Note, record_marks
+from pixie.device.store.replicamerge import (
     _NOWHERE,
     _check_events,
     _checked_note,
@@ -62,7 +64,7 @@ from pixie.device.sync.replicamerge import (
     _resident_body,
     _write,
 )
-from pixie.device.sync.replicarows import (
+from pixie.device.store.replicarows import (
     _ALIAS,
     _ALL_ALIASES_SQL,
     _ALL_CONTACTS_SQL,
@@ -94,6 +96,7 @@ from pixie.protocol.digest import (
     alias_item,
     contact_item,
     detail_item,
+    event_item,
     item_hash,
 )
 from pixie.protocol.errors import ProtocolError
@@ -133,7 +136,7 @@ class NodeReplica:
     # each in one read transaction (see `driver_sql`).
 
     def state(self) -> tuple[bytes, int]:
-        rows = self.db.peek(_DIGEST_SQL, (statedigest.DIGEST_KEY,))
+        rows = peek(self.db, _DIGEST_SQL, (statedigest.DIGEST_KEY,))
         fp = Fingerprint.decode(rows[0][0]) if rows and rows[0][0] else Fingerprint()
         return fp.digest(), fp.count
 
@@ -144,7 +147,7 @@ class NodeReplica:
         log: list[tuple[str, int]] = []
         notes: list[tuple[str, str]] = []
         contacts: list[bytes] = []
-        for tag, a, b, c, d in self.db.peek(_ALL_MARKS_SQL):
+        for tag, a, b, c, d in peek(self.db, _ALL_MARKS_SQL):
             if tag == _LOG_MARK:
                 log.append((str(a), int(b)))
             elif tag == _NOTE_MARK:
@@ -201,7 +204,7 @@ class NodeReplica:
 
     def _all_contacts(self) -> list[ContactEntry]:
         # Three reads in one read transaction, on the driver (see `driver_sql`).
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             cursor = conn.cursor()
             try:
                 contacts = cursor.execute(_ALL_CONTACTS_SQL).fetchall()
@@ -229,7 +232,7 @@ class NodeReplica:
 
     def items(self) -> Iterator[tuple[bytes, int]]:
         """Every (key, item hash) the digest sums, read from the rows."""
-        with self.db.snapshot() as conn:
+        with self.db.reading(plain=True) as conn:
             for item in _every_item(conn):
                 yield item[:17], item_hash(item)
 
@@ -423,4 +426,17 @@ class NodeReplica:
         return len(added)
 
 
-__all__ = ["NodeReplica"]
+def recompute_digest(db: Database) -> Fingerprint:
+    """The state digest rebuilt from every event, note version and contact
+    row through the ORM, independently of the one kept on every write and of
+    the replica's own reads (a check of both)."""
+    with db.reading() as session:
+        fingerprint = Fingerprint.of(event_item(i) for i in session.scalars(select(MemoryEvent.id)))
+        for row in session.scalars(select(Note)):
+            fingerprint = fingerprint.add(statedigest.note_version(row))
+        # contacts, their aliases and their details, as the replica lists them
+        fingerprint = fingerprint.update(add=list(contact_items(session)))
+    return fingerprint
+
+
+__all__ = ["NodeReplica", "recompute_digest"]
