@@ -139,7 +139,7 @@ async def sink(port: int, path: Path) -> None:
 
 
 def _envelopes(sealed: bool) -> tuple[Callable[..., bytes], Callable[..., Any]]:
-    """``seal(own, to, body)`` and ``open_envelope(own, envelope).body``: the
+    """``seal(own, to, body, now=time.monotonic())`` and ``open_envelope(own, envelope).body``: the
     real ones, or (not ``sealed``) ones that pass the body through."""
     from pixie.protocol import envelope
 
@@ -181,12 +181,13 @@ async def floor_sink(port: int, path: Path, keys: Path | None) -> None:
             db.execute("BEGIN IMMEDIATE")
             db.execute("INSERT OR IGNORE INTO held VALUES (?, ?)", (digest, opened.body))
             db.execute("COMMIT")
-            answer = seal(own, client, digest)
+            answer = seal(own, client, digest, now=time.monotonic())
         else:
             (body,) = db.execute("SELECT body FROM held WHERE hash = ?", (opened.body,)).fetchone()
             # Served in parts of the size the holder uses, one envelope each.
             parts = [
-                seal(own, client, body[i : i + PART_BYTES]) for i in range(0, len(body), PART_BYTES)
+                seal(own, client, body[i : i + PART_BYTES], now=time.monotonic())
+                for i in range(0, len(body), PART_BYTES)
             ]
             answer = b"".join(len(part).to_bytes(4, "big") + part for part in parts)
             await stream.send_all(len(parts).to_bytes(4, "big") + answer)
@@ -252,7 +253,9 @@ async def forwarded(tmp: Path, *, floor: bool, sealed: bool = True) -> AsyncIter
                 await client.send_all(b"O" + len(body).to_bytes(4, "big") + body)
                 await _read_exactly(client, 32)
                 return
-            ack = await _floor_exchange(client, b"O", seal(own, holder_key, body))
+            ack = await _floor_exchange(
+                client, b"O", seal(own, holder_key, body, now=time.monotonic())
+            )
             if open_envelope(own, ack).body != hashlib.sha256(body).digest():
                 raise SystemExit("floor sink acked another hash")
 
@@ -260,7 +263,7 @@ async def forwarded(tmp: Path, *, floor: bool, sealed: bool = True) -> AsyncIter
             if not floor:
                 await client.send_all(b"F" + len(body).to_bytes(4, "big"))
                 return await _read_exactly(client, len(body))
-            request = seal(own, holder_key, hashlib.sha256(body).digest())
+            request = seal(own, holder_key, hashlib.sha256(body).digest(), now=time.monotonic())
             await client.send_all(b"F" + len(request).to_bytes(4, "big") + request)
             count = int.from_bytes(await _read_exactly(client, 4), "big")
             parts = [open_envelope(own, await _floor_envelope(client)).body for _ in range(count)]

@@ -157,7 +157,12 @@ class Exchange:
                     continue
                 payload = encode(message)
                 me.counter += 1
-                envelope = seal(me.key, peer.public, encode_body(SyncData(payload), me.counter))
+                envelope = seal(
+                    me.key,
+                    peer.public,
+                    encode_body(SyncData(payload), me.counter),
+                    now=time.monotonic(),
+                )
                 me.messages += 1
                 me.bytes += len(envelope)
                 me.payload += len(payload)

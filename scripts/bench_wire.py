@@ -67,7 +67,7 @@ def main() -> int:
         body = os.urandom(size)
 
         def envelope(body: bytes = body) -> None:
-            open_envelope(bob, seal(alice, bob_pub, body))
+            open_envelope(bob, seal(alice, bob_pub, body, now=time.monotonic()))
 
         def raw(body: bytes = body) -> None:
             raw_box.decrypt(raw_box.encrypt(body))

@@ -34,7 +34,7 @@ from pixie.device.store.mirrorfiles import (
     open_segments,
     standing,
 )
-from pixie.device.store.quickread import read_only
+from pixie.device.store.quickread import read_only_transaction
 
 _FLAGS = {"--json"}
 
@@ -54,12 +54,8 @@ def _plain(arguments: list[str]) -> tuple[str | None, str, bool] | None:
 def _current(db_path: Path, head: Head) -> bool:
     """Whether the log stands where the head says (`standing`), read in one
     read-only transaction on the driver."""
-    con = read_only(db_path)
-    try:
-        con.execute("BEGIN")
+    with read_only_transaction(db_path) as con:
         return standing(con, head) is Standing.CURRENT
-    finally:
-        con.close()
 
 
 def show(result: GrepResult, as_json: bool) -> None:

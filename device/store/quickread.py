@@ -41,6 +41,18 @@ def current_meta(conn: sqlite3.Connection) -> dict[str, str] | None:
 
 
 @contextmanager
+def read_only_transaction(db_path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to ``db_path`` inside one read transaction,
+    closed at the end."""
+    conn = read_only(db_path)
+    try:
+        conn.execute("BEGIN")
+        yield conn
+    finally:
+        conn.close()
+
+
+@contextmanager
 def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, str]] | None]:
     """A read-only connection to the data dir at ``path``, inside one read
     transaction, and its meta rows; None if a quick command may not read it."""
@@ -48,13 +60,9 @@ def reading(path: Path) -> Iterator[tuple[sqlite3.Connection, dict[str, str]] | 
     if not path.is_dir() or not db_path.is_file():
         yield None
         return
-    conn = read_only(db_path)
-    try:
-        conn.execute("BEGIN")
+    with read_only_transaction(db_path) as conn:
         meta = current_meta(conn)
         yield None if meta is None else (conn, meta)
-    finally:
-        conn.close()
 
 
 def readable(path: Path) -> bool:
