@@ -139,13 +139,13 @@ async def sink(port: int, path: Path) -> None:
 
 
 def _envelopes(sealed: bool) -> tuple[Callable[..., bytes], Callable[..., Any]]:
-    """``seal(own, to, body, now=time.monotonic())`` and ``open_envelope(own, envelope).body``: the
-    real ones, or (not ``sealed``) ones that pass the body through."""
+    """``seal(own, to, body, now=...)`` and ``open_envelope(own, envelope).body``:
+    the real ones, or (not ``sealed``) ones that pass the body through."""
     from pixie.protocol import envelope
 
     if sealed:
         return envelope.seal, envelope.open_envelope
-    return (lambda _own, _to, body: body), (lambda _own, sent: SimpleNamespace(body=sent))
+    return (lambda _own, _to, body, now: body), (lambda _own, sent: SimpleNamespace(body=sent))
 
 
 async def floor_sink(port: int, path: Path, keys: Path | None) -> None:
