@@ -336,11 +336,15 @@ class Database:
         return self._at_once
 
     @overload
-    def reading(self, *, plain: Literal[False] = False) -> AbstractContextManager[Session]: ...
-    @overload
-    def reading(self, *, plain: Literal[True]) -> AbstractContextManager[sqlite3.Connection]: ...
     def reading(
-        self, *, plain: bool = False
+        self, *, plain: Literal[False] = False, brief: bool = False
+    ) -> AbstractContextManager[Session]: ...
+    @overload
+    def reading(
+        self, *, plain: Literal[True], brief: bool = False
+    ) -> AbstractContextManager[sqlite3.Connection]: ...
+    def reading(
+        self, *, plain: bool = False, brief: bool = False
     ) -> AbstractContextManager[Session] | AbstractContextManager[sqlite3.Connection]:
         """The way in for reads: one consistent snapshot, rolled back at the end.
 
@@ -351,8 +355,11 @@ class Database:
         which the per-envelope lookups, the sync's marks and the tools' many
         small reads feel. Inside `at_once` (on the event loop) the plain read
         runs on the loop's own connection, and raises `WouldBlock` rather
-        than wait for it; elsewhere on a pooled one."""
-        return self._plain_read() if plain else self._session_read()
+        than wait for it; elsewhere on a pooled one. ``brief`` promises one
+        statement and nothing else done meanwhile (`peek`): it then takes
+        this process's plain connection when no one holds it, which saves the
+        pool's checkout (a fifth of a small read)."""
+        return self._plain_read(brief) if plain else self._session_read()
 
     @contextmanager
     def _session_read(self) -> Iterator[Session]:
@@ -360,9 +367,13 @@ class Database:
             yield session
 
     @contextmanager
-    def _plain_read(self) -> Iterator[sqlite3.Connection]:
+    def _plain_read(self, brief: bool) -> Iterator[sqlite3.Connection]:
         if _NO_WAIT.get():
             with self._using(self._plain()) as conn, read_transaction(conn):
+                yield conn
+            return
+        if brief and self._waiting.lock.acquire(blocking=False):
+            with self._using(self._waiting) as conn, read_transaction(conn):
                 yield conn
             return
         with _translate_errors(self.path):

@@ -38,8 +38,11 @@ class DriverAccess(Protocol):
     @property
     def path(self) -> Path: ...
 
-    def reading(self, *, plain: Literal[True]) -> AbstractContextManager[sqlite3.Connection]:
-        """A driver connection inside one read transaction."""
+    def reading(
+        self, *, plain: Literal[True], brief: bool = False
+    ) -> AbstractContextManager[sqlite3.Connection]:
+        """A driver connection inside one read transaction (``brief``: for
+        one statement, nothing else done meanwhile)."""
         ...
 
     def writing(
@@ -53,7 +56,7 @@ def peek(db: DriverAccess, sql: str, params: Sequence[Any] = ()) -> list[tuple[A
     """Every row of one small read statement, on a plain read of ``db``: the
     per-request lookups (the offload path, the holder, the sync's marks),
     where a session costs twenty times the query."""
-    with db.reading(plain=True) as conn:
+    with db.reading(plain=True, brief=True) as conn:
         return conn.execute(sql, params).fetchall()
 
 
@@ -214,7 +217,7 @@ class PlainDatabase:
             yield self._plain.connection()
 
     @contextmanager
-    def reading(self, *, plain: Literal[True]) -> Iterator[sqlite3.Connection]:
+    def reading(self, *, plain: Literal[True], brief: bool = False) -> Iterator[sqlite3.Connection]:
         with self._connection() as conn, read_transaction(conn):
             yield conn
 
