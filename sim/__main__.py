@@ -36,7 +36,7 @@ from typing import NoReturn
 
 from pixie.device.store.db import reuse_across_databases
 from pixie.sim import invariants
-from pixie.sim.world import RunResult, run_seed
+from pixie.sim.results import RunResult, run_seed
 
 DEFAULT_STEPS = 60
 # Seeds a worker takes at a time: few enough that the workers finish together

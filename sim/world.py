@@ -23,44 +23,25 @@ the faults, heals the network, syncs, and checks that the two replicas agree.
 
 from __future__ import annotations
 
-import enum
-import logging
-import os
 import random
 import shutil
 import tempfile
-import uuid
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from nacl.signing import SigningKey
-
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.logs import Summarised
-from pixie.device.node.keyed import Node
-from pixie.device.notebook.store import Distilled
-from pixie.device.store.contacts import contact_id_for
-from pixie.device.store.db import peek
 from pixie.device.store.keystore import FileKeyStore
-from pixie.device.store.memlog import EventKind, NewEvent
-from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
-from pixie.device.store.replica import NodeReplica
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync import admitsteps, offloadsteps, syncsteps
-from pixie.device.sync.admission import Admission, Incoming, Rejected
+from pixie.device.sync.admission import Incoming, Rejected
 from pixie.device.sync.offload import OffloadLedger
-from pixie.device.sync.offloadsteps import Pointer
-from pixie.device.sync.sessions import Route, SessionTable
+from pixie.device.sync.sessions import Route
 from pixie.homebase import holdsteps
 from pixie.homebase.holding import HolderCore
 from pixie.protocol import envelope, syncwire
-from pixie.protocol.clock import ManualClock, SeededEntropy
-from pixie.protocol.envelope import EnvelopeKeys
 from pixie.protocol.errors import ProtocolError
-from pixie.protocol.hlc import HybridClock
 from pixie.protocol.offload import (
     FetchAttempt,
     OffloadAttempt,
@@ -85,27 +66,25 @@ from pixie.protocol.sync import Ending, SyncSession
 from pixie.sim import invariants
 from pixie.sim.clock import PeerClock, world_clock, world_entropy
 from pixie.sim.invariants import InvariantViolated
-from pixie.sim.network import CLEAR_CANARY, LINKS, PEERS, SEALED_CANARY, FaultRates, SimRelay
+from pixie.sim.network import CLEAR_CANARY, LINKS, PEERS, SEALED_CANARY, SimRelay
+from pixie.sim.peer import (
+    OpenSession,
+    Peer,
+    Pending,
+    Plan,
+    Request,
+    Stats,
+    default_base,
+    quiet,
+)
+from pixie.sim.workload import Workload
 
 TRACE_KEEP = 400
 ATTEMPT_TICKS = 8  # an offload, fetch or release unanswered this long has timed out
 SESSION_IDLE_TICKS = 10  # a sync session that heard nothing this long is abandoned
 PUMP_LIMIT = 64  # messages one session may queue per turn
-CONTACTS = ("Ada Lovelace", "Grace Hopper", "Alan Turing")
-THREADS = ("t0", "t1", "t2")
-BODIES = (
-    "talked about the trip to Lyon",
-    "wants to start running again",
-    "asked about the cello lessons",
-    "moving house in the spring",
-)
-GUIDANCE = ("Be brief", "Use metric units", "No emoji")
 FINAL_SYNC_TRIES = 4
 MAX_SKEW_MS = 10 * 60 * 1000  # beyond the five minutes a sibling believes, on purpose
-IMPORTED_AT = 1_700_000_000_000_000
-# What the real gates log goes here, below any level a handler shows: the
-# simulator says what happened in its own trace.
-QUIET = logging.getLogger("pixie.sim.quiet")
 
 
 OPERATIONS = (
@@ -127,164 +106,7 @@ OPERATIONS = (
 )
 
 
-def default_base() -> Path | None:
-    """Where data dirs go: a memory-backed directory where the OS has one (the
-    stores fsync every commit, and on a disk that is most of a run), else the
-    temp dir."""
-    shm = Path("/dev/shm")  # noqa: S108 - a scratch area by design, like the temp dir
-    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What one seed decided about the run: how often each fault strikes."""
-
-    net: FaultRates
-    crash: float
-    partition: float
-    byzantine: float
-    skew: float
-    lies: bool  # the holder may ack what it never stored (off unless asked)
-
-    @classmethod
-    def draw(cls, rng: random.Random, *, faults: bool, lies: bool) -> Plan:
-        if not faults:
-            return cls(FaultRates.none(), 0.0, 0.0, 0.0, 0.0, False)
-
-        def maybe(top: float) -> float:
-            # A quarter of seeds go without each fault, so its absence is tested too.
-            return 0.0 if rng.random() < 0.25 else rng.uniform(0.0, top)
-
-        net = FaultRates(maybe(0.15), maybe(0.15), maybe(0.1), maybe(0.3))
-        return cls(net, maybe(0.06), maybe(0.06), maybe(0.4), maybe(0.08), lies)
-
-    def as_json(self) -> dict[str, object]:
-        r = self.net
-        return {
-            "drop": round(r.drop, 3),
-            "delay": round(r.delay, 3),
-            "duplicate": round(r.duplicate, 3),
-            "reorder": round(r.reorder, 3),
-            "crash": round(self.crash, 3),
-            "partition": round(self.partition, 3),
-            "byzantine": round(self.byzantine, 3),
-            "skew": round(self.skew, 3),
-            "lies": self.lies,
-        }
-
-
-class Request(enum.Enum):
-    """What the device asked the holder for."""
-
-    OFFLOAD = "offload"
-    FETCH = "fetch"
-    RECALL = "recall"
-    RELEASE = "release"
-
-
-@dataclass
-class Pending:
-    """One request of the device's that waits for the holder's answer."""
-
-    kind: Request
-    attempt: OffloadAttempt | FetchAttempt | ReleaseAttempt
-    since: int
-    pointer: Pointer | None = None  # fetch, recall: the pointer the body is restored against
-
-
-@dataclass
-class OpenSession:
-    """A sync session open at one peer (what its `SessionTable` tracks)."""
-
-    session: SyncSession
-    peer: bytes
-    heard_at: int  # the tick the session last moved
-    opened_by: syncwire.Hello | None = None
-    shown: set[bytes] = field(default_factory=set)
-    moved_on: bool = False  # the sibling opened a newer one: it did the work instead
-
-
-def quiet(what: str, clock: ManualClock) -> Summarised:
-    """A gate's summarised log, written where no handler shows it, its
-    intervals measured in simulated time."""
-    return Summarised(QUIET, what, level=logging.DEBUG, clock=lambda: clock.now_us() / 1e6)
-
-
-@dataclass
-class Peer:
-    """One peer: its data dir on disk, and what it holds in memory (lost in a crash).
-
-    Its clock (the world's time plus its skew) and the world's entropy are
-    handed to everything it opens: the node (log, Notebook, seal, ids), its
-    hybrid clock and its envelope gate.
-    """
-
-    name: str
-    path: Path
-    keys: FileKeyStore
-    clock: PeerClock
-    entropy: SeededEntropy
-    node: Node = field(init=False)
-    replica: NodeReplica = field(init=False)
-    identity: SigningKey = field(init=False)
-    # In memory, so a crash starts them afresh:
-    admission: Admission = field(init=False)
-    # Its envelopes' ephemeral keys (and those it verified), aged on the
-    # world's clock: none from an earlier world or before a crash, as in a
-    # fresh process (when a key rotates shows in what a fault strikes).
-    envelope_keys: EnvelopeKeys = field(init=False)
-    table: SessionTable[OpenSession] = field(init=False)
-    key: bytes = b""
-    pending: dict[bytes, Pending] = field(default_factory=dict)
-
-    def open(self) -> None:
-        node = Node.open(self.path, key_store=self.keys, clock=self.clock, entropy=self.entropy)
-        self.node = node
-        self.replica = self.new_replica()
-        self.identity = node.identity()
-        self.key = bytes(self.identity.verify_key)
-        self.envelope_keys = EnvelopeKeys()
-        self.admission = Admission(
-            self.identity,
-            node.siblings,
-            rejections=quiet("envelopes rejected", self.clock.world),
-            clock=self.clock.seconds,
-            keys=self.envelope_keys,
-        )
-        self.table = SessionTable(self.key)
-
-    def new_replica(self) -> NodeReplica:
-        """A sync replica of this peer's node whose stamps read the peer's clock."""
-        replica = NodeReplica(self.node.db, self.node.log, self.node.origin)
-        replica.clock = HybridClock(self.node.origin, clock=self.clock)
-        return replica
-
-    def crash(self) -> None:
-        """Lose everything in memory; what was committed is there on reopening."""
-        self.pending.clear()
-        self.node.close()
-        self.open()
-
-
-@dataclass
-class Stats:
-    ops: dict[str, int] = field(default_factory=dict)
-    refused: int = 0
-    crashes: int = 0
-    rejected_envelopes: int = 0
-    sessions: int = 0
-    sessions_failed: int = 0
-    offloads_cleared: int = 0
-    fetches_verified: int = 0
-    fetches_refused: int = 0
-    recalls: int = 0
-    releases: int = 0
-
-    def count(self, op: str) -> None:
-        self.ops[op] = self.ops.get(op, 0) + 1
-
-
-class World:
+class World(Workload):
     """A device, a Homebase and a relay, driven by one seed."""
 
     def __init__(
@@ -717,106 +539,6 @@ class World:
 
     # -- the workload -------------------------------------------------------------------------
 
-    def _live_clear(self, peer: Peer, *, resident: bool | None = None) -> list[str]:
-        sql = "SELECT id FROM note WHERE zone = 'clear' AND deleted = 0"
-        if resident is True:
-            sql += " AND holder IS NULL"
-        elif resident is False:
-            sql += " AND holder IS NOT NULL"
-        return [r[0] for r in peek(peer.node.db, sql + " ORDER BY id")]
-
-    def _distilled(self, index: int, variant: int) -> Distilled:
-        if index < len(THREADS):
-            thread = THREADS[index]
-            return Distilled(
-                NoteKind.CONVERSATION_DIGEST,
-                f"thread:{thread}",
-                f"Conversation {thread}",
-                f"{BODIES[variant]} {CLEAR_CANARY.decode()}d{index}v{variant}",
-                source_ref=f"thread:{thread}",
-                tags=("family",) if variant % 2 else (),
-            )
-        name = CONTACTS[index - len(THREADS)]
-        return Distilled(
-            NoteKind.PERSON,
-            contact_id_for(name),
-            name,
-            f"{name} {BODIES[variant]} {CLEAR_CANARY.decode()}p{index}v{variant}",
-            contact_id=contact_id_for(name),
-        )
-
-    def _distil(self, peer: Peer) -> None:
-        item = self._distilled(
-            self.rng.randrange(len(THREADS) + len(CONTACTS)), self.rng.randrange(len(BODIES))
-        )
-        noop = invariants.upsert_is_noop(peer.node, item)
-        before = peer.node.digest() if noop or not invariants.SKIP_FOREGONE else None
-        result = peer.node.notebook.upsert_clear(item)
-        self.note(f"{peer.name} distils {item.identity_key[:12]}: {result.outcome.value}")
-        if noop and peer.node.digest() != before:
-            raise InvariantViolated(
-                5, f"{peer.name}: an upsert of unchanged content changed the digest"
-            )
-
-    def _append(self, peer: Peer) -> None:
-        count = self.rng.randint(1, 3)
-        events = []
-        for _ in range(count):
-            contact = self.rng.choice(CONTACTS)
-            text = f"{self.rng.choice(BODIES)} {self.canary()}"
-            at = self.clock.now_us() - self.rng.randint(0, 86_400_000_000)
-            thread = self.rng.choice(THREADS)
-            event_id = None
-            if self.rng.random() < 0.3:
-                # An import both peers may make (the same file on both): one of
-                # eight events, each wholly determined by its id, merges to one.
-                which = self.rng.randrange(8)
-                raw = random.Random(which).randbytes(16)
-                event_id = str(uuid.UUID(bytes=raw, version=4))
-                text = f"imported {which} {CLEAR_CANARY.decode()}i{which}"
-                at, contact, thread = IMPORTED_AT + which, CONTACTS[which % 3], THREADS[which % 3]
-            events.append(
-                NewEvent(EventKind.MESSAGE, at, text, contact=contact, thread=thread, id=event_id)
-            )
-        result = peer.node.log.append(events)
-        self.note(f"{peer.name} appends {count} events ({result.skipped} already held)")
-
-    def _edit(self, peer: Peer) -> None:
-        ids = self._live_clear(peer)
-        if not ids:
-            return
-        note_id = self.rng.choice(ids)
-        body = f"my own words {self.rng.randrange(5)} {self.canary()}"
-        changed = peer.node.notebook.edit(note_id, body=body)
-        self.note(f"{peer.name} edits {note_id[:8]}: {'changed' if changed else 'no change'}")
-
-    def _delete(self, peer: Peer) -> None:
-        ids = self._live_clear(peer)
-        if ids:
-            note_id = self.rng.choice(ids)
-            peer.node.notebook.delete(note_id)
-            self.note(f"{peer.name} deletes {note_id[:8]}")
-
-    def _pin(self, peer: Peer) -> None:
-        rows = peek(peer.node.db, "SELECT id FROM memory_event WHERE kind = 'message' ORDER BY id")
-        if rows:
-            event_id = self.rng.choice(rows)[0]
-            note_id = peer.node.notebook.pin_spark(event_id, ["pinned"])
-            self.note(f"{peer.name} pins {event_id[:8]} as {note_id[:8]}")
-
-    def _sealed(self, peer: Peer) -> None:
-        kind = self.rng.choice(list(SealedKind))
-        secret = self.canary(sealed=True)
-        note_id = peer.node.notebook.record_sealed(
-            kind, title=f"prep {secret}", body=f"what Ada's agent said {secret}"
-        )
-        self.note(f"{peer.name} seals {note_id[:8]}")
-
-    def _user_note(self, peer: Peer) -> None:
-        title = self.rng.choice(GUIDANCE)
-        peer.node.notebook.add_user_note(NoteKind.GUIDANCE, title, f"{title}. {self.canary()}")
-        self.note(f"{peer.name} adds guidance {title!r}")
-
     def _recall_or_fetch(self, recall: bool) -> None:
         ids = self._live_clear(self.device, resident=False)
         if ids:
@@ -942,128 +664,11 @@ class World:
         self.finished = True
 
 
-def run_seed(
-    seed: int,
-    steps: int,
-    *,
-    base: Path | None = None,
-    lies: bool = False,
-    trace: Callable[[str], None] | None = None,
-) -> RunResult:
-    """Run one seed to the end (or to its first violation) and say how it went."""
-    world = World(seed, base=base, lies=lies, trace=trace)
-    try:
-        try:
-            for _ in range(steps):
-                world.step()
-            world.finish()
-        except InvariantViolated as exc:
-            return RunResult.failed(world, exc.number, exc.detail)
-        except Exception as exc:  # an error escaping real code is a finding too
-            return RunResult.failed(world, 0, f"{type(exc).__name__}: {exc}")
-        return RunResult.passed(world)
-    finally:
-        world.close()
-
-
-@dataclass(frozen=True)
-class RunResult:
-    seed: int
-    ok: bool
-    step: int
-    invariant: int | None
-    detail: str
-    trace: tuple[str, ...]
-    digests: tuple[str, str]
-    stats: dict[str, object]
-
-    @classmethod
-    def passed(cls, world: World) -> RunResult:
-        return cls(
-            world.seed,
-            True,
-            world.tick,
-            None,
-            "",
-            tuple(world.trace),
-            _digests(world),
-            _stats(world),
-        )
-
-    @classmethod
-    def failed(cls, world: World, number: int, detail: str) -> RunResult:
-        world.note(f"VIOLATION of invariant {number}: {detail}")
-        return cls(
-            world.seed,
-            False,
-            world.tick,
-            number,
-            detail,
-            tuple(world.trace),
-            _digests(world),
-            _stats(world),
-        )
-
-    @property
-    def invariant_name(self) -> str:
-        return "" if self.invariant is None else invariants.NAMES[self.invariant]
-
-    def as_json(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "seed": self.seed,
-            "ok": self.ok,
-            "step": self.step,
-            "digests": list(self.digests),
-            "stats": self.stats,
-        }
-        if not self.ok:
-            out.update(
-                invariant=self.invariant,
-                invariant_name=self.invariant_name,
-                detail=self.detail,
-                trace=list(self.trace[-30:]),
-            )
-        return out
-
-
-def _digests(world: World) -> tuple[str, str]:
-    try:
-        return (
-            world.device.node.digest().digest().hex(),
-            world.homebase.node.digest().digest().hex(),
-        )
-    except Exception:  # a world that broke mid-crash
-        return ("", "")
-
-
-def _stats(world: World) -> dict[str, object]:
-    s = world.stats
-    return {
-        "ops": dict(sorted(s.ops.items())),
-        "refused": s.refused,
-        "crashes": s.crashes,
-        "envelopes": world.relay.carried_envelopes,
-        "relay_bytes": world.relay.carried_bytes,
-        "relay_hash": world.relay.carried_hash.hex(),
-        "lost": world.relay.lost,
-        "rejected_envelopes": s.rejected_envelopes,
-        "sessions": s.sessions,
-        "sessions_failed": s.sessions_failed,
-        "offloads_cleared": s.offloads_cleared,
-        "fetches_verified": s.fetches_verified,
-        "fetches_refused": s.fetches_refused,
-        "recalls": s.recalls,
-        "releases": s.releases,
-        "plan": world.drawn.as_json(),
-    }
-
-
 __all__ = [
     "OPERATIONS",
     "InvariantViolated",
+    "Peer",
     "Plan",
-    "RunResult",
     "World",
     "default_base",
-    "run_seed",
 ]

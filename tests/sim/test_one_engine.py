@@ -22,7 +22,7 @@ import pytest
 
 from pixie.device.sync import admitsteps, offloadsteps, syncsteps
 from pixie.homebase import holding, holdsteps
-from pixie.sim.world import run_seed
+from pixie.sim.results import run_seed
 from tests.support import ROOT
 
 STEPS = {

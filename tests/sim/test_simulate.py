@@ -20,7 +20,7 @@ import pytest
 from pixie.device.notebook import nearby
 from pixie.protocol import ids
 from pixie.sim.__main__ import main, usable_cpus
-from pixie.sim.world import RunResult, run_seed
+from pixie.sim.results import RunResult, run_seed
 from tests.support.simbroken import VARIANTS
 
 SWEEP_SEEDS = 300
