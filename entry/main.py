@@ -76,6 +76,7 @@ COMMAND_MODULES = {
     "huddle": "pixie.device.cli.notebook",
     "invite": "pixie.device.cli.pairing",
     "pair": "pixie.device.cli.pairing",
+    "devices": "pixie.device.cli.pairing",
     "sync": "pixie.device.cli.sync",
     "run": "pixie.device.cli.run",
     "distill": "pixie.device.cli.distill",

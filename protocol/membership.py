@@ -69,7 +69,8 @@ class Record:
     def body(self) -> bytes:
         """The bytes the signature covers."""
         fields = [self.action, self.key, self.name, self.role, self.relay, self.at, self.signer]
-        return _CONTEXT + msgpack.packb(fields, use_bin_type=True)
+        packed: bytes = msgpack.packb(fields, use_bin_type=True)
+        return _CONTEXT + packed
 
     def text(self) -> str:
         """The record as an event's text."""
@@ -111,7 +112,14 @@ def sign(
     unsigned = Record(action, key, name, role, relay, at, bytes(identity.verify_key))
     _check(unsigned)
     return Record(
-        action, key, name, role, relay, at, unsigned.signer, identity.sign(unsigned.body()).signature
+        action,
+        key,
+        name,
+        role,
+        relay,
+        at,
+        unsigned.signer,
+        identity.sign(unsigned.body()).signature,
     )
 
 

@@ -65,12 +65,35 @@ async def sync_once(
         endpoint.on_progress = progress
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_serve, endpoint, None)
-            for sibling in siblings:
-                reports.append(await endpoint.sync_with(sibling.key))
+            reports.extend(await sync_round(node, endpoint, siblings))
             nursery.cancel_scope.cancel()
     finally:
         await client.aclose()
     return reports
+
+
+async def sync_round(
+    node: Node, endpoint: SyncEndpoint, siblings: Sequence[SiblingInfo]
+) -> list[SyncReport]:
+    """One session with each sibling, all at once (one that is away costs
+    the others nothing), then one with each sibling the sessions brought
+    news of (a peer that joined the account meanwhile). Reports in the
+    order of the siblings."""
+    found: dict[bytes, SyncReport] = {}
+
+    async def one(key: bytes) -> None:
+        found[key] = await endpoint.sync_with(key)
+
+    order: list[bytes] = []
+    todo = list(siblings)
+    while todo:
+        async with trio.open_nursery() as nursery:
+            for sibling in todo:
+                if sibling.key not in found and sibling.key not in order:
+                    order.append(sibling.key)
+                    nursery.start_soon(one, sibling.key)
+        todo = [s for s in await trio.to_thread.run_sync(node.siblings.all) if s.key not in order]
+    return [found[key] for key in order]
 
 
 async def run_peer(
@@ -201,13 +224,12 @@ async def _sync_loop(
         now = trio.current_time()
         if digest != synced_at or now >= next_timer:
             siblings = await trio.to_thread.run_sync(node.siblings.all)
-            ok = True
-            for sibling in siblings:
-                report = await endpoint.sync_with(sibling.key)
-                # A sibling that does not answer is away: it syncs when it is
-                # back, and asking again at once would only fill its mailbox
-                # with Hellos (the timer, or a change here, tries again).
-                ok = ok and report.outcome is not SyncOutcome.FAILED
+            # A sibling that does not answer is away: it syncs when it is
+            # back, and asking again at once would only fill its mailbox with
+            # Hellos (the timer, or a change here, tries again). The others
+            # go on meanwhile: a round runs every sibling's session at once.
+            reports = await sync_round(node, endpoint, siblings)
+            ok = all(report.outcome is not SyncOutcome.FAILED for report in reports)
             if ok:
                 # The digest the sessions started from, not the one after them:
                 # a change committed meanwhile (by another process, say) may

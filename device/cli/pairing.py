@@ -1,4 +1,5 @@
-"""``pixie invite`` and ``pixie pair``: pairing two peers through a relay."""
+"""``pixie invite`` and ``pixie pair``: pairing two peers through a relay;
+``pixie devices``: the account's peers, and removing one."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from pixie.device.cli.common import emit_json, json_flag, positive, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import relay_address
 from pixie.device.store.siblinginfo import SiblingInfo
-from pixie.device.sync import pairing
+from pixie.device.sync import membership, pairing
+from pixie.device.sync.lastsync import last_syncs_in
 from pixie.device.sync.relayclient import RelayAddress
+from pixie.protocol.keyprint import fingerprint
+from pixie.protocol.timestamps import format_time
 
 
 def cmd_invite(args: argparse.Namespace) -> int:
@@ -81,8 +85,74 @@ def _paired(args: argparse.Namespace, sibling: SiblingInfo) -> None:
         print(f"paired with {sibling.name} ({sibling.role}), fingerprint {sibling.fingerprint}")
 
 
+def cmd_devices(args: argparse.Namespace) -> int:
+    with open_node(args) as node:
+        if args.action == "remove":
+            gone = membership.remove(node, args.name)
+            if args.json:
+                emit_json({"removed": gone.as_json()})
+            else:
+                print(
+                    f"removed {gone.name} ({gone.role}), fingerprint {gone.fingerprint}: each "
+                    "sibling refuses it from its next sync with this peer on; what it holds "
+                    "stays with it"
+                )
+            return 0
+        rows = _devices(node)
+    if args.json:
+        emit_json({"devices": rows})
+        return 0
+    for row in rows:
+        state = row["state"]
+        seen = f", last sync {row['last_sync']}" if row.get("last_sync") else ""
+        print(f"{row['name']} ({row['role']}) {row['fingerprint']}: {state}{seen}")
+    return 0
+
+
+def _devices(node: Any) -> list[dict[str, object]]:
+    """This peer, its siblings and the peers removed from the account."""
+    out: list[dict[str, object]] = []
+    removed_from = membership.removed_from(node)
+    out.append(
+        {
+            "name": node.name,
+            "role": node.role,
+            "fingerprint": fingerprint(node.public_key()),
+            "state": "this device"
+            if removed_from is None
+            else f"this device, removed from the account by {removed_from[0]} "
+            f"at {format_time(removed_from[1])}",
+        }
+    )
+    syncs = last_syncs_in(node.db)
+    for sibling in node.siblings.all():
+        row: dict[str, object] = {
+            "name": sibling.name,
+            "role": sibling.role,
+            "fingerprint": sibling.fingerprint,
+            "state": "paired"
+            if sibling.paired_at <= 0
+            else f"paired {format_time(sibling.paired_at)}",
+        }
+        last = syncs.get(sibling.fingerprint)
+        if isinstance(last, dict) and isinstance(last.get("at"), int | float):
+            row["last_sync"] = format_time(int(float(last["at"]) * 1_000_000))
+            row["last_outcome"] = last.get("outcome")
+        out.append(row)
+    for key, (name, at, by) in sorted(node.siblings.removed().items(), key=lambda kv: kv[1][1]):
+        out.append(
+            {
+                "name": name,
+                "role": "",
+                "fingerprint": fingerprint(key),
+                "state": f"removed {format_time(at)} by {fingerprint(by)}",
+            }
+        )
+    return out
+
+
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``invite`` and ``pair``."""
+    """Register ``invite``, ``pair`` and ``devices``."""
     p = sub.add_parser("invite", parents=[common], help="print a one-time pairing code and wait")
     p.add_argument(
         "--relay",
@@ -105,3 +175,18 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=seconds_flag, default=60.0, metavar="SECONDS")
     json_flag(p)
     p.set_defaults(func=cmd_pair)
+    p = sub.add_parser(
+        "devices",
+        parents=[common],
+        help="list the account's devices; `devices remove NAME` removes a lost one",
+    )
+    json_flag(p)
+    p.set_defaults(func=cmd_devices, action="list")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    r = actions.add_parser(
+        "remove",
+        parents=[common],
+        help="remove a device from the account: every sibling refuses it from its next sync on",
+    )
+    r.add_argument("name", metavar="NAME", help="its name, or the start of its fingerprint")
+    json_flag(r)

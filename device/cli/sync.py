@@ -13,8 +13,10 @@ from pixie.device.cli import display
 from pixie.device.cli.common import emit_json, json_flag, positive, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import siblings_and_relay, via_daemon
+from pixie.device.sync import membership
 from pixie.device.sync.driver import SyncOutcome, SyncReport
 from pixie.protocol.sync import SyncStats
+from pixie.protocol.timestamps import format_time
 
 # A sync draws a progress line only when the sibling holds this many more items
 # than we do (an initial sync of a large log, not the usual handful).
@@ -24,6 +26,15 @@ SYNC_PROGRESS_FROM = 1000
 def cmd_sync(args: argparse.Namespace) -> int:
     timeout = positive(args.timeout, "--timeout")
     with open_node(args) as node:
+        gone = membership.removed_from(node)
+        if gone is not None:
+            who, when = gone
+            print(
+                f"pixie: error: this device was removed from the account by {who} at "
+                f"{format_time(when)}; its siblings refuse it (what it holds stays here)",
+                file=sys.stderr,
+            )
+            return 1
         siblings, relay = siblings_and_relay(args, node)
         via = via_daemon(args, node, "sync", {}, timeout * 4)
         if via is not None:

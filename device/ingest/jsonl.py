@@ -23,6 +23,7 @@ import orjson
 from pixie.device.errors import BadInput
 from pixie.device.ingest.base import ImportOptions, Item, Progress, stable_id, where
 from pixie.device.store.contacts import clean_name
+from pixie.device.store.kinds import ACCOUNT_KINDS
 from pixie.device.store.memlog import (
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
@@ -61,8 +62,11 @@ def event_from_object(obj: Any) -> NewEvent:
     if from_me is not None and not isinstance(from_me, bool):
         raise BadInput("from_me must be true or false")
     contact = obj.get("contact")
+    kind = parse_kind(obj["kind"])
+    if kind in ACCOUNT_KINDS:
+        raise BadInput(f"kind {kind.value!r} is the account's own record, written by pairing")
     return NewEvent(
-        kind=parse_kind(obj["kind"]),
+        kind=kind,
         at=at,
         text=check_text(obj["text"]),
         contact=clean_name(contact) if contact is not None else None,
@@ -132,7 +136,7 @@ def slow_event(raw: bytes, number: int) -> NewEvent | None:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _fromisoformat = datetime.fromisoformat
-_KIND_OF = {kind.value: kind for kind in EventKind}
+_KIND_OF = {kind.value: kind for kind in EventKind if kind not in ACCOUNT_KINDS}
 _is_uuid = CANONICAL_ID.fullmatch
 _NAMES: dict[str, str] = {}
 _orjson_loads = orjson.loads

@@ -99,6 +99,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " n INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT, top BIGINT NOT NULL, tag BIGINT NOT NULL,"
         " key BLOB NOT NULL, sign INTEGER NOT NULL)",
     ),
+    # Peers removed from the account (`siblings.RemovedSibling`).
+    7: (
+        "CREATE TABLE IF NOT EXISTS removed_sibling ("
+        " key VARCHAR(64) NOT NULL PRIMARY KEY,"
+        " name VARCHAR(200) NOT NULL,"
+        " removed_at INTEGER NOT NULL,"
+        " removed_by VARCHAR(64) NOT NULL)",
+    ),
 }
 # One in this many unsynced writes `at_once` would make goes to a worker thread,
 # where its commit may checkpoint the WAL (see `Database._plain`).

@@ -16,10 +16,15 @@ class EventKind(enum.StrEnum):
     SPARK = "spark"  # something the user chose to remember
     AGENT_CHAT_USER = "agent_chat_user"
     AGENT_CHAT_AGENT = "agent_chat_agent"
+    # A signed record of who joined or left the account (`protocol.membership`):
+    # carried by the log to every sibling, never searched, shown or distilled.
+    MEMBERSHIP = "membership"
 
 
 # The agent-chat transcript is never searchable: the user's own chat turns are
 # questions, and returning one echoes the query back as if it were an answer;
 # the agent's own replies are left out so a wrong answer cannot feed itself.
 CHAT_KINDS = frozenset({EventKind.AGENT_CHAT_USER, EventKind.AGENT_CHAT_AGENT})
-SEARCHABLE_KINDS = frozenset(EventKind) - CHAT_KINDS
+# The account's own records, not the user's life: neither searched nor imported.
+ACCOUNT_KINDS = frozenset({EventKind.MEMBERSHIP})
+SEARCHABLE_KINDS = frozenset(EventKind) - CHAT_KINDS - ACCOUNT_KINDS

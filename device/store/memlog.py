@@ -628,3 +628,13 @@ def _event_items(ids: Sequence[str]) -> list[bytes]:
     if len(raw) != 16 * n:
         return [event_item(i) for i in ids]  # the slow way, which names a bad id
     return [b"E" + raw[i : i + 16] for i in range(0, len(raw), 16)]
+
+
+_ACCOUNT_SQL = "SELECT text FROM memory_event WHERE kind = 'membership' ORDER BY n"
+
+
+def account_records(db: Database) -> list[str]:
+    """The texts of the account's membership records in the log, as written
+    or merged (`pixie.protocol.membership` reads them)."""
+    with db.reading(plain=True) as conn:
+        return [str(row[0]) for row in conn.execute(_ACCOUNT_SQL)]

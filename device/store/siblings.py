@@ -37,6 +37,18 @@ class Sibling(Base):
     paired_at: Mapped[int]
 
 
+class RemovedSibling(Base):
+    """A peer removed from the account: its envelopes are answered with a
+    notice of it and never taken in again (see `pixie.device.sync.membership`)."""
+
+    __tablename__ = "removed_sibling"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)  # hex public key
+    name: Mapped[str] = mapped_column(String(200))
+    removed_at: Mapped[int]  # microseconds, the removing record's time
+    removed_by: Mapped[str] = mapped_column(String(64))  # hex key of the record's signer
+
+
 class PeerCounter(Base):
     __tablename__ = "peer_counter"
 
@@ -61,6 +73,14 @@ _SAVE_WINDOW_SQL = (
 _COLUMNS = (Sibling.name, Sibling.role, Sibling.relay, Sibling.paired_at)
 _ALL_SQL = driver_sql(select(Sibling.key, *_COLUMNS).order_by(Sibling.paired_at))
 _GET_SQL = driver_sql(select(*_COLUMNS).where(Sibling.key == bindparam("key")))
+_REMOVED_SQL = driver_sql(
+    select(
+        RemovedSibling.key,
+        RemovedSibling.name,
+        RemovedSibling.removed_at,
+        RemovedSibling.removed_by,
+    )
+)
 
 
 class SiblingBook:
@@ -106,6 +126,28 @@ class SiblingBook:
                 )
             else:
                 row.name, row.role, row.relay = info.name, info.role, info.relay
+
+    def remove(self, key: bytes, *, name: str, at: int, by: bytes) -> bool:
+        """Take ``key`` out of the siblings for good (its counters stay, so no
+        envelope of it is taken twice should it come back as a stranger);
+        True if it was a sibling here."""
+        with self.db.writing() as session:
+            row = session.get(Sibling, key.hex())
+            if row is not None:
+                session.delete(row)
+            if session.get(RemovedSibling, key.hex()) is None:
+                session.add(
+                    RemovedSibling(key=key.hex(), name=name, removed_at=at, removed_by=by.hex())
+                )
+            return row is not None
+
+    def removed(self) -> dict[bytes, tuple[str, int, bytes]]:
+        """Each removed peer's key: (name, when, by whom)."""
+        with self.db.reading(plain=True) as conn:
+            rows = conn.execute(_REMOVED_SQL).fetchall()
+        return {
+            bytes.fromhex(key): (name, int(at), bytes.fromhex(by)) for key, name, at, by in rows
+        }
 
     def next_send_counter(self, key: bytes, still: Still | None = None) -> int:
         """Reserve the next counter for an envelope to ``key`` before sending it.

@@ -47,6 +47,9 @@ MAX_STRANGERS = 4096
 # reread its siblings at most this often (a sibling paired by another process
 # is heard within this long), or at once after strangers were admitted.
 SIBLING_REFRESH_SECONDS = 1.0
+# How often a removed peer's envelopes get an answer saying so (the rest are
+# dropped unopened): enough for its next sync to end with the reason.
+TELL_REMOVED_SECONDS = 10.0
 
 
 class Rejection(enum.StrEnum):
@@ -57,6 +60,7 @@ class Rejection(enum.StrEnum):
     UNDECODABLE = "undecodable"  # a decoder raised something it should not have
     MISATTRIBUTED = "misattributed"  # signed by one key, sent by another
     MALFORMED = "malformed"  # the body does not decode
+    REMOVED = "removed"  # from a peer removed from the account (answered with a notice)
     REPLAY = Verdict.REPLAY.value  # a counter seen before
     TOO_OLD = Verdict.TOO_OLD.value  # a counter below the replay window
 
@@ -98,6 +102,12 @@ class Admission:
         self.rejections = rejections or Summarised(log, "envelopes rejected")
         # The siblings' keys, reread from the book now and then (see `screen`).
         self._siblings_seen: set[bytes] = set()
+        # Peers removed from the account, reread at most once a
+        # SIBLING_REFRESH_SECONDS while envelopes come (a removal another
+        # process wrote is heard within that), and when each was last told.
+        self._removed: set[bytes] = set()
+        self._removed_read_at = -math.inf
+        self._told: dict[bytes, float] = {}
         self._siblings_read_at = -math.inf
         self._siblings_stale = True  # reread at the next unknown sender, whenever it comes
         self._admit_strangers = False
@@ -117,7 +127,16 @@ class Admission:
     def screen(self, sender: bytes, size: int, *, strangers: bool = False) -> bool:
         """Before any cryptography: may an envelope of ``size`` bytes that the
         relay says ``sender`` sent go on to `admit`? A stranger's junk costs a
-        set lookup (and is counted and logged in summary)."""
+        set lookup (and is counted and logged in summary). A peer removed from
+        the account goes on at most once a `TELL_REMOVED_SECONDS`, to be told
+        so (see `admit`); its other envelopes are dropped here."""
+        self._reread_removed()
+        if sender in self._removed:
+            now = self.clock()
+            if now - self._told.get(sender, -math.inf) >= TELL_REMOVED_SECONDS:
+                return True
+            self.rejected[Rejection.REMOVED.value] += 1
+            return False
         if strangers or self._admit_strangers:
             self._siblings_stale = True
             return True
@@ -131,6 +150,26 @@ class Admission:
             size,
         )
         return False
+
+    def learn(self, key: bytes) -> None:
+        """``key`` joined the account here (a membership record): take it in
+        from now on, without waiting for the next reread of the book."""
+        if key not in self._removed:
+            self._siblings_seen.add(key)
+
+    def forget(self, key: bytes) -> None:
+        """``key`` was removed from the account here: refuse it from now on."""
+        self._siblings_seen.discard(key)
+        self._removed.add(key)
+
+    def _reread_removed(self) -> None:
+        now = self.clock()
+        if now - self._removed_read_at < SIBLING_REFRESH_SECONDS:
+            return
+        self._removed_read_at = now
+        removed = set(self.siblings.removed())
+        self._removed |= removed
+        self._siblings_seen -= removed
 
     def admit(self, sender: bytes, envelope: bytes, strangers: bool = False) -> Incoming | Rejected:
         """Open ``envelope``, which the relay says ``sender`` sent, and check it:
@@ -147,6 +186,11 @@ class Admission:
                 Rejection.MISATTRIBUTED,
                 f"envelope signed by {who} came from {fingerprint(sender)}",
             )
+        if opened.sender in self._removed:
+            # Signed by the removed peer itself: its driver tells it so, once
+            # in a while (the body is neither decoded nor counted).
+            self._told[opened.sender] = self.clock()
+            return self._reject(Rejection.REMOVED, f"envelope from removed peer {who}")
         known = self._known(opened.sender)
         if not known and not (strangers or self._admit_strangers):
             return self._reject(Rejection.UNPAIRED, f"envelope from unpaired key {who}")
@@ -199,7 +243,9 @@ class Admission:
         return key in self._siblings_seen
 
     def _known(self, key: bytes) -> bool:
-        """Is ``key`` a sibling? Remembered once seen (pairing only ever adds)."""
+        """Is ``key`` a sibling? Remembered once seen, until it is removed."""
+        if key in self._removed:
+            return False
         if key in self._siblings_seen:
             return True
         if self.siblings.get(key) is None:

@@ -74,9 +74,9 @@ from pixie.device.logs import Summarised
 from pixie.device.node.keyed import Node
 from pixie.device.store.db import put_meta
 from pixie.device.store.replica import NodeReplica
-from pixie.device.sync import syncsteps
+from pixie.device.sync import membership, syncsteps
 from pixie.device.sync.lastsync import LAST_SYNC_KEY, last_syncs_in
-from pixie.device.sync.peers import Incoming, PeerLink
+from pixie.device.sync.peers import REMOVED_NOTICE, Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayUnavailable
 from pixie.device.sync.sessions import Route, SessionTable
 from pixie.protocol import syncwire
@@ -332,6 +332,10 @@ class SyncEndpoint:
                 if isinstance(message, PairRequest | PairAccept | PairReject):
                     if self._desk is not None:
                         self._desk.deliver(incoming)
+                    elif isinstance(message, PairReject) and await self._is_sibling(
+                        incoming.sender
+                    ):
+                        await self._refused(incoming.sender, message.reason)
                     continue
                 if self._desk is not None and not await self._is_sibling(incoming.sender):
                     continue  # admitted only to pair
@@ -349,6 +353,19 @@ class SyncEndpoint:
         except trio.TooSlowError:
             lost.append(RelayUnavailable("the relay did not take our bytes in time"))
         nursery.cancel_scope.cancel()
+
+    async def _refused(self, sibling: bytes, reason: str) -> None:
+        """A sibling refuses this peer (it was removed from the account, say):
+        every session with it ends now, with the sibling's reason."""
+        who = fingerprint(sibling)
+        log.warning("%s refuses this device: %s", who, reason)
+        if reason == REMOVED_NOTICE:
+            await self._call(membership.note_removed, self.node, sibling)
+        for running in self.table.with_peer(sibling):
+            await self._call(
+                partial(running.session.fail, f"{who} refused: {reason}", tell_peer=False)
+            )
+            running.wake()
 
     async def _is_sibling(self, key: bytes) -> bool:
         return await self._call(self.node.siblings.get, key) is not None
@@ -593,6 +610,14 @@ class SyncEndpoint:
             running.idle = None
             self.table.close(session.session_id)
         stats = session.stats
+        if stats.applied:
+            # What came in may hold membership records: a peer that joined the
+            # account is a sibling from now on, one removed is refused.
+            done = await self._call(membership.reconcile, self.node)
+            for info in done.added:
+                self.link.admission.learn(info.key)
+            for key in done.removed:
+                self.link.admission.forget(key)
         outcome: SyncOutcome
         if session.ending is Ending.DONE:
             outcome = SyncOutcome.IN_SYNC if stats.in_sync_at_hello else SyncOutcome.SYNCED

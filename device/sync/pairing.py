@@ -38,6 +38,7 @@ from nacl.exceptions import CryptoError
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.node.keyed import Node
 from pixie.device.store.siblinginfo import SiblingInfo
+from pixie.device.sync import membership
 from pixie.device.sync.peers import Incoming, PeerLink
 from pixie.device.sync.relayclient import RelayAddress, RelayClient
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
@@ -209,6 +210,9 @@ async def await_joiner(
             await line.send(
                 joiner, PairAccept(node.name, node.role, _proof(secret, b"accept", me, joiner))
             )
+            # Every other sibling learns of the joiner from this record at its
+            # next sync (see `membership`).
+            await trio.to_thread.run_sync(membership.welcome, node, info)
             return info
     raise PairingFailed(f"nobody used the code within {timeout:g} s; it has expired")
 

@@ -15,6 +15,7 @@ per minute), so a flood of junk grows it by a bounded amount.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import trio
+from nacl.exceptions import CryptoError
 from nacl.signing import SigningKey
 
 from pixie.device.logs import Summarised
@@ -33,12 +35,15 @@ from pixie.device.sync.admission import (
     SIBLING_REFRESH_SECONDS,
     Admission,
     Incoming,
+    Rejected,
+    Rejection,
 )
 from pixie.device.sync.admitsteps import Screen, admitting
-from pixie.device.sync.relayclient import RelayClient
+from pixie.device.sync.relayclient import RelayClient, RelayUnavailable
 from pixie.protocol.clock import SYSTEM_ENTROPY, Entropy
 from pixie.protocol.envelope import seal
-from pixie.protocol.peerwire import PeerMessage, encode_body
+from pixie.protocol.errors import ProtocolError
+from pixie.protocol.peerwire import PairReject, PeerMessage, encode_body
 from pixie.protocol.replay import ReplayWindow
 
 T = TypeVar("T")
@@ -49,6 +54,10 @@ T = TypeVar("T")
 # part (inline, a 1 MB fetch ran at 125 MB/s instead of 83). Larger ones go to
 # the thread lane.
 AT_ONCE_BYTES = 320 * 1024
+# What a peer removed from the account is told when it writes (see
+# `Admission.screen`), and how long sending that may take.
+REMOVED_NOTICE = "this device was removed from the account"
+REMOVED_NOTICE_SECONDS = 5.0
 
 
 class PeerLink:
@@ -144,6 +153,15 @@ class PeerLink:
             if isinstance(admitted, Incoming):
                 admission.rejections.flush()
                 return admitted
+            if isinstance(admitted, Rejected) and admitted.reason is Rejection.REMOVED:
+                await self._tell_removed(delivered.sender)
+
+    async def _tell_removed(self, key: bytes) -> None:
+        """Answer a peer removed from the account, so that its sync ends with
+        the reason rather than a silence (a courtesy: a failure changes nothing)."""
+        with contextlib.suppress(RelayUnavailable, ProtocolError, CryptoError, trio.TooSlowError):
+            with trio.fail_after(REMOVED_NOTICE_SECONDS):
+                await self.send(key, PairReject(REMOVED_NOTICE))
 
     async def _in_lane(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(fn, *args, limiter=self.lane)
@@ -157,6 +175,7 @@ __all__ = [
     "AT_ONCE_BYTES",
     "MAX_STRANGERS",
     "PAIRING_MESSAGES",
+    "REMOVED_NOTICE",
     "SIBLING_REFRESH_SECONDS",
     "Incoming",
     "PeerLink",
