@@ -65,10 +65,14 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if failed:
         print(f"pixie: error: sync failed: {failed[0].error}", file=sys.stderr)
         return 1
-    if silent:
+    if silent and len(silent) == len(reports):
         # Nothing was tried and nothing changed: the sibling is just not there.
         print(f"pixie: error: {silent[0].describe(timeout)}", file=sys.stderr)
         return 2
+    if not args.json:
+        # Some siblings met, others away (a laptop that is off): said, not an error.
+        for r in silent:
+            print(r.describe(timeout))
     return 0
 
 

@@ -2,9 +2,10 @@
 new peer or removes one, and its sibling book kept in step with the records
 it holds (`pixie.protocol.membership` says what they mean).
 
-Pairing is between two peers; the inviter then writes an "add" record for
-the joiner into its memory log (and, the first time, records for itself and
-for every sibling paired before records existed). The log carries it to
+Pairing is between two peers; when the account grows past two, the inviter
+then writes an "add" record for the joiner into its memory log (and, the
+first time, records for itself and for every sibling paired before records
+existed). The log carries it to
 every sibling at its next sync, and `reconcile`, run after every session
 that took anything in, adds the new peer to each sibling book: a laptop
 paired with the phone is then synced with the Homebase too, directly.
@@ -102,6 +103,11 @@ def welcome(node: Node, joiner: SiblingInfo) -> Reconciled:
     (with this account's founding records, the first time), for every
     sibling to learn of it at its next sync."""
     held = account(node)
+    others = [s for s in node.siblings.all() if s.key != joiner.key]
+    if not others and not held.members:
+        # Two peers that know each other need no record; the first one
+        # comes with a third peer, founding records with it.
+        return Reconciled()
     wanted = _founding(node, held, joiner.relay)
     if joiner.key not in held.members and not any(i.key == joiner.key for _, i in wanted):
         wanted.append((ADD, joiner))
