@@ -176,3 +176,23 @@ def test_naming_a_device_that_is_not_there_changes_nothing(tmp_path: Path) -> No
         with pytest.raises(BadInput):
             account.remove(phone, "  ")
         assert dump(phone) == before
+
+
+def test_in_sync_among_three_each_pairwise_session_is_one_small_round_trip(
+    tmp_path: Path,
+) -> None:
+    with paired_siblings(tmp_path) as (phone, home):
+        laptop = _laptop(tmp_path)
+        try:
+            _pair(phone, laptop)
+            for node in (phone, home, laptop):
+                say(node, f"from {node.name}", at=1_700_000_000_000_000 + len(node.name))
+            for a, b in ((home, phone), (laptop, phone), (laptop, home), (home, phone)):
+                _sync(a, b)
+            for a, b in ((phone, home), (phone, laptop), (home, laptop)):
+                loop, opener, _ = sync(a, b)
+                assert opener.stats.in_sync_at_hello
+                assert opener.stats.round_trips == 1
+                assert loop.bytes_a_to_b <= 512 and loop.bytes_b_to_a <= 512
+        finally:
+            laptop.close()
