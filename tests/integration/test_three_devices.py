@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.support.daemons import Setup, stop
+from tests.support.daemons import Setup, invite_and_pair, stop
 from tests.support.processes import PIXIE, pixie, status
 
 
@@ -51,17 +51,7 @@ async def test_phone_laptop_and_homebase_converge_and_a_removed_laptop_is_refuse
     phone, mac, tmp = setup.phone, setup.mac, setup.tmp
     laptop = tmp / "laptop"
     assert pixie(laptop, "init", "--name", "laptop").returncode == 0
-    inviter = subprocess.Popen(
-        [*PIXIE, "--data", str(phone), "invite", "--relay", f"127.0.0.1:{setup.port}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert inviter.stdout is not None
-    code = inviter.stdout.readline().strip()
-    joined = pixie(laptop, "pair", code)
-    assert joined.returncode == 0, joined.stderr
-    assert inviter.wait(timeout=30) == 0
+    invite_and_pair(phone, laptop, setup.port)
     for data, text in ((phone, "from the phone"), (mac, "from the mac"), (laptop, "from the lap")):
         _say(data, text)
 

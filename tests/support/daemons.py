@@ -60,6 +60,21 @@ async def stop(process: trio.Process) -> int:
         return await process.wait()
 
 
+def invite_and_pair(inviter: Path, joiner: Path, port: int) -> None:
+    """``inviter`` prints a code through the relay on ``port``; ``joiner`` pairs with it."""
+    invite = subprocess.Popen(
+        [*PIXIE, "--data", str(inviter), "invite", "--relay", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert invite.stdout is not None
+    code = invite.stdout.readline().strip()
+    joined = pixie(joiner, "pair", code)
+    assert joined.returncode == 0, joined.stderr
+    assert invite.wait(timeout=30) == 0
+
+
 @asynccontextmanager
 async def paired_processes(tmp_path: Path) -> AsyncIterator[Setup]:
     """A relay process and two data dirs paired through it; the relay stops after."""
@@ -68,17 +83,7 @@ async def paired_processes(tmp_path: Path) -> AsyncIterator[Setup]:
     try:
         assert pixie(phone, "init", "--name", "phone").returncode == 0
         assert pixie(mac, "init", "--role", "homebase", "--name", "mac").returncode == 0
-        inviter = subprocess.Popen(
-            [*PIXIE, "--data", str(mac), "invite", "--relay", f"127.0.0.1:{port}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert inviter.stdout is not None
-        code = inviter.stdout.readline().strip()
-        joined = pixie(phone, "pair", code)
-        assert joined.returncode == 0, joined.stderr
-        assert inviter.wait(timeout=30) == 0
+        invite_and_pair(mac, phone, port)
         yield Setup(tmp_path, relay, port, phone, mac)
     finally:
         await stop(relay)

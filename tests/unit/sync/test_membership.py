@@ -11,6 +11,9 @@ import msgpack
 import pytest
 from nacl.signing import SigningKey
 
+from pixie.device.distill.offline import OfflineDistiller
+from pixie.device.distill.router import LLMRouter
+from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import BadInput, NotFound
 from pixie.device.node.keyed import Node
 from pixie.device.store.provision import create_data_dir
@@ -194,5 +197,34 @@ def test_in_sync_among_three_each_pairwise_session_is_one_small_round_trip(
                 assert opener.stats.in_sync_at_hello
                 assert opener.stats.round_trips == 1
                 assert loop.bytes_a_to_b <= 512 and loop.bytes_b_to_a <= 512
+        finally:
+            laptop.close()
+
+
+async def test_three_peers_distilling_the_same_events_keep_one_note_each(
+    tmp_path: Path,
+) -> None:
+    """Distillation's notes have identities of their own (kind, source), so
+    the same events distilled on the phone, the laptop and the Homebase merge
+    to one note per identity, whichever peer's version wins."""
+    with paired_siblings(tmp_path) as (phone, home):
+        laptop = _laptop(tmp_path)
+        try:
+            _pair(phone, laptop)
+            for i in range(6):
+                say(phone, f"I moved to Lyon in spring, message {i}", at=1_700_000_000_000_000 + i)
+            for a, b in ((home, phone), (laptop, phone), (laptop, home)):
+                _sync(a, b)
+            for node in (phone, home, laptop):
+                await NotetakingService(
+                    node.db, node.notebook, LLMRouter((OfflineDistiller(),))
+                ).run_pass()
+            for a, b in ((home, phone), (laptop, phone), (laptop, home), (home, phone)):
+                _sync(a, b)
+            notes = [dump(n)["notes"] for n in (phone, home, laptop)]
+            assert notes[0] == notes[1] == notes[2]
+            live = [row for row in notes[0] if not row[4]]  # (id, zone, ..., deleted, ...)
+            identities = [(row[6], row[7]) for row in live]  # (kind, identity key)
+            assert live and len(identities) == len(set(identities))
         finally:
             laptop.close()
