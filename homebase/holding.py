@@ -146,10 +146,9 @@ class HolderCore:
         )
         if held is Held.SEALED:
             return "that id names a sealed note; sealed notes are never offloaded"
-        if held is Held.OTHERS:
-            return "another device holds that note here"
-        # NEW, or AGAIN: already held, the ack is idempotent, and this offload
-        # now backs the holding too.
+        # NEW (the body, or this device as one more of its owners), or AGAIN:
+        # held for it already, the ack is idempotent, and this offload now
+        # backs the holding too.
         return None
 
     # -- fetch ---------------------------------------------------------------------------
@@ -179,7 +178,7 @@ class HolderCore:
             self.node.db, req.note_id, req.content_hash.hex(), sender.hex(), counter
         )
         if done is LetGo.NOT_OWNER:
-            return "only the device that parked a holding can release it"
+            return "only a device that parked a holding can release it"
         if done is LetGo.PARKED_AGAIN:
             log.info(
                 "kept %s: %s parked it again after asking to release it",

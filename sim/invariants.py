@@ -80,7 +80,12 @@ _BODILESS = (
     "SELECT id FROM note WHERE zone = 'clear' AND deleted = 0 "
     "AND body IS NULL AND holder IS NULL ORDER BY id"
 )
-_HOLDING = "SELECT body, owner FROM holding WHERE note_id = ? AND content_hash = ?"
+# The holding's body and, if the device (``?3``) is among its owners, its key.
+_HOLDING = (
+    "SELECT body, (SELECT owner FROM holding_owner o WHERE o.note_id = holding.note_id "
+    "AND o.content_hash = holding.content_hash AND o.owner = ?3) "
+    "FROM holding WHERE note_id = ?1 AND content_hash = ?2"
+)
 _UPSERT_ROW = (
     "SELECT title, body, holder, content_hash, tags, contact_id, source_ref, about_date, "
     "user_edited, deleted FROM note WHERE zone = 'clear' AND kind = ? AND identity_key = ?"
@@ -197,8 +202,9 @@ _STEP_SQL = {
     for sealed in (False, True)
 }
 _HOLDINGS = (
-    "SELECT note_id, content_hash, body, owner FROM holding "
-    "WHERE (note_id, content_hash) IN (VALUES {})"
+    "SELECT note_id, content_hash, body, (SELECT owner FROM holding_owner o "
+    "WHERE o.note_id = holding.note_id AND o.content_hash = holding.content_hash "
+    "AND o.owner = ?) FROM holding WHERE (note_id, content_hash) IN (VALUES {})"
 )
 
 
@@ -237,7 +243,8 @@ def _check_step(world: World, *, sealed: bool) -> None:
     if pointers:
         pairs = [v for note_id, chash, _ in pointers for v in (note_id, chash)]
         sql = _HOLDINGS.format(", ".join(["(?, ?)"] * len(pointers)))
-        for note_id, chash, body, owner in peek(world.homebase.node.db, sql, pairs):
+        mine = [world.device.key.hex(), *pairs]  # the owner asked about, then the pairs
+        for note_id, chash, body, owner in peek(world.homebase.node.db, sql, mine):
             held[(note_id, chash)] = (body, owner)
     # Invariants 1 and 2, as `check_bodies`.
     for peer in world.peers.values():
@@ -298,7 +305,7 @@ def check_bodies(world: World) -> None:
     pointers = peek(world.device.node.db, _POINTERS)
     held: dict[tuple[str, str], tuple[Any, Any]] = {}
     for note_id, chash, _ in pointers:
-        found = peek(world.homebase.node.db, _HOLDING, (note_id, chash))
+        found = peek(world.homebase.node.db, _HOLDING, (note_id, chash, world.device.key.hex()))
         if found:
             held[(note_id, chash)] = found[0]
     _check_pointers(world, pointers, held)

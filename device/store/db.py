@@ -107,6 +107,18 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " removed_at INTEGER NOT NULL,"
         " removed_by VARCHAR(64) NOT NULL)",
     ),
+    # A holding's owners, one row per device that parked it
+    # (`holdings.HoldingOwner`), the one owner each holding had so far first.
+    8: (
+        "CREATE TABLE IF NOT EXISTS holding_owner ("
+        " note_id VARCHAR(36) NOT NULL,"
+        " content_hash VARCHAR(64) NOT NULL,"
+        " owner VARCHAR(64) NOT NULL,"
+        " offload_counter INTEGER DEFAULT '0' NOT NULL,"
+        " PRIMARY KEY (note_id, content_hash, owner))",
+        "INSERT OR IGNORE INTO holding_owner (note_id, content_hash, owner, offload_counter) "
+        "SELECT note_id, content_hash, owner, offload_counter FROM holding",
+    ),
 }
 # One in this many unsynced writes `at_once` would make goes to a worker thread,
 # where its commit may checkpoint the WAL (see `Database._plain`).

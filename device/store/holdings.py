@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 
-from sqlalchemy import LargeBinary, String, bindparam, delete, insert
+from sqlalchemy import LargeBinary, String, bindparam, delete, insert, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from pixie.device.store.db import Base, Database, driver_sql, peek
@@ -38,7 +38,10 @@ class PendingRelease(Base):
 
 
 class Holding(Base):
-    """A body parked here by a sibling (holder side)."""
+    """A body parked here by a sibling (holder side). Every device that parked
+    this very body (note id and content hash) is one of its `HoldingOwner`s;
+    ``owner`` and ``offload_counter`` are those of the first, kept as they
+    were before holdings had several owners."""
 
     __tablename__ = "holding"
 
@@ -50,6 +53,20 @@ class Holding(Base):
     # The envelope counter of the latest offload request that stored or
     # re-acked this holding: a release the device sent before it (a lower
     # counter) must not drop a copy the device has parked again since.
+    offload_counter: Mapped[int] = mapped_column(default=0, server_default="0")
+
+
+class HoldingOwner(Base):
+    """One device that parked a holding, and the envelope counter of its
+    latest offload request that stored or re-acked it: a release it sent
+    before that (a lower counter) must not drop a copy it has parked again
+    since. The holding stays while any owner does."""
+
+    __tablename__ = "holding_owner"
+
+    note_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64), primary_key=True)  # the device's key, hex
     offload_counter: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
@@ -117,32 +134,37 @@ _RESIDENT_SQL = (
     "WHERE note_id = ?1 AND content_hash = ?2"
 )
 _ZONE_SQL = "SELECT zone FROM note WHERE id = ?"
-_OWNER_SQL = "SELECT owner FROM holding WHERE note_id = ? AND content_hash = ?"
+_HELD_SQL = "SELECT 1 FROM holding WHERE note_id = ? AND content_hash = ?"
+_OWNER_SQL = (
+    "SELECT offload_counter FROM holding_owner WHERE note_id = ? AND content_hash = ? AND owner = ?"
+)
 _HOLD_SQL = (
     "INSERT INTO holding (note_id, content_hash, owner, body, held_at, offload_counter) "
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
+_OWN_SQL = (
+    "INSERT INTO holding_owner (note_id, content_hash, owner, offload_counter) VALUES (?, ?, ?, ?)"
+)
 _RESTAMP_SQL = (
-    "UPDATE holding SET offload_counter = max(offload_counter, ?) "
-    "WHERE note_id = ? AND content_hash = ?"
+    "UPDATE holding_owner SET offload_counter = max(offload_counter, ?) "
+    "WHERE note_id = ? AND content_hash = ? AND owner = ?"
 )
 
 
 class Held(enum.Enum):
     """What `hold` did."""
 
-    NEW = "new"  # committed
-    AGAIN = "again"  # held already, for the same owner: re-stamped with the counter
+    NEW = "new"  # committed: the body, or this device as one more owner of it
+    AGAIN = "again"  # held already for this device: re-stamped with the counter
     SEALED = "sealed"  # the id names a sealed note of this replica: nothing written
-    OTHERS = "others"  # another device holds that very body here: nothing written
 
 
 class LetGo(enum.Enum):
     """What `let_go` did."""
 
-    DROPPED = "dropped"
+    DROPPED = "dropped"  # this device's share, and the body with the last one
     ABSENT = "absent"  # nothing held under that id and hash
-    NOT_OWNER = "not_owner"  # another device parked it: kept
+    NOT_OWNER = "not_owner"  # held, but this device never parked it: kept
     PARKED_AGAIN = "parked_again"  # an offload newer than the release backs it: kept
 
 
@@ -157,18 +179,20 @@ def hold(
     counter: int,
 ) -> Held:
     """Commit a holding durably (synchronous=FULL) on the plain driver
-    connection, stamped with the offload request's envelope ``counter``."""
+    connection, ``owner`` among its owners, stamped with the offload
+    request's envelope ``counter``. Another device's copy of the very same
+    body (its hash checked before) is shared, not refused."""
     with db.writing(plain=True) as conn:
         zone = conn.execute(_ZONE_SQL, (note_id,)).fetchone()
         if zone is not None and zone[0] == Zone.SEALED.value:
             return Held.SEALED
-        held = conn.execute(_OWNER_SQL, (note_id, content_hash)).fetchone()
-        if held is not None:
-            if held[0] != owner:
-                return Held.OTHERS
-            conn.execute(_RESTAMP_SQL, (counter, note_id, content_hash))
+        key = (note_id, content_hash)
+        if conn.execute(_OWNER_SQL, (*key, owner)).fetchone() is not None:
+            conn.execute(_RESTAMP_SQL, (counter, *key, owner))
             return Held.AGAIN
-        conn.execute(_HOLD_SQL, (note_id, content_hash, owner, body, held_at, counter))
+        if conn.execute(_HELD_SQL, key).fetchone() is None:
+            conn.execute(_HOLD_SQL, (*key, owner, body, held_at, counter))
+        conn.execute(_OWN_SQL, (*key, owner, counter))
     return Held.NEW
 
 
@@ -184,19 +208,30 @@ def held_body(db: Database, note_id: str, content_hash: str) -> tuple[str | None
 
 
 def let_go(db: Database, note_id: str, content_hash: str, owner: str, counter: int) -> LetGo:
-    """Drop a holding for ``owner``, unless another device parked it or an
-    offload whose envelope counter is above ``counter`` backs it."""
+    """Drop ``owner``'s share of a holding, unless an offload of its whose
+    envelope counter is above ``counter`` backs it; the body goes with the
+    last owner."""
+    key = (note_id, content_hash)
     with db.writing() as session:
-        held = session.get(Holding, (note_id, content_hash))
-        if held is None:
-            return LetGo.ABSENT
-        if held.owner != owner:
-            return LetGo.NOT_OWNER
-        if held.offload_counter > counter:
+        mine = session.get(HoldingOwner, (*key, owner))
+        if mine is None:
+            held = session.get(Holding, key) is not None
+            return LetGo.NOT_OWNER if held else LetGo.ABSENT
+        if mine.offload_counter > counter:
             return LetGo.PARKED_AGAIN
-        session.execute(
-            delete(Holding).where(Holding.note_id == note_id, Holding.content_hash == content_hash)
-        )
+        session.delete(mine)
+        session.flush()
+        others = session.execute(
+            select(HoldingOwner.owner).where(
+                HoldingOwner.note_id == note_id, HoldingOwner.content_hash == content_hash
+            )
+        ).first()
+        if others is None:
+            session.execute(
+                delete(Holding).where(
+                    Holding.note_id == note_id, Holding.content_hash == content_hash
+                )
+            )
     return LetGo.DROPPED
 
 
@@ -204,6 +239,7 @@ __all__ = [
     "RELEASE_LATER_SQL",
     "Held",
     "Holding",
+    "HoldingOwner",
     "LetGo",
     "PendingRelease",
     "forget_release",
