@@ -7,6 +7,8 @@ never another device's."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pixie.device.node.keyed import Node
@@ -68,57 +70,56 @@ def _holdings(home: Node) -> list[tuple[object, ...]]:
     return peek(home.db, "SELECT note_id, owner FROM holding_owner ORDER BY owner")
 
 
-def test_two_devices_share_one_holding_and_it_goes_with_the_last(tmp_path: Path) -> None:
-    with paired_siblings(tmp_path) as (phone, home):
-        laptop = _laptop(tmp_path)
+@contextmanager
+def _three(tmp: Path) -> Iterator[tuple[Node, Node, Node, str, HolderCore]]:
+    """A phone, a Homebase and a laptop in one account, a note of the phone's
+    on both devices, and the Homebase's holder."""
+    with paired_siblings(tmp) as (phone, home):
+        laptop = _laptop(tmp)
         try:
             _pair(phone, laptop)
             note_id = phone.notebook.add_user_note(NoteKind.GUIDANCE, "Running", BODY)
             sync(laptop, phone)
             account.reconcile(laptop)
-            holder = HolderCore(home)
-            chash = _offload(phone, home, holder, note_id, 1)
-            assert _offload(laptop, home, holder, note_id, 1) == chash  # shared, not refused
-            assert len(_holdings(home)) == 2
-            assert peek(home.db, "SELECT count(*) FROM holding")[0][0] == 1
-            assert _fetch(phone, home, holder, note_id, 2) == BODY.encode()
-            assert _fetch(laptop, home, holder, note_id, 2) == BODY.encode()
-
-            # The laptop edits the note; the phone takes the new version in
-            # and lets go of its own share only: the laptop's still stands.
-            ledger = OffloadLedger(laptop, home.public_key())
-            restored = ledger.restore(ledger.pointer(note_id), BODY.encode())
-            assert restored and _release(laptop, home, holder, 3) == [note_id]
-            assert laptop.notebook.edit(note_id, body="Ada runs on Sundays now")
-            sync(phone, laptop)
-            assert _release(phone, home, holder, 4) == [note_id]
-            assert _holdings(home) == []
-            assert peek(home.db, "SELECT count(*) FROM holding")[0][0] == 0
-            body = peek(phone.db, "SELECT body, holder FROM note WHERE id = ?", (note_id,))
-            assert body == [("Ada runs on Sundays now", None)]
+            yield phone, home, laptop, note_id, HolderCore(home)
         finally:
             laptop.close()
+
+
+def test_two_devices_share_one_holding_and_it_goes_with_the_last(tmp_path: Path) -> None:
+    with _three(tmp_path) as (phone, home, laptop, note_id, holder):
+        chash = _offload(phone, home, holder, note_id, 1)
+        assert _offload(laptop, home, holder, note_id, 1) == chash  # shared, not refused
+        assert len(_holdings(home)) == 2
+        assert peek(home.db, "SELECT count(*) FROM holding")[0][0] == 1
+        assert _fetch(phone, home, holder, note_id, 2) == BODY.encode()
+        assert _fetch(laptop, home, holder, note_id, 2) == BODY.encode()
+
+        # The laptop edits the note; the phone takes the new version in
+        # and lets go of its own share only: the laptop's still stands.
+        ledger = OffloadLedger(laptop, home.public_key())
+        restored = ledger.restore(ledger.pointer(note_id), BODY.encode())
+        assert restored and _release(laptop, home, holder, 3) == [note_id]
+        assert laptop.notebook.edit(note_id, body="Ada runs on Sundays now")
+        sync(phone, laptop)
+        assert _release(phone, home, holder, 4) == [note_id]
+        assert _holdings(home) == []
+        assert peek(home.db, "SELECT count(*) FROM holding")[0][0] == 0
+        body = peek(phone.db, "SELECT body, holder FROM note WHERE id = ?", (note_id,))
+        assert body == [("Ada runs on Sundays now", None)]
 
 
 def test_one_device_letting_go_leaves_the_others_copy(tmp_path: Path) -> None:
-    with paired_siblings(tmp_path) as (phone, home):
-        laptop = _laptop(tmp_path)
-        try:
-            _pair(phone, laptop)
-            note_id = phone.notebook.add_user_note(NoteKind.GUIDANCE, "Running", BODY)
-            sync(laptop, phone)
-            holder = HolderCore(home)
-            _offload(phone, home, holder, note_id, 1)
-            _offload(laptop, home, holder, note_id, 1)
-            # The phone recalls its body and lets go; the laptop still fetches.
-            ledger = OffloadLedger(phone, home.public_key())
-            assert ledger.restore(ledger.pointer(note_id), BODY.encode())
-            assert _release(phone, home, holder, 2) == [note_id]
-            assert [row[1] for row in _holdings(home)] == [laptop.public_key().hex()]
-            assert _fetch(laptop, home, holder, note_id, 2) == BODY.encode()
-            # A release from the phone again changes nothing for the laptop.
-            release = ReleaseAttempt(home.public_key(), note_id, bytes(32))
-            holder.run(holdsteps.answer(phone.public_key(), release.request_message(), 3))
-            assert _fetch(laptop, home, holder, note_id, 3) == BODY.encode()
-        finally:
-            laptop.close()
+    with _three(tmp_path) as (phone, home, laptop, note_id, holder):
+        _offload(phone, home, holder, note_id, 1)
+        _offload(laptop, home, holder, note_id, 1)
+        # The phone recalls its body and lets go; the laptop still fetches.
+        ledger = OffloadLedger(phone, home.public_key())
+        assert ledger.restore(ledger.pointer(note_id), BODY.encode())
+        assert _release(phone, home, holder, 2) == [note_id]
+        assert [row[1] for row in _holdings(home)] == [laptop.public_key().hex()]
+        assert _fetch(laptop, home, holder, note_id, 2) == BODY.encode()
+        # A release from the phone again changes nothing for the laptop.
+        release = ReleaseAttempt(home.public_key(), note_id, bytes(32))
+        holder.run(holdsteps.answer(phone.public_key(), release.request_message(), 3))
+        assert _fetch(laptop, home, holder, note_id, 3) == BODY.encode()
