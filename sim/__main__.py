@@ -66,6 +66,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per seed, then a summary")
     p.add_argument("--lying-holder", action="store_true", help="let the holder ack unstored bodies")
     p.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
+    p.add_argument(
+        "--peers",
+        type=int,
+        choices=range(2, 6),
+        default=2,
+        metavar="N",
+        help="peers in the account, 2 to 5: the device, the Homebase, then more devices",
+    )
     p.add_argument("--dir", type=Path, help="where the data dirs go (default: the temp dir)")
     p.add_argument(
         "--jobs",
@@ -96,9 +104,9 @@ def configure(*, baseline: bool) -> None:
     invariants.ONE_READ = not baseline
 
 
-def _run_one(seed: int, steps: int, base: Path | None, lies: bool) -> RunResult:
+def _run_one(seed: int, steps: int, base: Path | None, lies: bool, peers: int) -> RunResult:
     """One seed in a worker, its trace cut to what the parent may print."""
-    result = run_seed(seed, steps, base=base, lies=lies)
+    result = run_seed(seed, steps, base=base, lies=lies, peers=peers)
     return dataclasses.replace(result, trace=result.trace[-TRACE_BACK:])
 
 
@@ -176,10 +184,17 @@ def _sweep(args: argparse.Namespace, seeds: Sequence[int]) -> int:
     if args.trace:
         sink = functools.partial(print, flush=True)
         run = functools.partial(
-            run_seed, steps=args.steps, base=args.dir, lies=args.lying_holder, trace=sink
+            run_seed,
+            steps=args.steps,
+            base=args.dir,
+            lies=args.lying_holder,
+            trace=sink,
+            peers=args.peers,
         )
     else:
-        run = functools.partial(_run_one, steps=args.steps, base=args.dir, lies=args.lying_holder)
+        run = functools.partial(
+            _run_one, steps=args.steps, base=args.dir, lies=args.lying_holder, peers=args.peers
+        )
     started = time.perf_counter()
     failures: list[RunResult] = []
     ran = 0
@@ -205,12 +220,14 @@ def _sweep(args: argparse.Namespace, seeds: Sequence[int]) -> int:
         "seconds": round(seconds, 1),
         "seeds_per_minute": round(rate, 1),
         "jobs": args.jobs,
+        "peers": args.peers,
     }
     if args.json:
         print(json.dumps({"summary": summary}, sort_keys=True))
     else:
         verdict = "all invariants held" if not failures else f"{len(failures)} violated"
         jobs = f", {args.jobs} jobs" if args.jobs > 1 else ""
+        jobs += f", {args.peers} peers" if args.peers != 2 else ""
         print(
             f"{ran} seeds x {args.steps} steps: {verdict} "
             f"({seconds:.1f} s, {rate:.0f} seeds/min{jobs})"

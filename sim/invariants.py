@@ -476,19 +476,29 @@ def _dump(node: Node) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def check_converged(world: World) -> None:
-    """Invariant 3: the two replicas hold the same log, Notebook and contacts."""
-    a, b = world.device.node, world.homebase.node
-    if a.digest() != b.digest():
-        _fail(3, f"digests differ after the final sync ({a.digest().count} vs {b.digest().count})")
-    da, db = _dump(a), _dump(b)
-    for what in ("events", "notes", "contacts", "aliases"):
-        if da[what] != db[what]:
-            only = sorted(set(map(str, da[what])) ^ set(map(str, db[what])))
-            _fail(3, f"the {what} differ after the final sync: {only[0][:120]}")
-    bodies_b = dict(db["bodies"])
-    for note_id, body in da["bodies"]:
-        if note_id in bodies_b and bodies_b[note_id] != body:
-            _fail(3, f"note {note_id} has two different bodies")
+    """Invariant 3: every replica holds the same log, Notebook and contacts
+    (each compared with the device's)."""
+    a = world.device.node
+    da = _dump(a)
+    for peer in world.peers.values():
+        if peer is world.device:
+            continue
+        b = peer.node
+        if a.digest() != b.digest():
+            _fail(
+                3,
+                f"digests of device and {peer.name} differ after the final sync "
+                f"({a.digest().count} vs {b.digest().count})",
+            )
+        db = _dump(b)
+        for what in ("events", "notes", "contacts", "aliases"):
+            if da[what] != db[what]:
+                only = sorted(set(map(str, da[what])) ^ set(map(str, db[what])))
+                _fail(3, f"the {what} differ after the final sync: {only[0][:120]}")
+        bodies_b = dict(db["bodies"])
+        for note_id, body in da["bodies"]:
+            if note_id in bodies_b and bodies_b[note_id] != body:
+                _fail(3, f"note {note_id} has two different bodies")
 
 
 def check_digest_only(world: World) -> None:

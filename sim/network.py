@@ -27,9 +27,18 @@ from pixie.relay.mailbox import Mailboxes, MailboxLimits
 CLEAR_CANARY = b"PXC4N4RY"
 SEALED_CANARY = b"PXS3AL3D"
 CANARIES = (CLEAR_CANARY, SEALED_CANARY)
-PEERS = ("device", "homebase")
-# Link names: "<peer>>relay" carries what the peer sends, "relay><peer>" what it receives.
-LINKS = tuple(f"{p}>relay" for p in PEERS) + tuple(f"relay>{p}" for p in PEERS)
+# The peers of a world of N (2 to 5): the device that offloads, the Homebase
+# that holds, then further devices of the same account.
+NAMES = ("device", "homebase", "laptop", "tablet", "watch")
+PEERS = NAMES[:2]
+
+
+def links_of(peers: tuple[str, ...]) -> tuple[str, ...]:
+    """Link names: "<peer>>relay" carries what the peer sends, "relay><peer>" what it receives."""
+    return tuple(f"{p}>relay" for p in peers) + tuple(f"relay>{p}" for p in peers)
+
+
+LINKS = links_of(PEERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +69,8 @@ class SimRelay:
     rng: random.Random
     rates: FaultRates
     note: Callable[[str], None]
-    up: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(LINKS, True))
+    peers: tuple[str, ...] = PEERS
+    up: dict[str, bool] = field(default_factory=dict)
     in_flight: list[Packet] = field(default_factory=list)
     mailboxes: Mailboxes = field(
         default_factory=lambda: Mailboxes(MailboxLimits(max_envelopes=512, max_age=1e12))
@@ -72,6 +82,10 @@ class SimRelay:
     leaks: list[tuple[str, str, int]] = field(default_factory=list)  # (canary, src, size)
     lost: int = 0
     _numbers: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.up:
+            self.up = dict.fromkeys(links_of(self.peers), True)
 
     def submit(self, src: str, dst: str, data: bytes, tick: int) -> None:
         """An envelope handed to the relay by ``src`` for ``dst``."""
@@ -108,7 +122,7 @@ class SimRelay:
         they arrive. Those for a recipient whose downlink is cut wait in its
         mailbox and come out, oldest first, once it is restored."""
         out: list[Packet] = []
-        for peer in PEERS:
+        for peer in self.peers:
             if self.up[f"relay>{peer}"]:
                 for src, data in self.mailboxes.take(peer.encode(), float(tick), 1 << 30, 1 << 40):
                     self._numbers += 1  # the relay attests the sender, as the real one does
@@ -143,9 +157,11 @@ __all__ = [
     "CANARIES",
     "CLEAR_CANARY",
     "LINKS",
+    "NAMES",
     "PEERS",
     "SEALED_CANARY",
     "FaultRates",
     "Packet",
     "SimRelay",
+    "links_of",
 ]

@@ -19,9 +19,10 @@ def run_seed(
     base: Path | None = None,
     lies: bool = False,
     trace: Callable[[str], None] | None = None,
+    peers: int = 2,
 ) -> RunResult:
     """Run one seed to the end (or to its first violation) and say how it went."""
-    world = World(seed, base=base, lies=lies, trace=trace)
+    world = World(seed, base=base, lies=lies, trace=trace, peers=peers)
     try:
         try:
             for _ in range(steps):

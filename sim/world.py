@@ -1,4 +1,5 @@
-"""One simulated world: a device, a Homebase and a relay, stepped by one seed.
+"""One simulated world: a device, a Homebase (and, with ``peers`` above 2,
+further devices of the account) and a relay, stepped by one seed.
 
 Everything runs in this thread as plain function calls: the real sans-IO cores
 (`SyncSession`, `OffloadAttempt`, `FetchAttempt`, `ReleaseAttempt`), the real
@@ -66,7 +67,7 @@ from pixie.protocol.sync import Ending, SyncSession
 from pixie.sim import invariants
 from pixie.sim.clock import PeerClock, world_clock, world_entropy
 from pixie.sim.invariants import InvariantViolated
-from pixie.sim.network import CLEAR_CANARY, LINKS, PEERS, SEALED_CANARY, SimRelay
+from pixie.sim.network import CLEAR_CANARY, NAMES, SEALED_CANARY, SimRelay, links_of
 from pixie.sim.peer import (
     OpenSession,
     Peer,
@@ -117,7 +118,14 @@ class World(Workload):
         faults: bool = True,
         lies: bool = False,
         trace: Callable[[str], None] | None = None,
+        peers: int = 2,
     ) -> None:
+        """``peers``: 2 (a device and its Homebase) to 5 (more devices of the
+        same account, each a sibling of every other; only the device offloads)."""
+        if not 2 <= peers <= len(NAMES):
+            raise ValueError(f"a world has 2 to {len(NAMES)} peers")
+        self.names: tuple[str, ...] = NAMES[:peers]
+        self.links = links_of(self.names)
         self.seed = seed
         self.rng = random.Random(f"pixie-sim-{seed}")
         self.entropy = world_entropy(seed)
@@ -128,11 +136,11 @@ class World(Workload):
         self.trace: deque[str] = deque(maxlen=TRACE_KEEP)
         self.trace_sink = trace
         self.stats = Stats()
-        self.skew: dict[str, int] = dict.fromkeys(PEERS, 0)
-        self.relay = SimRelay(self.rng, self.plan.net, self.note)
+        self.skew: dict[str, int] = dict.fromkeys(self.names, 0)
+        self.relay = SimRelay(self.rng, self.plan.net, self.note, self.names)
         self.swizzle: deque[tuple[str, bool]] = deque()
         self.acked: set[tuple[str, str]] = set()  # (note id, hash hex) the sim saw validly acked
-        self.edited: dict[str, set[str]] = {p: set() for p in PEERS}
+        self.edited: dict[str, set[str]] = {p: set() for p in self.names}
         self.canary_count = 0
         self.sealed_minted = False  # a sealed canary exists (see `invariants.check_all`)
         self.finished = False
@@ -150,25 +158,31 @@ class World(Workload):
         self.note(f"seed {seed}: plan {self.plan.as_json()}")
 
     def _create(self, keys: FileKeyStore) -> None:
-        """Two fresh data dirs, paired as siblings (what `pixie pair` leaves behind).
+        """Fresh data dirs, each a sibling of every other (what pairing and
+        the membership records leave behind).
 
         A data dir made from the seed's entropy is the same every run: its
         origin, its identity key and, once it seals a note, its seal key.
         """
-        for name in PEERS:
+        for name in self.names:
             path = self.tmp / name
             clock = PeerClock(self.clock, self._skew_of(name))
+            role = "homebase" if name == "homebase" else "device"
             create_data_dir(
-                path, name=name, role=name, key_store=keys, clock=clock, entropy=self.entropy
+                path, name=name, role=role, key_store=keys, clock=clock, entropy=self.entropy
             )
             peer = Peer(name, path, keys, clock, self.entropy)
             peer.open()
             self.peers[name] = peer
-        for name, peer in self.peers.items():
-            other = self.peers[self.other(name)]
-            peer.node.siblings.add(
-                SiblingInfo(other.key, other.name, other.name, "sim", peer.clock.now_us())
-            )
+        for peer in self.peers.values():
+            for other in self.peers.values():
+                if other is not peer:
+                    peer.node.siblings.add(
+                        SiblingInfo(
+                            other.key, other.name, other.node.role, "sim", peer.clock.now_us()
+                        )
+                    )
+        self.by_key = {peer.key: peer for peer in self.peers.values()}
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -183,10 +197,6 @@ class World(Workload):
             clock=home.clock,
             entropy=self.entropy,
         )
-
-    @staticmethod
-    def other(name: str) -> str:
-        return "homebase" if name == "device" else "device"
 
     def note(self, what: str) -> None:
         line = f"{self.tick:4d} {what}"
@@ -213,8 +223,7 @@ class World(Workload):
 
     # -- messages ---------------------------------------------------------------------------
 
-    def send(self, sender: Peer, message: PeerMessage) -> None:
-        recipient = self.peers[self.other(sender.name)]
+    def send(self, sender: Peer, recipient: Peer, message: PeerMessage) -> None:
         counter = sender.node.siblings.next_send_counter(recipient.key)
         # The message id comes from the world's entropy, like every other id.
         body = encode_body(message, counter, self.entropy.token_bytes(MESSAGE_ID_BYTES))
@@ -275,10 +284,14 @@ class World(Workload):
 
     # -- sync -------------------------------------------------------------------------------
 
-    def open_sync(self, opener: Peer) -> None:
-        """``opener`` opens a session with its sibling, unless one is open with it
-        here (a peer opens one only after its earlier ones have ended)."""
-        other = self.peers[self.other(opener.name)].key
+    def open_sync(self, opener: Peer, to: Peer | None = None) -> None:
+        """``opener`` opens a session with a sibling (``to``, or one the seed
+        picks), unless one is open with it here (a peer opens one only after
+        its earlier ones have ended)."""
+        if to is None:
+            others = [p for p in self.peers.values() if p is not opener]
+            to = others[0] if len(others) == 1 else self.rng.choice(others)
+        other = to.key
         if opener.table.with_peer(other):
             self.note(f"sync: {opener.name} has a session open; none started")
             return
@@ -286,7 +299,7 @@ class World(Workload):
         syncsteps.open_ours(opener.table, OpenSession(session, other, self.tick))
         self.stats.sessions += 1
         session.start()
-        self.note(f"sync opened by {opener.name}")
+        self.note(f"sync opened by {opener.name} with {to.name}")
         self.pump(opener)
 
     def _answer(self, peer: Peer, sender: bytes, hello: syncwire.Hello) -> None:
@@ -311,11 +324,11 @@ class World(Workload):
                 hello = step.entry.session.hello
                 assert hello is not None
                 self.note(f"sync {peer.name}: says its Hello again")
-                self.send(peer, SyncData(syncwire.encode(hello)))
+                self.send(peer, self.by_key[step.entry.peer], SyncData(syncwire.encode(hello)))
                 step.entry.heard_at = self.tick
             elif isinstance(step, syncsteps.Send):
                 self.note(f"sync {peer.name}: both sides opened a session; keeps its own")
-                self.send(peer, SyncData(syncwire.encode(step.message)))
+                self.send(peer, self.by_key[sender], SyncData(syncwire.encode(step.message)))
             elif isinstance(step, syncsteps.Supersede):
                 step.entry.moved_on = True
                 step.entry.session.fail("the sibling opened a newer session", tell_peer=False)
@@ -339,7 +352,7 @@ class World(Workload):
                 message = session.next_message()
                 if message is None:
                     break
-                self.send(peer, SyncData(syncwire.encode(message)))
+                self.send(peer, self.by_key[entry.peer], SyncData(syncwire.encode(message)))
             if not session.finished:
                 continue
             peer.table.close(session.session_id)
@@ -376,7 +389,7 @@ class World(Workload):
         for name in answered.faults:
             self.note(f"holder fault: {name}")
         for reply in answered.replies:
-            self.send(home, reply)
+            self.send(home, self.by_key[sender], reply)
         if answered.crash is not None:
             self.note(f"holder fault: {answered.crash}")
             self.crash("homebase")
@@ -403,7 +416,7 @@ class World(Workload):
             request=new_request_id(self.entropy),
         )
         self.device.pending[attempt.request] = Pending(Request.OFFLOAD, attempt, self.tick)
-        self.send(self.device, attempt.request_message(candidate.body))
+        self.send(self.device, self.homebase, attempt.request_message(candidate.body))
 
     def fetch(self, note_id: str, *, recall: bool) -> None:
         pointer = self.ledger.pointer(note_id)
@@ -415,7 +428,7 @@ class World(Workload):
         )
         kind = Request.RECALL if recall else Request.FETCH
         self.device.pending[attempt.request] = Pending(kind, attempt, self.tick, pointer)
-        self.send(self.device, attempt.request_message())
+        self.send(self.device, self.homebase, attempt.request_message())
 
     def release(self) -> None:
         for note_id, chash in self.ledger.releases_due()[:3]:
@@ -426,7 +439,7 @@ class World(Workload):
                 request=new_request_id(self.entropy),
             )
             self.device.pending[attempt.request] = Pending(Request.RELEASE, attempt, self.tick)
-            self.send(self.device, attempt.request_message())
+            self.send(self.device, self.homebase, attempt.request_message())
 
     def _on_holder_reply(self, sender: bytes, message: PeerMessage) -> None:
         request = getattr(message, "request", b"")
@@ -503,16 +516,16 @@ class World(Workload):
         peer.crash()
         if peer is self.homebase:
             self.holder = self._holder()
-        else:
+        elif peer is self.device:  # the one that offloads: its ledger opens afresh
             self.ledger = OffloadLedger(peer.node, self.homebase.key)
 
     def _partition(self) -> None:
-        cut = [link for link in LINKS if not self.relay.up[link]]
+        cut = [link for link in self.links if not self.relay.up[link]]
         roll = self.rng.random()
         if roll < 0.3 and not self.swizzle:
             # FoundationDB's swizzle: cut the links one by one, restore them in
             # another random order.
-            order = list(LINKS)
+            order = list(self.links)
             self.rng.shuffle(order)
             back = list(order)
             self.rng.shuffle(back)
@@ -523,12 +536,12 @@ class World(Workload):
             self.relay.up[link] = True
             self.note(f"link {link} restored")
         else:
-            link = self.rng.choice(LINKS)
+            link = self.rng.choice(self.links)
             self.relay.up[link] = False
             self.note(f"link {link} cut")
 
     def _skew(self) -> None:
-        name = self.rng.choice(PEERS)
+        name = self.rng.choice(self.names)
         if self.rng.random() < 0.5:
             self.skew[name] = self.rng.randint(-MAX_SKEW_MS, MAX_SKEW_MS)
             self.note(f"clock of {name} skewed by {self.skew[name]} ms")
@@ -550,22 +563,22 @@ class World(Workload):
             self.offload(self.rng.choice(ids))
 
     def _operations(self) -> list[tuple[str, float, Callable[[], None]]]:
-        d, h = self.device, self.homebase
+        every = list(self.peers.values())
         plan = self.plan
         return [
-            ("append", 3, lambda: self._append(self.rng.choice([d, h]))),
-            ("distil", 4, lambda: self._distil(self.rng.choice([d, h]))),
-            ("edit", 2, lambda: self._edit(self.rng.choice([d, h]))),
-            ("delete", 0.5, lambda: self._delete(self.rng.choice([d, h]))),
-            ("pin", 1, lambda: self._pin(self.rng.choice([d, h]))),
-            ("sealed", 1, lambda: self._sealed(self.rng.choice([d, h]))),
-            ("guidance", 0.5, lambda: self._user_note(self.rng.choice([d, h]))),
-            ("sync", 3, lambda: self.open_sync(self.rng.choice([d, h]))),
+            ("append", 3, lambda: self._append(self.rng.choice(every))),
+            ("distil", 4, lambda: self._distil(self.rng.choice(every))),
+            ("edit", 2, lambda: self._edit(self.rng.choice(every))),
+            ("delete", 0.5, lambda: self._delete(self.rng.choice(every))),
+            ("pin", 1, lambda: self._pin(self.rng.choice(every))),
+            ("sealed", 1, lambda: self._sealed(self.rng.choice(every))),
+            ("guidance", 0.5, lambda: self._user_note(self.rng.choice(every))),
+            ("sync", 3, lambda: self.open_sync(self.rng.choice(every))),
             ("offload", 3, self._offload),
             ("fetch", 1.5, lambda: self._recall_or_fetch(False)),
             ("recall", 1, lambda: self._recall_or_fetch(True)),
             ("release", 1, self.release),
-            ("crash", 40 * plan.crash, lambda: self.crash(self.rng.choice([*PEERS, "relay"]))),
+            ("crash", 40 * plan.crash, lambda: self.crash(self.rng.choice([*self.names, "relay"]))),
             ("partition", 40 * plan.partition, self._partition),
             ("clock", 40 * plan.skew, self._skew),
         ]
@@ -623,9 +636,9 @@ class World(Workload):
         self.plan = Plan.draw(self.rng, faults=False, lies=False)
         self.relay.rates = self.plan.net
         self.swizzle.clear()
-        for link in LINKS:
+        for link in self.links:
             self.relay.up[link] = True
-        for name in PEERS:
+        for name in self.names:
             self.skew[name] = 0
         self.clock.advance(3_600 * 1_000_000)
         self.note("faults stop")
@@ -653,10 +666,19 @@ class World(Workload):
         for _ in range(3):
             self.release()
             self.settle()
+        ring = list(self.peers.values())
         for attempt in range(FINAL_SYNC_TRIES):
-            self.open_sync(self.peers[PEERS[attempt % 2]])
-            self.settle()
-            if self.device.node.digest() == self.homebase.node.digest():
+            if len(ring) == 2:
+                self.open_sync(ring[attempt % 2])
+                self.settle()
+            else:
+                # Each peer with the next, round the ring, twice: what any
+                # one holds reaches every other.
+                for _ in range(2):
+                    for i, peer in enumerate(ring):
+                        self.open_sync(peer, ring[(i + 1) % len(ring)])
+                        self.settle()
+            if len({p.node.digest() for p in ring}) == 1:
                 break
         invariants.check_converged(self)
         invariants.check_digest_only(self)
