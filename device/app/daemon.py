@@ -89,7 +89,7 @@ async def sync_round(
     while todo:
         async with trio.open_nursery() as nursery:
             for sibling in todo:
-                if sibling.key not in found and sibling.key not in order:
+                if sibling.key not in order:
                     order.append(sibling.key)
                     nursery.start_soon(one, sibling.key)
         todo = [s for s in await trio.to_thread.run_sync(node.siblings.all) if s.key not in order]

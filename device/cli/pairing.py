@@ -13,6 +13,7 @@ from pixie.device.app import control
 from pixie.device.cli.common import emit_json, json_flag, positive, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.cli.reach import relay_address
+from pixie.device.node.keyed import Node
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync import membership, pairing
 from pixie.device.sync.lastsync import last_syncs_in
@@ -109,7 +110,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-def _devices(node: Any) -> list[dict[str, object]]:
+def _devices(node: Node) -> list[dict[str, object]]:
     """This peer, its siblings and the peers removed from the account."""
     out: list[dict[str, object]] = []
     removed_from = membership.removed_from(node)

@@ -631,9 +631,11 @@ class NotetakingService:
         with self.db.reading() as session:
             conn = driver_of(session, flush=False)
             since = reads.mark_of(conn, SCAN_KEY) or 0
-            return reads.any_since(conn, since, DISTILLED_KINDS) or bool(self._due_series(conn))
+            return reads.any_since(conn, since, DISTILLED_KINDS) or bool(
+                self._due_series(conn, limit=1)
+            )
 
-    def _due_series(self, conn: sqlite3.Connection) -> list[str]:
+    def _due_series(self, conn: sqlite3.Connection, *, limit: int = 1000) -> list[str]:
         """The source references of repeating entries whose next day has
         passed (`distillreads.due_series`)."""
-        return reads.due_series(conn, SERIES_PREFIX, self.now() - DAY_US, DAY_US)
+        return reads.due_series(conn, SERIES_PREFIX, self.now() - DAY_US, DAY_US, limit=limit)

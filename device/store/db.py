@@ -118,6 +118,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " PRIMARY KEY (note_id, content_hash, owner))",
         "INSERT OR IGNORE INTO holding_owner (note_id, content_hash, owner, offload_counter) "
         "SELECT note_id, content_hash, owner, offload_counter FROM holding",
+        # The membership records (`memlog.MemoryEvent`'s partial index).
+        "CREATE INDEX IF NOT EXISTS ix_event_membership ON memory_event (n) "
+        "WHERE kind = 'membership'",
     ),
 }
 # One in this many unsynced writes `at_once` would make goes to a worker thread,

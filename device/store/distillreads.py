@@ -92,7 +92,7 @@ _DUE_SERIES_SQL = (
     "AND NOT note.user_edited AND note.body IS NOT NULL "
     "AND note.about_date < ?2 AND EXISTS (SELECT 1 FROM memory_event e "
     "WHERE e.thread = substr(note.source_ref, length(?1) + 1) "
-    "AND e.kind = 'calendar' AND e.at > note.about_date + ?3) LIMIT 1000"
+    "AND e.kind = 'calendar' AND e.at > note.about_date + ?3) LIMIT ?4"
 )
 _AGENT_SQL = (
     "SELECT n, at, text FROM memory_event WHERE kind = 'agent_chat_agent' AND n > ? "
@@ -142,12 +142,14 @@ def any_since(conn: sqlite3.Connection, since: int, kinds: Sequence[str]) -> boo
     return conn.execute(_ANY_SQL.format(_marks(kinds)), (since, *kinds)).fetchone() is not None
 
 
-def due_series(conn: sqlite3.Connection, prefix: str, before: int, late: int) -> list[str]:
+def due_series(
+    conn: sqlite3.Connection, prefix: str, before: int, late: int, *, limit: int = 1000
+) -> list[str]:
     """The source references (``prefix`` + thread) of the live, unedited
     digests of repeating entries about an occurrence before ``before`` while
     the log has one more than ``late`` microseconds after it: the note named
-    it as the next, and is to be written again."""
-    return [r[0] for r in conn.execute(_DUE_SERIES_SQL, (prefix, before, late))]
+    it as the next, and is to be written again (at most ``limit``)."""
+    return [r[0] for r in conn.execute(_DUE_SERIES_SQL, (prefix, before, late, limit))]
 
 
 # -- a thread, a direct chat, filed sources ---------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, cast, overload
 
 from sqlalchemy import Index, String, Text, UniqueConstraint, func, select
+from sqlalchemy import text as sql_text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -87,6 +88,9 @@ class MemoryEvent(Base):
     __table_args__ = (
         UniqueConstraint("origin", "seq", name="uq_event_origin_seq"),
         Index("ix_event_thread_at", "thread", "at"),
+        # The account's membership records, read after every sync that took
+        # anything in (`account_records`): a few rows among millions.
+        Index("ix_event_membership", "n", sqlite_where=sql_text("kind = 'membership'")),
     )
 
 

@@ -15,7 +15,10 @@ from pixie.device.store.notes import NoteKind, SealedKind
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.replica import NodeReplica
 from pixie.device.store.siblinginfo import SiblingInfo
+from pixie.device.sync import membership
 from pixie.protocol.sync import Loopback, SyncSession
+
+RELAY = "127.0.0.1:1"
 
 
 def open_pair(tmp: Path) -> tuple[Node, Node]:
@@ -29,12 +32,33 @@ def paired_siblings(tmp: Path) -> Iterator[tuple[Node, Node]]:
     """`open_pair`, each node holding the other as a sibling; both closed at the end."""
     phone, mac = open_pair(tmp)
     for node, other, role in ((phone, mac, "homebase"), (mac, phone, "device")):
-        node.siblings.add(SiblingInfo(other.public_key(), role, role, "127.0.0.1:1", 0))
+        node.siblings.add(SiblingInfo(other.public_key(), role, role, RELAY, 0))
     try:
         yield phone, mac
     finally:
         phone.close()
         mac.close()
+
+
+def open_laptop(tmp: Path) -> Node:
+    """A third peer's data dir (a device named laptop), not yet paired."""
+    create_data_dir(tmp / "laptop", name="laptop", role="device")
+    return Node.open(tmp / "laptop")
+
+
+def pair_in_account(inviter: Node, joiner: Node) -> None:
+    """What pairing stores on each side, and the inviter's membership record of it."""
+    joiner.siblings.add(SiblingInfo(inviter.public_key(), inviter.name, inviter.role, RELAY, 1))
+    info = SiblingInfo(joiner.public_key(), joiner.name, joiner.role, RELAY, 1)
+    inviter.siblings.add(info)
+    membership.welcome(inviter, info)
+
+
+def sync_in_account(a: Node, b: Node) -> None:
+    """`sync`, then each side's sibling book brought in step, as the driver does."""
+    sync(a, b)
+    membership.reconcile(a)
+    membership.reconcile(b)
 
 
 def replica(node: Node) -> NodeReplica:

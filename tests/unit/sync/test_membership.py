@@ -15,14 +15,19 @@ from pixie.device.distill.offline import OfflineDistiller
 from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import BadInput, NotFound
-from pixie.device.node.keyed import Node
-from pixie.device.store.provision import create_data_dir
-from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync import membership as account
 from pixie.protocol import membership
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.membership import ADD, REMOVE, Record
-from tests.support.synchelp import dump, paired_siblings, say, sync
+from tests.support.synchelp import (
+    dump,
+    open_laptop,
+    pair_in_account,
+    paired_siblings,
+    say,
+    sync,
+    sync_in_account,
+)
 
 RELAY = "127.0.0.1:1"
 
@@ -101,41 +106,22 @@ def test_a_non_member_cannot_remove() -> None:
     assert bytes(phone.verify_key) in held.members and not held.removed
 
 
-def _laptop(tmp: Path) -> Node:
-    create_data_dir(tmp / "laptop", name="laptop", role="device")
-    return Node.open(tmp / "laptop")
-
-
-def _pair(inviter: Node, joiner: Node) -> None:
-    """What pairing stores on each side, and the inviter's record of it."""
-    joiner.siblings.add(SiblingInfo(inviter.public_key(), inviter.name, inviter.role, RELAY, 1))
-    info = SiblingInfo(joiner.public_key(), joiner.name, joiner.role, RELAY, 1)
-    inviter.siblings.add(info)
-    account.welcome(inviter, info)
-
-
-def _sync(a: Node, b: Node) -> None:
-    sync(a, b)
-    account.reconcile(a)
-    account.reconcile(b)
-
-
 def test_three_peers_learn_of_each_other_and_converge(tmp_path: Path) -> None:
     with paired_siblings(tmp_path) as (phone, home):
-        laptop = _laptop(tmp_path)
+        laptop = open_laptop(tmp_path)
         try:
-            _pair(phone, laptop)
+            pair_in_account(phone, laptop)
             say(phone, "from the phone", at=1_700_000_000_000_001)
             say(home, "from the Homebase", at=1_700_000_000_000_002)
             say(laptop, "from the laptop", at=1_700_000_000_000_003)
             # The Homebase was away at pairing time: it learns of the laptop
             # from the phone, and the laptop of the Homebase the same way.
-            _sync(home, phone)
+            sync_in_account(home, phone)
             assert laptop.public_key() in {s.key for s in home.siblings.all()}
-            _sync(laptop, phone)
+            sync_in_account(laptop, phone)
             assert home.public_key() in {s.key for s in laptop.siblings.all()}
-            _sync(laptop, home)  # directly, with no phone in between
-            _sync(home, phone)
+            sync_in_account(laptop, home)  # directly, with no phone in between
+            sync_in_account(home, phone)
             digests = {n.digest().digest() for n in (phone, home, laptop)}
             assert len(digests) == 1
             assert dump(phone) == dump(home) == dump(laptop)
@@ -145,16 +131,16 @@ def test_three_peers_learn_of_each_other_and_converge(tmp_path: Path) -> None:
 
 def test_a_removed_laptop_is_dropped_everywhere_and_told(tmp_path: Path) -> None:
     with paired_siblings(tmp_path) as (phone, home):
-        laptop = _laptop(tmp_path)
+        laptop = open_laptop(tmp_path)
         try:
-            _pair(phone, laptop)
-            _sync(home, phone)
-            _sync(laptop, phone)
+            pair_in_account(phone, laptop)
+            sync_in_account(home, phone)
+            sync_in_account(laptop, phone)
             gone = account.remove(phone, "LAPTOP")
             assert gone.key == laptop.public_key()
             assert laptop.public_key() not in {s.key for s in phone.siblings.all()}
             assert laptop.public_key() in phone.siblings.removed()
-            _sync(home, phone)
+            sync_in_account(home, phone)
             assert laptop.public_key() not in {s.key for s in home.siblings.all()}
             assert laptop.public_key() in home.siblings.removed()
             # What the laptop holds stays with it. Over the relay no sibling
@@ -162,7 +148,7 @@ def test_a_removed_laptop_is_dropped_everywhere_and_told(tmp_path: Path) -> None
             # loopback, with no envelopes, the record reaches it, and it
             # knows it is out.
             held = dump(laptop)["events"]
-            _sync(laptop, home)
+            sync_in_account(laptop, home)
             assert set(held) <= set(dump(laptop)["events"])
             assert account.reconcile(laptop).out is not None
             who, _ = account.removed_from(laptop) or ("", 0)
@@ -185,13 +171,13 @@ def test_in_sync_among_three_each_pairwise_session_is_one_small_round_trip(
     tmp_path: Path,
 ) -> None:
     with paired_siblings(tmp_path) as (phone, home):
-        laptop = _laptop(tmp_path)
+        laptop = open_laptop(tmp_path)
         try:
-            _pair(phone, laptop)
+            pair_in_account(phone, laptop)
             for node in (phone, home, laptop):
                 say(node, f"from {node.name}", at=1_700_000_000_000_000 + len(node.name))
             for a, b in ((home, phone), (laptop, phone), (laptop, home), (home, phone)):
-                _sync(a, b)
+                sync_in_account(a, b)
             for a, b in ((phone, home), (phone, laptop), (home, laptop)):
                 loop, opener, _ = sync(a, b)
                 assert opener.stats.in_sync_at_hello
@@ -208,19 +194,19 @@ async def test_three_peers_distilling_the_same_events_keep_one_note_each(
     the same events distilled on the phone, the laptop and the Homebase merge
     to one note per identity, whichever peer's version wins."""
     with paired_siblings(tmp_path) as (phone, home):
-        laptop = _laptop(tmp_path)
+        laptop = open_laptop(tmp_path)
         try:
-            _pair(phone, laptop)
+            pair_in_account(phone, laptop)
             for i in range(6):
                 say(phone, f"I moved to Lyon in spring, message {i}", at=1_700_000_000_000_000 + i)
             for a, b in ((home, phone), (laptop, phone), (laptop, home)):
-                _sync(a, b)
+                sync_in_account(a, b)
             for node in (phone, home, laptop):
                 await NotetakingService(
                     node.db, node.notebook, LLMRouter((OfflineDistiller(),))
                 ).run_pass()
             for a, b in ((home, phone), (laptop, phone), (laptop, home), (home, phone)):
-                _sync(a, b)
+                sync_in_account(a, b)
             notes = [dump(n)["notes"] for n in (phone, home, laptop)]
             assert notes[0] == notes[1] == notes[2]
             live = [row for row in notes[0] if not row[4]]  # (id, zone, ..., deleted, ...)

@@ -19,8 +19,7 @@ from pixie.device.sync.offload import OffloadLedger
 from pixie.homebase import holdsteps
 from pixie.homebase.holding import HolderCore
 from pixie.protocol.offload import FetchAttempt, OffloadAttempt, Outcome, ReleaseAttempt
-from tests.support.synchelp import paired_siblings, sync
-from tests.unit.sync.test_membership import _laptop, _pair
+from tests.support.synchelp import open_laptop, pair_in_account, paired_siblings, sync
 
 BODY = "Ada wants to start running again"
 
@@ -75,9 +74,9 @@ def _three(tmp: Path) -> Iterator[tuple[Node, Node, Node, str, HolderCore]]:
     """A phone, a Homebase and a laptop in one account, a note of the phone's
     on both devices, and the Homebase's holder."""
     with paired_siblings(tmp) as (phone, home):
-        laptop = _laptop(tmp)
+        laptop = open_laptop(tmp)
         try:
-            _pair(phone, laptop)
+            pair_in_account(phone, laptop)
             note_id = phone.notebook.add_user_note(NoteKind.GUIDANCE, "Running", BODY)
             sync(laptop, phone)
             account.reconcile(laptop)
@@ -111,7 +110,7 @@ def test_two_devices_share_one_holding_and_it_goes_with_the_last(tmp_path: Path)
 
 def test_one_device_letting_go_leaves_the_others_copy(tmp_path: Path) -> None:
     with _three(tmp_path) as (phone, home, laptop, note_id, holder):
-        _offload(phone, home, holder, note_id, 1)
+        chash = _offload(phone, home, holder, note_id, 1)
         _offload(laptop, home, holder, note_id, 1)
         # The phone recalls its body and lets go; the laptop still fetches.
         ledger = OffloadLedger(phone, home.public_key())
@@ -119,7 +118,11 @@ def test_one_device_letting_go_leaves_the_others_copy(tmp_path: Path) -> None:
         assert _release(phone, home, holder, 2) == [note_id]
         assert [row[1] for row in _holdings(home)] == [laptop.public_key().hex()]
         assert _fetch(laptop, home, holder, note_id, 2) == BODY.encode()
-        # A release from the phone again changes nothing for the laptop.
-        release = ReleaseAttempt(home.public_key(), note_id, bytes(32))
-        holder.run(holdsteps.answer(phone.public_key(), release.request_message(), 3))
+        # The phone releasing that holding again is refused (its share is
+        # gone) and changes nothing for the laptop.
+        release = ReleaseAttempt(home.public_key(), note_id, bytes.fromhex(chash))
+        answered = holder.run(holdsteps.answer(phone.public_key(), release.request_message(), 3))
+        (refusal,) = answered.replies
+        verdict = release.on_message(home.public_key(), refusal)
+        assert verdict is not None and verdict.outcome is Outcome.REFUSED
         assert _fetch(laptop, home, holder, note_id, 3) == BODY.encode()
