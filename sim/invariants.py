@@ -16,6 +16,10 @@ After every step (`check_all`):
    sealed canary (every step), nor does any clear note, `search_clear` answer
    or `grep_memory` answer (every `FULL_EVERY` steps and at the end); both
    from the first sealed canary the world mints, as none can be found before.
+8. A removed device stays out (worlds of three peers or more): a peer whose
+   book says a device was removed takes in no envelope of it (checked as each
+   is admitted); at the end every member holds each removal and each removed
+   device was told at its next sync (`pixie.sim.account.check_removed`).
 
 Every `FULL_EVERY` steps and at the end: each replica's maintained digest
 equals the digest recomputed from its rows (a digest that drifts would make
@@ -70,6 +74,7 @@ NAMES = {
     5: "no-op writes never change a digest; converged peers exchange only digests",
     6: "the relay never carries a byte of plaintext",
     7: "no sealed plaintext reaches a clear-side API or tool output",
+    8: "a removed device stays out: refused by every member that holds its removal",
 }
 
 _POINTERS = (
@@ -143,6 +148,9 @@ class World(Protocol):
 
     @property
     def edited(self) -> dict[str, set[str]]: ...
+
+    @property
+    def revoked(self) -> set[str]: ...
 
 
 def _fail(number: int, detail: str) -> NoReturn:
@@ -476,12 +484,12 @@ def _dump(node: Node) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def check_converged(world: World) -> None:
-    """Invariant 3: every replica holds the same log, Notebook and contacts
-    (each compared with the device's)."""
+    """Invariant 3: every replica still in the account holds the same log,
+    Notebook and contacts (each compared with the device's)."""
     a = world.device.node
     da = _dump(a)
     for peer in world.peers.values():
-        if peer is world.device:
+        if peer is world.device or peer.name in world.revoked:
             continue
         b = peer.node
         if a.digest() != b.digest():

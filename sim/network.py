@@ -10,7 +10,10 @@ Faults strike envelopes as they cross, each with the probability the seed
 chose: drop, delay (held back some ticks), duplicate, and reorder (a due
 envelope may overtake others). Links are cut and restored one direction at a
 time; an envelope sent over a cut uplink is lost, one due over a cut downlink
-waits in the recipient's mailbox.
+waits in the recipient's mailbox. With three peers or more, the route between
+two of them can be severed while each still reaches the others (two relays of
+a fleet that cannot reach each other, say): an envelope between a severed
+pair is lost.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class SimRelay:
     carried_hash: bytes = b""
     leaks: list[tuple[str, str, int]] = field(default_factory=list)  # (canary, src, size)
     lost: int = 0
+    severed: set[frozenset[str]] = field(default_factory=set)  # pairs that cannot reach each other
     _numbers: int = 0
 
     def __post_init__(self) -> None:
@@ -99,6 +103,10 @@ class SimRelay:
         for canary in CANARIES:
             if canary in data:
                 self.leaks.append((canary.decode(), src, len(data)))
+        if frozenset((src, dst)) in self.severed:
+            self.lost += 1
+            self.note(f"net {src}-{dst} severed: envelope of {len(data)} B lost")
+            return
         r = self.rates
         if self.rng.random() < r.drop:
             self.lost += 1

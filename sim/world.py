@@ -36,7 +36,7 @@ from pixie.device.store.keystore import FileKeyStore
 from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync import admitsteps, offloadsteps, syncsteps
-from pixie.device.sync.admission import Incoming, Rejected
+from pixie.device.sync.admission import Incoming, Rejected, Rejection
 from pixie.device.sync.offload import OffloadLedger
 from pixie.device.sync.sessions import Route
 from pixie.homebase import holdsteps
@@ -57,6 +57,7 @@ from pixie.protocol.peerwire import (
     HolderRefusal,
     OffloadAck,
     OffloadRequest,
+    PairReject,
     PeerMessage,
     Release,
     Released,
@@ -65,7 +66,9 @@ from pixie.protocol.peerwire import (
 )
 from pixie.protocol.sync import Ending, SyncSession
 from pixie.sim import invariants
+from pixie.sim.account import Account, check_removed
 from pixie.sim.clock import PeerClock, world_clock, world_entropy
+from pixie.sim.faults import Faults
 from pixie.sim.invariants import InvariantViolated
 from pixie.sim.network import CLEAR_CANARY, NAMES, SEALED_CANARY, SimRelay, links_of
 from pixie.sim.peer import (
@@ -85,7 +88,6 @@ ATTEMPT_TICKS = 8  # an offload, fetch or release unanswered this long has timed
 SESSION_IDLE_TICKS = 10  # a sync session that heard nothing this long is abandoned
 PUMP_LIMIT = 64  # messages one session may queue per turn
 FINAL_SYNC_TRIES = 4
-MAX_SKEW_MS = 10 * 60 * 1000  # beyond the five minutes a sibling believes, on purpose
 
 
 OPERATIONS = (
@@ -104,11 +106,12 @@ OPERATIONS = (
     "crash",
     "partition",
     "clock",
+    "revoke",
 )
 
 
-class World(Workload):
-    """A device, a Homebase and a relay, driven by one seed."""
+class World(Workload, Faults, Account):
+    """A device, a Homebase (perhaps further devices) and a relay, driven by one seed."""
 
     def __init__(
         self,
@@ -142,6 +145,7 @@ class World(Workload):
         self.acked: set[tuple[str, str]] = set()  # (note id, hash hex) the sim saw validly acked
         self.edited: dict[str, set[str]] = {p: set() for p in self.names}
         self.canary_count = 0
+        self.revoked: set[str] = set()
         self.sealed_minted = False  # a sealed canary exists (see `invariants.check_all`)
         self.finished = False
         self.tmp = Path(tempfile.mkdtemp(prefix="pixie-sim-", dir=base or default_base()))
@@ -257,10 +261,14 @@ class World(Workload):
         except StopIteration as end:
             admitted = end.value
         if isinstance(admitted, Incoming):
+            if self.revoked and self.peers[src].key in peer.node.siblings.removed():
+                raise InvariantViolated(8, f"{peer.name} took in an envelope of the removed {src}")
             return admitted
         self.stats.rejected_envelopes += 1
         if isinstance(admitted, Rejected):
             self.note(f"{peer.name} rejects an envelope ({admitted.reason}): {admitted.detail}")
+            if admitted.reason is Rejection.REMOVED:
+                self.tell_removed(peer, self.peers[src])
         else:
             self.note(f"{peer.name} rejects an envelope: {src} is not a sibling")
         return None
@@ -281,6 +289,8 @@ class World(Workload):
             message, OffloadAck | HolderRefusal | FetchPart | Released
         ):
             self._on_holder_reply(sender, message)
+        elif isinstance(message, PairReject):
+            self.refused(peer, sender, message.reason)
 
     # -- sync -------------------------------------------------------------------------------
 
@@ -288,8 +298,19 @@ class World(Workload):
         """``opener`` opens a session with a sibling (``to``, or one the seed
         picks), unless one is open with it here (a peer opens one only after
         its earlier ones have ended)."""
+        if self.revoked and self.knows_removed(opener):
+            self.note(f"sync: {opener.name} was removed from the account; none started")
+            return
         if to is None:
-            others = [p for p in self.peers.values() if p is not opener]
+            # Its siblings (all the others, until one is removed).
+            book = {s.key for s in opener.node.siblings.all()} if self.revoked else None
+            others = [
+                p
+                for p in self.peers.values()
+                if p is not opener and (book is None or p.key in book)
+            ]
+            if not others:
+                return
             to = others[0] if len(others) == 1 else self.rng.choice(others)
         other = to.key
         if opener.table.with_peer(other):
@@ -356,6 +377,8 @@ class World(Workload):
             if not session.finished:
                 continue
             peer.table.close(session.session_id)
+            if session.stats.applied:
+                self.reconcile(peer)  # as the driver does after each session
             ending = session.ending
             failed = ending in (Ending.FAILED, Ending.ABORTED) and not entry.moved_on
             if failed:
@@ -504,52 +527,6 @@ class World(Workload):
     def _crashes_here(self) -> bool:
         return self.rng.random() < self.plan.crash
 
-    # -- faults -----------------------------------------------------------------------------
-
-    def crash(self, name: str) -> None:
-        self.stats.crashes += 1
-        self.note(f"crash {name}")
-        if name == "relay":
-            self.relay.crash()
-            return
-        peer = self.peers[name]
-        peer.crash()
-        if peer is self.homebase:
-            self.holder = self._holder()
-        elif peer is self.device:  # the one that offloads: its ledger opens afresh
-            self.ledger = OffloadLedger(peer.node, self.homebase.key)
-
-    def _partition(self) -> None:
-        cut = [link for link in self.links if not self.relay.up[link]]
-        roll = self.rng.random()
-        if roll < 0.3 and not self.swizzle:
-            # FoundationDB's swizzle: cut the links one by one, restore them in
-            # another random order.
-            order = list(self.links)
-            self.rng.shuffle(order)
-            back = list(order)
-            self.rng.shuffle(back)
-            self.swizzle.extend([(link, False) for link in order] + [(link, True) for link in back])
-            self.note("swizzle begins")
-        elif cut and roll < 0.65:
-            link = self.rng.choice(cut)
-            self.relay.up[link] = True
-            self.note(f"link {link} restored")
-        else:
-            link = self.rng.choice(self.links)
-            self.relay.up[link] = False
-            self.note(f"link {link} cut")
-
-    def _skew(self) -> None:
-        name = self.rng.choice(self.names)
-        if self.rng.random() < 0.5:
-            self.skew[name] = self.rng.randint(-MAX_SKEW_MS, MAX_SKEW_MS)
-            self.note(f"clock of {name} skewed by {self.skew[name]} ms")
-        else:
-            jump = self.rng.randint(1, 3_600_000)
-            self.clock.advance(jump * 1000)
-            self.note(f"the clock jumps {jump} ms ahead")
-
     # -- the workload -------------------------------------------------------------------------
 
     def _recall_or_fetch(self, recall: bool) -> None:
@@ -581,6 +558,7 @@ class World(Workload):
             ("crash", 40 * plan.crash, lambda: self.crash(self.rng.choice([*self.names, "relay"]))),
             ("partition", 40 * plan.partition, self._partition),
             ("clock", 40 * plan.skew, self._skew),
+            ("revoke", 0.3 if self.can_revoke() else 0.0, self._revoke),
         ]
 
     # -- stepping -----------------------------------------------------------------------------
@@ -626,6 +604,8 @@ class World(Workload):
                     self.note(f"sync {peer.name}: timed out")
                     self.stats.sessions_failed += 1
                     peer.table.close(entry.session.session_id)
+                    if entry.session.stats.applied:
+                        self.reconcile(peer)
         for request, pending in list(self.device.pending.items()):
             if self.tick - pending.since > ATTEMPT_TICKS:
                 del self.device.pending[request]
@@ -636,6 +616,7 @@ class World(Workload):
         self.plan = Plan.draw(self.rng, faults=False, lies=False)
         self.relay.rates = self.plan.net
         self.swizzle.clear()
+        self.relay.severed.clear()
         for link in self.links:
             self.relay.up[link] = True
         for name in self.names:
@@ -666,10 +647,10 @@ class World(Workload):
         for _ in range(3):
             self.release()
             self.settle()
-        ring = list(self.peers.values())
+        ring = self.members_left()
         for attempt in range(FINAL_SYNC_TRIES):
             if len(ring) == 2:
-                self.open_sync(ring[attempt % 2])
+                self.open_sync(ring[attempt % 2], ring[(attempt + 1) % 2])
                 self.settle()
             else:
                 # Each peer with the next, round the ring, twice: what any
@@ -680,6 +661,10 @@ class World(Workload):
                         self.settle()
             if len({p.node.digest() for p in ring}) == 1:
                 break
+        for late in self.last_attempts():  # each removed peer syncs once more, and is told
+            self.open_sync(late, self.device)
+            self.settle()
+        check_removed(self)
         invariants.check_converged(self)
         invariants.check_digest_only(self)
         invariants.check_all(self, full=True)

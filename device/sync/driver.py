@@ -312,6 +312,9 @@ class SyncEndpoint:
         """Read envelopes until the connection ends (raising `RelayUnavailable`),
         answering siblings' sessions meanwhile."""
         lost: list[RelayUnavailable] = []
+        # Records a session took in before this process stopped short of
+        # reading them (a crash, a cancel) are read now, before any envelope.
+        await self._reconcile()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -366,6 +369,15 @@ class SyncEndpoint:
                 partial(running.session.fail, f"{who} refused: {reason}", tell_peer=False)
             )
             running.wake()
+
+    async def _reconcile(self) -> None:
+        """What came in may hold membership records: a peer that joined the
+        account is a sibling from now on, one removed is refused."""
+        done = await self._call(membership.reconcile, self.node)
+        for info in done.added:
+            self.link.admission.learn(info.key)
+        for key in done.removed:
+            self.link.admission.forget(key)
 
     async def _is_sibling(self, key: bytes) -> bool:
         return await self._call(self.node.siblings.get, key) is not None
@@ -611,13 +623,7 @@ class SyncEndpoint:
             self.table.close(session.session_id)
         stats = session.stats
         if stats.applied:
-            # What came in may hold membership records: a peer that joined the
-            # account is a sibling from now on, one removed is refused.
-            done = await self._call(membership.reconcile, self.node)
-            for info in done.added:
-                self.link.admission.learn(info.key)
-            for key in done.removed:
-                self.link.admission.forget(key)
+            await self._reconcile()
         outcome: SyncOutcome
         if session.ending is Ending.DONE:
             outcome = SyncOutcome.IN_SYNC if stats.in_sync_at_hello else SyncOutcome.SYNCED

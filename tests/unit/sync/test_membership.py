@@ -9,13 +9,16 @@ from pathlib import Path
 
 import msgpack
 import pytest
+import trio
 from nacl.signing import SigningKey
 
 from pixie.device.distill.offline import OfflineDistiller
 from pixie.device.distill.router import LLMRouter
 from pixie.device.distill.service import NotetakingService
 from pixie.device.errors import BadInput, NotFound
+from pixie.device.node.keyed import Node
 from pixie.device.sync import membership as account
+from pixie.device.sync.driver import SyncEndpoint
 from pixie.protocol import membership
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.membership import ADD, REMOVE, Record
@@ -153,6 +156,60 @@ def test_a_removed_laptop_is_dropped_everywhere_and_told(tmp_path: Path) -> None
             assert account.reconcile(laptop).out is not None
             who, _ = account.removed_from(laptop) or ("", 0)
             assert who == phone.name
+        finally:
+            laptop.close()
+
+
+class _Gate:
+    """What the endpoint tells its link's gate."""
+
+    def __init__(self) -> None:
+        self.learnt: list[bytes] = []
+        self.forgot: list[bytes] = []
+
+    def learn(self, key: bytes) -> None:
+        self.learnt.append(key)
+
+    def forget(self, key: bytes) -> None:
+        self.forgot.append(key)
+
+
+class _QuietLink:
+    """A link on which nothing arrives."""
+
+    def __init__(self, node: Node) -> None:
+        self.identity = node.identity()
+        self.admission = _Gate()
+        self.lane: trio.CapacityLimiter | None = None
+
+    async def receive(self) -> None:
+        await trio.sleep_forever()
+
+
+async def test_records_taken_in_before_a_crash_are_read_when_the_endpoint_starts(
+    tmp_path: Path,
+) -> None:
+    """A session applied the removal, and the process stopped before it read
+    the records: the next endpoint to serve brings the book and gate in step
+    before it takes any envelope in."""
+    with paired_siblings(tmp_path) as (phone, home):
+        laptop = open_laptop(tmp_path)
+        try:
+            pair_in_account(phone, laptop)
+            sync_in_account(home, phone)
+            account.remove(phone, "laptop")
+            sync(home, phone)  # applied, not yet read (no reconcile)
+            gone = laptop.public_key()
+            assert home.siblings.get(gone) is not None
+            link = _QuietLink(home)
+            endpoint = SyncEndpoint(home, link)  # type: ignore[arg-type]
+            with trio.fail_after(10):  # a bound on the whole test, not a wait for anything
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(endpoint.serve)
+                    assert home.siblings.get(gone) is None
+                    assert gone in home.siblings.removed()
+                    assert link.admission.forgot == [gone]
+                    nursery.cancel_scope.cancel()
         finally:
             laptop.close()
 
