@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from pixie.device.cli.common import data_path, emit_json, json_flag
@@ -12,22 +13,42 @@ from pixie.device.node.keyed import Node
 from pixie.device.store import config
 from pixie.device.store.contacts import clean_name
 from pixie.device.store.datadir import ROLES
-from pixie.device.store.keystore import describe_key_store, open_key_store
+from pixie.device.store.keystore import (
+    DATA_KEYS_DIR,
+    FileKeyStore,
+    describe_key_store,
+    open_key_store,
+)
 from pixie.device.store.provision import create_data_dir
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     path = data_path(args)
     name = clean_name(args.name, "name") if args.name is not None else None
-    store = open_key_store()
+    store = FileKeyStore(path / DATA_KEYS_DIR) if args.keys_in_data else open_key_store()
     create_data_dir(path, name=name, role=args.role, key_store=store)
     where = describe_key_store(store)
     with Node.open(path) as node:
         if args.json:
-            emit_json({"data": str(path), "role": node.role, "origin": node.origin, "keys": where})
+            emit_json(
+                {
+                    "data": str(path),
+                    "role": node.role,
+                    "origin": node.origin,
+                    "keys": where,
+                    "keys_in_data": bool(args.keys_in_data),
+                }
+            )
         else:
             print(f"initialised a {node.role} data dir at {path}")
             print(f"keys: {where} (back them up with `pixie keys export FILE`)")
+    if args.keys_in_data:
+        print(
+            f"pixie: warning: this data dir holds its own secret keys ({path / DATA_KEYS_DIR}): "
+            "whoever copies the folder can open its sealed notes and speak for this peer; "
+            "for test vaults and portable setups only",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -77,6 +98,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("init", parents=[common], help="create a data dir for this peer")
     p.add_argument("--name", help="a name for this peer (shown to its siblings)")
     p.add_argument("--role", choices=ROLES, default="device", help="device (default) or homebase")
+    p.add_argument(
+        "--keys-in-data",
+        action="store_true",
+        help="keep this peer's secret keys inside the data dir (0600 files in its keys "
+        "folder) rather than the system keyring: for test vaults and portable setups",
+    )
     json_flag(p)
     p.set_defaults(func=cmd_init)
 

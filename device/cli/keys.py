@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pixie.device.cli.common import emit_json, json_flag, read_small_text
+from pixie.device.cli.common import data_path, emit_json, json_flag, read_small_text
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput, DeviceError
 from pixie.device.notebook.seal import key_fingerprint
@@ -69,7 +69,7 @@ def _passphrase(args: argparse.Namespace, *, confirm: bool) -> str:
 def cmd_keys_where(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         origin = node.origin
-    store = open_key_store()
+    store = open_key_store(data_path(args))
     present = {label: store.get(name) is not None for name, label in _labels(origin).items()}
     where = describe_key_store(store)
     if args.json:
@@ -92,7 +92,7 @@ def cmd_keys_export(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         origin = node.origin
         identity = node.db.meta().get("identity", "")
-    store = open_key_store()
+    store = open_key_store(data_path(args))
     keys: dict[str, bytes] = {}
     for name in _labels(origin):
         value = store.get(name)
@@ -126,7 +126,7 @@ def cmd_keys_import(args: argparse.Namespace) -> int:
             f" (origin {backup.origin[:8]}, this one is {origin[:8]})"
         )
     _check(backup, meta)
-    store = open_key_store()
+    store = open_key_store(data_path(args))
     added = _put_all(store, backup.keys)
     labels = _labels(origin)
     if args.json:

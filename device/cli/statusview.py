@@ -70,7 +70,7 @@ def status_of(
         "events": events,
         "contacts": contacts,
         **{f"{zone}_notes": count for zone, count in notes.items()},
-        "keys": describe_key_store(open_key_store()),
+        "keys": describe_key_store(open_key_store(path)),
     }
     return Status(info, siblings, last_syncs_in(_Meta(meta)))
 

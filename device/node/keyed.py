@@ -13,7 +13,7 @@ from nacl.signing import SigningKey
 
 from pixie.device.node.clear import ClearNode
 from pixie.device.notebook.store import NotebookStore
-from pixie.device.store.keystore import KeyStore, KeyStoreError, open_key_store
+from pixie.device.store.keystore import KeyStore, KeyStoreError, data_keys, open_key_store
 from pixie.device.store.provision import identity_key_name
 from pixie.protocol.clock import SYSTEM_CLOCK, SYSTEM_ENTROPY, Clock, Entropy
 from pixie.protocol.identity import identity_from_seed
@@ -23,7 +23,9 @@ from pixie.protocol.identity import identity_from_seed
 class Node(ClearNode):
     """A `ClearNode` whose Notebook opens the sealed zone and which knows its identity."""
 
-    key_store: KeyStore | None = None  # None: PIXIE_KEYSTORE decides, on first use
+    # None: PIXIE_KEYSTORE decides, on first use (a data dir with its own
+    # keys has them here from the start).
+    key_store: KeyStore | None = None
     notebook: NotebookStore = field(init=False)  # the full store, both zones
 
     def _notebook(self) -> NotebookStore:
@@ -40,7 +42,7 @@ class Node(ClearNode):
 
     def identity(self) -> SigningKey:
         """This peer's identity key, from the key store (never from the data dir)."""
-        store = self.key_store or open_key_store()
+        store = self.key_store or open_key_store(self.data.path)
         seed = store.get(identity_key_name(self.origin))
         if seed is None:
             raise KeyStoreError(
@@ -69,7 +71,7 @@ class Node(ClearNode):
             meta["origin"],
             meta["role"],
             meta.get("name", meta["role"]),
-            key_store,
+            key_store if key_store is not None else data_keys(path),
             clock=clock,
             entropy=entropy,
         )

@@ -2,7 +2,9 @@
 
 The data dir comes from ``--data``, else ``PIXIE_DATA``, else the per-user data
 directory platformdirs gives for this OS (``~/.local/share/pixie`` on Linux,
-``~/Library/Application Support/pixie`` on a Mac). Keys never live in it.
+``~/Library/Application Support/pixie`` on a Mac). Keys do not live in it,
+unless it was made to hold its own (``pixie init --keys-in-data``: see
+`pixie.device.store.keystore`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,12 @@ puts one in an exception message either.
 
 Choose with ``PIXIE_KEYSTORE`` (``auto``, the default; ``keyring``; ``file``)
 and place file keys with ``PIXIE_KEYS`` (default: the per-user config dir).
+
+A data dir may hold its own keys instead (``pixie init --keys-in-data``): a
+test vault, or a setup carried on a stick. They are then 0600 files in its
+``keys`` folder, and that choice is the data dir's own: whoever opens the
+folder uses its keys, whatever ``PIXIE_KEYSTORE`` says, and whoever copies
+the folder copies its keys.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pixie.device.errors import DeviceError
 
 KEYSTORE_ENV = "PIXIE_KEYSTORE"
 KEYS_ENV = "PIXIE_KEYS"
+DATA_KEYS_DIR = "keys"  # a data dir's own key folder (``pixie init --keys-in-data``)
 SERVICE = "pixie-memory"
 
 
@@ -145,7 +152,17 @@ def default_key_dir() -> Path:
     return platformdirs.user_config_path("pixie", appauthor=False) / "keys"
 
 
-def open_key_store() -> KeyStore:
+def data_keys(data: Path) -> FileKeyStore | None:
+    """The key store of a data dir that holds its own keys, else None."""
+    folder = data / DATA_KEYS_DIR
+    return FileKeyStore(folder) if folder.is_dir() else None
+
+
+def open_key_store(data: Path | None = None) -> KeyStore:
+    """The key store for the data dir ``data``: its own keys if it holds
+    them, else the one ``PIXIE_KEYSTORE`` chooses."""
+    if data is not None and (own := data_keys(data)) is not None:
+        return own
     choice = os.environ.get(KEYSTORE_ENV, "auto")
     if choice == "file":
         return FileKeyStore(default_key_dir())

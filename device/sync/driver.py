@@ -99,6 +99,10 @@ log = logging.getLogger("pixie.sync")
 T = TypeVar("T")
 
 IDLE_TIMEOUT = 30.0
+# An opener's Hello goes with a Ping: a sibling that answers neither within
+# this long is taken to be away (a running daemon answers a Ping from its read
+# loop at once), and the session ends there rather than after IDLE_TIMEOUT.
+PRESENCE_TIMEOUT = 5.0
 SEND_TIMEOUT = 30.0
 INBOX_MESSAGES = 64
 PAIRING_QUEUE = 64
@@ -155,6 +159,13 @@ class SyncReport:
     seconds: float = 0.0
     error: str | None = None
     finished_at: float = field(default_factory=time.time)  # unix seconds (the endpoint's clock)
+    name: str = ""  # the sibling's name in this device's book, if it has one
+    waited: float = 0.0  # NO_ANSWER: how long the sibling was given to say anything
+
+    @property
+    def who(self) -> str:
+        """The sibling as people know it: its name, else its fingerprint."""
+        return self.name or self.sibling
 
     def as_json(self) -> dict[str, object]:
         return {**asdict(self), "outcome": self.outcome.value}
@@ -170,10 +181,8 @@ class SyncReport:
     def describe(self, idle_timeout: float) -> str:
         """One line for people (``idle_timeout``: how long a silent sibling was given)."""
         if self.outcome is SyncOutcome.NO_ANSWER:
-            return (
-                f"no answer from {self.sibling} within {idle_timeout:g} s: "
-                "is `pixie run` going on the Homebase?"
-            )
+            waited = self.waited or idle_timeout
+            return f"no answer from {self.who} within {waited:g} s: is `pixie run` going on it?"
         what = {
             SyncOutcome.IN_SYNC: "already in sync",
             SyncOutcome.SYNCED: "synced",
@@ -182,7 +191,7 @@ class SyncReport:
         }[self.outcome]
         plural = "s" if self.round_trips != 1 else ""
         return (
-            f"{self.sibling}: {what} in {self.round_trips} round trip{plural}; sent "
+            f"{self.who}: {what} in {self.round_trips} round trip{plural}; sent "
             f"{self.records_sent} records ({self.bytes_sent:,} B), received "
             f"{self.records_received} ({self.bytes_received:,} B), applied {self.applied}"
             + (f"; {self.error}" if self.error and self.outcome is SyncOutcome.FAILED else "")
@@ -242,6 +251,8 @@ class _Running:
     idle: trio.CancelScope | None = None
     shown: set[bytes] = field(default_factory=set)
     opened_by: syncwire.Hello | None = None  # a responder's: the sibling's Hello
+    ping: int | None = None  # an opener's presence check, until the sibling answers it
+    present: bool = False  # the sibling answered the presence check
 
     def wake(self) -> None:
         """Tell the sending task the session may have something new to say."""
@@ -258,6 +269,7 @@ class SyncEndpoint:
         *,
         idle_timeout: float = IDLE_TIMEOUT,
         send_timeout: float = SEND_TIMEOUT,
+        presence_timeout: float = PRESENCE_TIMEOUT,
         services: Sequence[PeerService] = (),
         clock: Clock | None = None,
         entropy: Entropy | None = None,
@@ -271,6 +283,7 @@ class SyncEndpoint:
         self.services = tuple(services)
         self.idle_timeout = idle_timeout
         self.send_timeout = send_timeout
+        self.presence_timeout = presence_timeout
         # Told (sibling fingerprint, stats) after each message a session takes
         # in: how `pixie sync` draws its progress line.
         self.on_progress: Callable[[str, SyncStats], None] | None = None
@@ -344,6 +357,8 @@ class SyncEndpoint:
                     continue  # admitted only to pair
                 if isinstance(message, Ping):
                     await self._send_peer(incoming.sender, Pong(message.token))
+                elif isinstance(message, Pong):
+                    self._answered(incoming.sender, message.token)
                 elif isinstance(message, SyncData):
                     await self._route(incoming.sender, message.payload)
                 else:
@@ -369,6 +384,12 @@ class SyncEndpoint:
                 partial(running.session.fail, f"{who} refused: {reason}", tell_peer=False)
             )
             running.wake()
+
+    def _answered(self, sibling: bytes, token: int) -> None:
+        """A sibling answered a presence check: it is there."""
+        for running in self.table.with_peer(sibling):
+            if running.ping == token:
+                running.present = True
 
     async def _reconcile(self) -> None:
         """What came in may hold membership records: a peer that joined the
@@ -565,6 +586,7 @@ class SyncEndpoint:
         session = running.session
         started = time.monotonic()
         sent = 0
+        waited = 0.0
 
         async def sender(cancel: trio.CancelScope) -> None:
             nonlocal sent
@@ -579,6 +601,10 @@ class SyncEndpoint:
                 payload = syncwire.encode(message)
                 try:
                     sent += await self._send_peer(running.peer, SyncData(payload))
+                    if session.opener and running.ping is None:
+                        # The presence check goes with the Hello.
+                        running.ping = int.from_bytes(self.entropy.token_bytes(4), "big")
+                        await self._send_peer(running.peer, Ping(running.ping))
                 except RelayUnavailable as exc:
                     await self._call(partial(session.fail, str(exc), tell_peer=False))
                 except trio.TooSlowError:
@@ -587,8 +613,18 @@ class SyncEndpoint:
             cancel.cancel()  # everything said: stop listening too
 
         async def receiver() -> None:
+            nonlocal waited
             while not session.finished:
-                with trio.move_on_after(self.idle_timeout) as scope:
+                # Until the sibling says anything, or answers the Ping, an
+                # opener waits only as long as a presence check.
+                checking = (
+                    session.opener
+                    and session.stats.messages_received == 0
+                    and not running.present
+                    and self.presence_timeout < self.idle_timeout
+                )
+                wait = self.presence_timeout if checking else self.idle_timeout
+                with trio.move_on_after(wait) as scope:
                     running.idle = scope
                     try:
                         message, size = await running.receive.receive()
@@ -601,11 +637,17 @@ class SyncEndpoint:
                         running.wake()
                         break
                 if scope.cancelled_caught:
+                    if checking and running.present:
+                        continue  # it answered the Ping meanwhile: it is there, and busy
                     # Nothing heard but the Hello we answered: the sibling is not
                     # there (or that Hello was a leftover). Silence later on fails.
                     if session.stats.messages_received <= (0 if session.opener else 1):
                         running.cause = SyncOutcome.NO_ANSWER
-                    reason = f"the sibling was silent for {self.idle_timeout:g} s"
+                    if checking:
+                        reason = f"no answer to a presence check within {wait:g} s"
+                    else:
+                        reason = f"the sibling was silent for {wait:g} s"
+                    waited = wait
                     await self._call(session.fail, reason)
                 else:
                     running.bytes_received += size
@@ -633,7 +675,9 @@ class SyncEndpoint:
             outcome = running.cause
         else:
             outcome = SyncOutcome.FAILED
+        known = await self._call(self.node.siblings.get, running.peer)
         return SyncReport(
+            name=known.name if known is not None else "",
             sibling=fingerprint(running.peer),
             role="opener" if session.opener else "responder",
             outcome=outcome,
@@ -649,6 +693,7 @@ class SyncEndpoint:
             seconds=round(time.monotonic() - started, 3),
             error=session.error,
             finished_at=self.clock.now_us() / 1_000_000,
+            waited=waited if outcome is SyncOutcome.NO_ANSWER else 0.0,
         )
 
     async def _send_peer(self, peer: bytes, message: PeerMessage) -> int:

@@ -53,6 +53,43 @@ def test_init_and_status_say_where_the_keys_live(tmp_path: Path) -> None:
     assert "identity: present" in where.out and "Notebook seal: absent" in where.out
 
 
+def test_a_data_dir_may_hold_its_own_keys_and_says_so_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "vault"
+    init = run_cli("--data", str(data), "init", "--keys-in-data")
+    assert init.code == 0, init.err
+    own = data / "keys"
+    assert f"keys: files in {own} (mode 0600)" in init.out
+    (warning,) = init.err.splitlines()
+    assert warning.startswith("pixie: warning: this data dir holds its own secret keys")
+    assert key_files() == {}  # nothing left behind in the user's key folder
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700
+    assert [stat.S_IMODE(p.stat().st_mode) for p in own.glob("*.key")] == [0o600]
+    seal_something(data)  # the seal key is minted in the data dir's folder too
+    assert len(list(own.glob("*.key"))) == 2 and key_files() == {}
+    # The folder is whole: moved elsewhere, with the user's own key store
+    # somewhere else again, it opens, says where its keys are, and unseals.
+    moved = tmp_path / "moved"
+    data.rename(moved)
+    monkeypatch.setenv("PIXIE_KEYS", str(tmp_path / "elsewhere"))
+    where = run_cli("--data", str(moved), "keys", "where")
+    assert where.code == 0, where.err
+    assert f"keys: files in {moved / 'keys'}" in where.out and "identity: present" in where.out
+    status = run_cli("--data", str(moved), "status", "--json")
+    assert status.json()["keys"] == f"files in {moved / 'keys'} (mode 0600)"  # type: ignore[index]
+    with Node.open(moved) as node:
+        assert bytes(node.identity().verify_key).hex() == node.db.meta()["identity"]
+        (found,) = node.notebook.sealed_notes_for_huddle_reasoning()
+        assert found.body == "the canary"
+
+
+def test_by_default_no_keys_live_in_the_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    assert run_cli("--data", str(data), "init").code == 0
+    assert not (data / "keys").exists() and len(key_files()) == 1
+
+
 def test_export_then_import_on_new_hardware_restores_sync_and_the_sealed_zone(
     data_dir: Path, phrase: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
