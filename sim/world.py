@@ -439,6 +439,7 @@ class World(Workload, Faults, Account):
             request=new_request_id(self.entropy),
         )
         self.device.pending[attempt.request] = Pending(Request.OFFLOAD, attempt, self.tick)
+        self.ledger.asking(attempt.request, candidate.id, candidate.content_hash)
         self.send(self.device, self.homebase, attempt.request_message(candidate.body))
 
     def fetch(self, note_id: str, *, recall: bool) -> None:
@@ -491,7 +492,7 @@ class World(Workload, Faults, Account):
         # `NoteOffloadService` takes under trio), taken at once.
         steps: Generator[offloadsteps.OffloadStep, bool | None, object]
         if pending.kind is Request.OFFLOAD:
-            steps = offloadsteps.after_offload(attempt.note_id, chash, verdict)
+            steps = offloadsteps.after_offload(attempt.note_id, chash, verdict, request)
         elif pending.kind in (Request.FETCH, Request.RECALL):
             recall = pending.pointer if pending.kind is Request.RECALL else None
             steps = offloadsteps.after_fetch(verdict, recall)
@@ -510,6 +511,7 @@ class World(Workload, Faults, Account):
                     self.stats.offloads_cleared += 1
         except StopIteration as end:
             ended = end.value
+        self.ledger.answered(request)
         if isinstance(ended, offloadsteps.Fetched):
             if ended.body is None:
                 self.stats.fetches_refused += 1
@@ -609,6 +611,7 @@ class World(Workload, Faults, Account):
         for request, pending in list(self.device.pending.items()):
             if self.tick - pending.since > ATTEMPT_TICKS:
                 del self.device.pending[request]
+                self.ledger.answered(request)
                 self.note(f"device {pending.kind.value} {pending.attempt.note_id[:8]}: timeout")
 
     def quiet(self) -> None:

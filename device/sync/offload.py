@@ -149,6 +149,12 @@ class OffloadLedger:
         self.holder = holder
         self.holder_hex = holder.hex()
         self.clock = node.clock if clock is None else clock  # what dates a queued release
+        # The offload requests in flight (request id: note, hash), and those a
+        # release queued since has made void: the holder may take that release
+        # after the offload, so the ack of such a request says nothing about
+        # what it holds by the time the ack arrives (see `compare_and_clear`).
+        self._asking: dict[bytes, tuple[str, str]] = {}
+        self._void: set[bytes] = set()
 
     # -- the gate: what may be offloaded (storage) --------------------------------------
 
@@ -185,17 +191,39 @@ class OffloadLedger:
             )
         return Candidate(note_id, body, row.content_hash)
 
-    def compare_and_clear(self, note_id: str, content_hash: str) -> bool:
+    def asking(self, request: bytes, note_id: str, content_hash: str) -> None:
+        """An offload of ``note_id`` goes out as ``request``; `answered` when its
+        verdict comes or it times out."""
+        self._asking[request] = (note_id, content_hash)
+
+    def answered(self, request: bytes) -> None:
+        self._asking.pop(request, None)
+        self._void.discard(request)
+
+    def _void_asked(self, note_id: str, content_hash: str) -> None:
+        """A release of (``note_id``, ``content_hash``) was queued: the offloads
+        of that very body in flight may be overtaken by it at the holder."""
+        for request, asked in self._asking.items():
+            if asked == (note_id, content_hash):
+                self._void.add(request)
+
+    def compare_and_clear(self, note_id: str, content_hash: str, request: bytes = b"") -> bool:
         """The one place a local body is erased: only if it still hashes to the
-        acknowledged hash, and no release of that very copy is due (the ack of
-        an offload under way when the body came home by a recall: the holder
-        was asked to let go of it). True if it was cleared."""
+        acknowledged hash, no release of that very copy is due (the ack of an
+        offload under way when the body came home by a recall: the holder was
+        asked to let go of it), and none was queued since ``request`` went
+        out (that release may have been confirmed already, and taken by the
+        holder after this offload: its holding is gone). True if it was
+        cleared."""
+        if request in self._void:
+            return False
         return offloads.clear_if_unchanged(self.node.db, self.holder_hex, note_id, content_hash)
 
     def orphaned(self, note_id: str, content_hash: str) -> None:
         """The holder holds a body this device ended up not pointing at: queue
         its release (unless a pointer here relies on that very holding, when
         another offload of the same body won the race)."""
+        self._void_asked(note_id, content_hash)
         offloads.release_unless_pointed_at(
             self.node.db, note_id, content_hash, self.holder_hex, clock=self.clock
         )
@@ -214,9 +242,12 @@ class OffloadLedger:
     def restore(self, pointer: Pointer, body: bytes) -> bool:
         """Recall: body back and pointer gone in one transaction, the holding
         queued for release in the same one. False if the row moved on."""
-        return offloads.restore(
+        restored = offloads.restore(
             self.node.db, pointer.id, pointer.content_hash, pointer.holder, body, clock=self.clock
         )
+        if restored:
+            self._void_asked(pointer.id, pointer.content_hash)
+        return restored
 
     # -- releases -----------------------------------------------------------------------
 
@@ -241,7 +272,7 @@ class OffloadLedger:
         """One step, at once: the answer the stream is sent. `BeforeClear`
         is the driver's own (it answers None here)."""
         if isinstance(step, Clear):
-            return self.compare_and_clear(step.note_id, step.content_hash)
+            return self.compare_and_clear(step.note_id, step.content_hash, step.request)
         if isinstance(step, Orphan):
             self.orphaned(step.note_id, step.content_hash)
         elif isinstance(step, Restore):
@@ -341,10 +372,16 @@ class NoteOffloadService:
             request = attempt.request_message(candidate.body)
         except ProtocolError as exc:  # pragma: no cover - bounded above
             raise BadInput(str(exc)) from None
-        verdict = await self._exchange(attempt, request)
-        ended = await self._take(
-            offloadsteps.after_offload(candidate.id, candidate.content_hash, verdict)
-        )
+        self.ledger.asking(attempt.request, candidate.id, candidate.content_hash)
+        try:
+            verdict = await self._exchange(attempt, request)
+            ended = await self._take(
+                offloadsteps.after_offload(
+                    candidate.id, candidate.content_hash, verdict, attempt.request
+                )
+            )
+        finally:
+            self.ledger.answered(attempt.request)
         who = fingerprint(self.holder)
         size = len(candidate.body)
         if ended.outcome is not Outcome.HELD:

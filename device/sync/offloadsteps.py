@@ -50,6 +50,7 @@ class BeforeClear:
 class Clear:
     note_id: str
     content_hash: str
+    request: bytes = b""  # the offload request acked (see `OffloadLedger.asking`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +94,14 @@ OffloadStep = BeforeClear | Clear | Orphan | Restore | Forget
 
 
 def after_offload(
-    note_id: str, content_hash: str, verdict: Verdict
+    note_id: str, content_hash: str, verdict: Verdict, request: bytes = b""
 ) -> Generator[OffloadStep, bool | None, Offloaded]:
-    """What follows the holder's verdict on offloading ``note_id``."""
+    """What follows the holder's verdict on offloading ``note_id`` (asked
+    for by ``request``)."""
     if verdict.outcome is not Outcome.HELD:
         return Offloaded(verdict.outcome, verdict.detail, False)
     yield BeforeClear(note_id, content_hash)
-    if (yield Clear(note_id, content_hash)):
+    if (yield Clear(note_id, content_hash, request)):
         return Offloaded(Outcome.HELD, verdict.detail, True)
     # The note changed while its body travelled: the edit wins, and the
     # parked copy, which nothing points at, is released later.

@@ -267,6 +267,43 @@ def test_offload_then_recall_step_by_step(pair: tuple[Node, Node]) -> None:
     assert holder.serve(fetch.request_message())[0] is None  # let go
 
 
+def test_an_offload_overtaken_by_a_release_of_the_same_body_never_clears(
+    pair: tuple[Node, Node],
+) -> None:
+    """Two offloads of one body in flight; the first is acked and clears, a
+    recall brings the body home and queues the release of that holding.
+    The holder takes the second offload, then the release, and the device
+    hears "released" before the second ack: that ack says nothing about
+    what the holder still holds, so the body stays (the simulator's seed 361
+    with three peers cleared it, and the note existed nowhere)."""
+    phone, mac = pair
+    me, home = phone.public_key(), mac.public_key()
+    ledger, holder = OffloadLedger(phone, home), HolderCore(mac)
+    note_id = clear_note(phone)
+    candidate = ledger.candidate(note_id)
+    chash = bytes.fromhex(candidate.content_hash)
+    first, second = (OffloadAttempt(home, note_id, chash, request=bytes([n]) * 16) for n in (1, 2))
+    for attempt in (first, second):
+        ledger.asking(attempt.request, note_id, candidate.content_hash)
+    (ack,) = holder.run(holdsteps.answer(me, first.request_message(candidate.body), 1)).replies
+    assert first.on_message(home, ack) is not None
+    assert ledger.compare_and_clear(note_id, candidate.content_hash, first.request)
+    ledger.answered(first.request)
+
+    pointer = ledger.pointer(note_id)
+    assert ledger.restore(pointer, BODY.encode())  # the recall
+    (late,) = holder.run(holdsteps.answer(me, second.request_message(candidate.body), 2)).replies
+    release = ReleaseAttempt(home, note_id, chash)
+    holder.run(holdsteps.answer(me, release.request_message(), 3))
+    ledger.released(note_id, candidate.content_hash)
+    assert holder.serve(FetchAttempt(home, note_id, chash).request_message())[0] is None
+
+    verdict = second.on_message(home, late)
+    assert verdict is not None and verdict.outcome is Outcome.HELD
+    assert not ledger.compare_and_clear(note_id, candidate.content_hash, second.request)
+    assert resident(phone, note_id) == (BODY, None)
+
+
 def test_a_corrupted_serve_never_verifies(pair: tuple[Node, Node]) -> None:
     phone, mac = pair
     home, holder = mac.public_key(), HolderCore(mac)
