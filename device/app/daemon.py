@@ -52,9 +52,11 @@ async def sync_once(
     *,
     idle_timeout: float,
     progress: Callable[[str, SyncStats], None] | None = None,
+    absent: Callable[[str, float], None] | None = None,
 ) -> list[SyncReport]:
     """Connect, run one session with each sibling in turn, disconnect.
-    ``progress`` hears each session's stats as its messages arrive."""
+    ``progress`` hears each session's stats as its messages arrive, and
+    ``absent`` each sibling that has not answered the presence check."""
     identity = await trio.to_thread.run_sync(node.identity)
     client = await RelayClient.connect(relay, identity)
     reports: list[SyncReport] = []
@@ -63,6 +65,7 @@ async def sync_once(
         endpoint = SyncEndpoint(node, link)
         endpoint.idle_timeout = idle_timeout
         endpoint.on_progress = progress
+        endpoint.on_absent = absent
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_serve, endpoint, None)
             reports.extend(await sync_round(node, endpoint, siblings))

@@ -45,10 +45,19 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 if stats.expected >= SYNC_PROGRESS_FROM:
                     display.progress(stats.applied, stats.expected, f"{sibling}: records applied:")
 
+            def absent(who: str, seconds: float) -> None:
+                display.end_progress()
+                print(
+                    f"pixie: {who} has not answered within {seconds:g} s "
+                    f"(is `pixie run` going on it?); waiting up to {timeout:g} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
             try:
                 reports = trio.run(
                     lambda: daemon.sync_once(
-                        node, relay, siblings, idle_timeout=timeout, progress=show
+                        node, relay, siblings, idle_timeout=timeout, progress=show, absent=absent
                     )
                 )
             finally:

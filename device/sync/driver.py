@@ -99,9 +99,10 @@ log = logging.getLogger("pixie.sync")
 T = TypeVar("T")
 
 IDLE_TIMEOUT = 30.0
-# An opener's Hello goes with a Ping: a sibling that answers neither within
-# this long is taken to be away (a running daemon answers a Ping from its read
-# loop at once), and the session ends there rather than after IDLE_TIMEOUT.
+# An opener's Hello goes with a Ping, which a running daemon answers from its
+# read loop at once: a sibling that answers neither within this long is said
+# to be away (`SyncEndpoint.on_absent`), while the session waits on for the
+# rest of its silence allowance (a daemon just starting may answer yet).
 PRESENCE_TIMEOUT = 5.0
 SEND_TIMEOUT = 30.0
 INBOX_MESSAGES = 64
@@ -160,7 +161,6 @@ class SyncReport:
     error: str | None = None
     finished_at: float = field(default_factory=time.time)  # unix seconds (the endpoint's clock)
     name: str = ""  # the sibling's name in this device's book, if it has one
-    waited: float = 0.0  # NO_ANSWER: how long the sibling was given to say anything
 
     @property
     def who(self) -> str:
@@ -181,8 +181,9 @@ class SyncReport:
     def describe(self, idle_timeout: float) -> str:
         """One line for people (``idle_timeout``: how long a silent sibling was given)."""
         if self.outcome is SyncOutcome.NO_ANSWER:
-            waited = self.waited or idle_timeout
-            return f"no answer from {self.who} within {waited:g} s: is `pixie run` going on it?"
+            return (
+                f"no answer from {self.who} within {idle_timeout:g} s: is `pixie run` going on it?"
+            )
         what = {
             SyncOutcome.IN_SYNC: "already in sync",
             SyncOutcome.SYNCED: "synced",
@@ -287,6 +288,9 @@ class SyncEndpoint:
         # Told (sibling fingerprint, stats) after each message a session takes
         # in: how `pixie sync` draws its progress line.
         self.on_progress: Callable[[str, SyncStats], None] | None = None
+        # Told (sibling name, seconds) when an opener's sibling has answered
+        # neither the Hello nor the Ping within the presence check.
+        self.on_absent: Callable[[str, float], None] | None = None
         self.lane = trio.CapacityLimiter(1)
         link.lane = self.lane  # envelope crypto and replay state share the database lane
         # The sessions open here, the Hellos held back and the sessions over
@@ -586,7 +590,6 @@ class SyncEndpoint:
         session = running.session
         started = time.monotonic()
         sent = 0
-        waited = 0.0
 
         async def sender(cancel: trio.CancelScope) -> None:
             nonlocal sent
@@ -613,17 +616,17 @@ class SyncEndpoint:
             cancel.cancel()  # everything said: stop listening too
 
         async def receiver() -> None:
-            nonlocal waited
+            checked = False  # the presence check is over (an opener's first wait)
+            rest = 0.0  # what is left of the first wait's allowance after it
             while not session.finished:
-                # Until the sibling says anything, or answers the Ping, an
-                # opener waits only as long as a presence check.
                 checking = (
-                    session.opener
+                    not checked
+                    and session.opener
                     and session.stats.messages_received == 0
-                    and not running.present
                     and self.presence_timeout < self.idle_timeout
                 )
-                wait = self.presence_timeout if checking else self.idle_timeout
+                wait = self.presence_timeout if checking else (rest or self.idle_timeout)
+                rest = 0.0
                 with trio.move_on_after(wait) as scope:
                     running.idle = scope
                     try:
@@ -636,18 +639,20 @@ class SyncEndpoint:
                         # later session with this sibling).
                         running.wake()
                         break
+                if scope.cancelled_caught and checking:
+                    checked, rest = True, self.idle_timeout - wait
+                    if not running.present and self.on_absent is not None:
+                        # Said now; the wait goes on for the rest of the allowance.
+                        known = await self._call(self.node.siblings.get, running.peer)
+                        who = known.name if known is not None else fingerprint(running.peer)
+                        self.on_absent(who, wait)
+                    continue
                 if scope.cancelled_caught:
-                    if checking and running.present:
-                        continue  # it answered the Ping meanwhile: it is there, and busy
                     # Nothing heard but the Hello we answered: the sibling is not
                     # there (or that Hello was a leftover). Silence later on fails.
                     if session.stats.messages_received <= (0 if session.opener else 1):
                         running.cause = SyncOutcome.NO_ANSWER
-                    if checking:
-                        reason = f"no answer to a presence check within {wait:g} s"
-                    else:
-                        reason = f"the sibling was silent for {wait:g} s"
-                    waited = wait
+                    reason = f"the sibling was silent for {self.idle_timeout:g} s"
                     await self._call(session.fail, reason)
                 else:
                     running.bytes_received += size
@@ -693,7 +698,6 @@ class SyncEndpoint:
             seconds=round(time.monotonic() - started, 3),
             error=session.error,
             finished_at=self.clock.now_us() / 1_000_000,
-            waited=waited if outcome is SyncOutcome.NO_ANSWER else 0.0,
         )
 
     async def _send_peer(self, peer: bytes, message: PeerMessage) -> int:
