@@ -120,7 +120,7 @@ def _with_identities(
         logged = identities.known(conn)
     me = tuple(dict.fromkeys([*options.me, *(stored or ()), *logged]))
     if not me and importer.name in SENDER_FORMATS:
-        if stored is None and sys.stdin.isatty() and sys.stderr.isatty():
+        if stored is None and sys.stdin.isatty():
             print(ME_PROMPT, end="", file=sys.stderr, flush=True)
             answer = sys.stdin.readline()
             me = tuple(config.check_me([answer.strip()], "who you are"))
