@@ -152,10 +152,12 @@ class _Searchable(NamedTuple):
     from_me: bool | None
 
 
+# from_me as the identity events correct it (`identities.FROM_ME_SQL`).
 _RAW_ROWS_SQL = (
-    f"SELECT {', '.join(_Searchable._fields[:-1])}, {FROM_ME_SQL} "
+    f"SELECT {', '.join(_Searchable._fields)} FROM (SELECT "
+    f"{', '.join(_Searchable._fields[:-1])}, {FROM_ME_SQL} AS from_me "
     f"FROM {MemoryEvent.__tablename__} "
-    f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))})"
+    f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))}))"
 )
 _CONTACT_AT = _Searchable._fields.index("contact_id")
 
