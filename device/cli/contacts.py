@@ -6,8 +6,12 @@ import argparse
 from typing import Any
 
 from pixie.device.cli.common import emit_json, json_flag
+from pixie.device.cli.ingest import plural
 from pixie.device.cli.nodes import open_node
-from pixie.device.store.contacts import DETAIL_NAMES, ContactDetails
+from pixie.device.errors import BadInput
+from pixie.device.store import config, identities
+from pixie.device.store.contacts import DETAIL_NAMES, ContactDetails, phone_alias, resolve_on
+from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.protocol.timestamps import now_us
 
 
@@ -41,6 +45,42 @@ def cmd_contacts_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_contacts_me(args: argparse.Namespace) -> int:
+    """Log that a contact is the user: their events read as the user's own."""
+    identity = " ".join(args.identity.split())
+    if not identity or len(identity) > config.MAX_ME_CHARS or not identity.isprintable():
+        raise BadInput(f"{args.identity!r:.40} is not a contact's name, address or number")
+    with open_node(args) as node:
+        with node.db.reading(plain=True) as conn:
+            cid = resolve_on(conn, identity)
+            if cid is None and (number := phone_alias(identity)) is not None:
+                cid = resolve_on(conn, number)
+            if cid is None:
+                cid = resolve_on(conn, identity, loose=True)
+            if cid is None:
+                raise BadInput(f"no contact named {identity!r:.60} (see pixie contacts list)")
+            already = identities.is_me(conn, cid)
+            count = 0 if already else identities.not_mine(conn, cid)
+        name = node.contacts.info(cid).name
+        if not already:
+            event = NewEvent(
+                kind=EventKind.IDENTITY,
+                at=now_us(),
+                text=identity,
+                contact=name,
+                source="contacts me",
+                from_me=True,
+            )
+            node.log.append([event])
+    if args.json:
+        emit_json({"contact": cid, "name": name, "remarked": count, "already": already})
+    elif already:
+        print(f"{name} is already you; nothing to re-mark")
+    else:
+        print(f"{name} is you: {plural(count, 'message')} re-marked as yours")
+    return 0
+
+
 def detail_lines(details: ContactDetails) -> list[str]:
     """A contact's details as lines to show under it: one per detail, a
     note's own lines indented beneath its label."""
@@ -58,7 +98,7 @@ def detail_lines(details: ContactDetails) -> list[str]:
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``contacts add`` and ``contacts list``."""
+    """Register ``contacts add``, ``contacts me`` and ``contacts list``."""
     contacts = sub.add_parser("contacts", parents=[common], help="people in your life")
     csub = contacts.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
     p = csub.add_parser("add", parents=[common], help="add a contact (or aliases to one)")
@@ -66,6 +106,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--alias", action="append", metavar="A", help="another name (repeatable)")
     json_flag(p)
     p.set_defaults(func=cmd_contacts_add)
+    p = csub.add_parser(
+        "me",
+        parents=[common],
+        help="say a contact is you: their messages become yours",
+        description="Say a contact (by name, address or number) is you. Their "
+        "messages, imported before pixie knew who you are, read as yours from now on, "
+        "here and on every synced device; later imports know the identity too.",
+    )
+    p.add_argument("identity", metavar="NAME", help="the contact's name, address or number")
+    json_flag(p)
+    p.set_defaults(func=cmd_contacts_me)
     p = csub.add_parser("list", parents=[common], help="list contacts")
     json_flag(p)
     p.set_defaults(func=cmd_contacts_list)

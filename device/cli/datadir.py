@@ -1,4 +1,4 @@
-"""The data dir's own commands: ``init``, ``status`` and ``config show``."""
+"""The data dir's own commands: ``init``, ``status``, ``config show`` and ``config set``."""
 
 from __future__ import annotations
 
@@ -25,8 +25,11 @@ from pixie.device.store.provision import create_data_dir
 def cmd_init(args: argparse.Namespace) -> int:
     path = data_path(args)
     name = clean_name(args.name, "name") if args.name is not None else None
+    me = config.check_me(args.me or [], "--me")
     store = FileKeyStore(path / DATA_KEYS_DIR) if args.keys_in_data else open_key_store()
     create_data_dir(path, name=name, role=args.role, key_store=store)
+    if me:
+        config.save_me(path, me)
     where = describe_key_store(store)
     with Node.open(path) as node:
         if args.json:
@@ -76,12 +79,34 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     relay = settings[0]
     if relay["value"] is None and siblings:
         relay["value"], relay["source"] = siblings[0].relay, "pairing"
+    me = config.load_me(node.data.path)
+    settings.append(
+        {
+            "name": "me",
+            "value": ", ".join(me) if me else None,
+            "source": config.ME_FILE if me is not None else "unset",
+        }
+    )
     if args.json:
         emit_json({s["name"]: {"value": s["value"], "source": s["source"]} for s in settings})
     else:
         for s in settings:
             value = "-" if s["value"] is None else s["value"]
             print(f"{s['name']} = {value}  ({s['source']})")
+    return 0
+
+
+def cmd_config_set(args: argparse.Namespace) -> int:
+    """``config set me VALUE...``: who the user is, for every import here."""
+    values = config.check_me(args.values, "me")
+    with open_node(args) as node:
+        config.save_me(node.data.path, values)
+    if args.json:
+        emit_json({"me": values})
+    elif values:
+        print(f"me = {', '.join(values)}")
+    else:
+        print("me = - (imports will not know which messages are yours)")
     return 0
 
 
@@ -94,6 +119,18 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     json_flag(p)
     p.set_defaults(func=cmd_config_show)
+    p = cfgsub.add_parser(
+        "set",
+        parents=[common],
+        help="change a setting of this data dir: me (who you are, for imports)",
+        description="pixie config set me NAME ADDRESS NUMBER ... (or one comma-separated "
+        "list): your names, addresses and phone numbers, which every import here "
+        "uses to tell your own messages. Replaces what was set; none clears it.",
+    )
+    p.add_argument("setting", choices=("me",), help="the setting")
+    p.add_argument("values", nargs="*", metavar="VALUE", help="its values")
+    json_flag(p)
+    p.set_defaults(func=cmd_config_set)
 
     p = sub.add_parser("init", parents=[common], help="create a data dir for this peer")
     p.add_argument("--name", help="a name for this peer (shown to its siblings)")
@@ -103,6 +140,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep this peer's secret keys inside the data dir (0600 files in its keys "
         "folder) rather than the system keyring: for test vaults and portable setups",
+    )
+    p.add_argument(
+        "--me",
+        action="append",
+        metavar="ADDRESS|NAME",
+        help="your address, number or name, so imports tell your messages (repeatable)",
     )
     json_flag(p)
     p.set_defaults(func=cmd_init)

@@ -9,6 +9,7 @@ its older name.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -17,17 +18,21 @@ import threading
 import zoneinfo
 from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pixie.device.cli import display
 from pixie.device.cli.common import emit_json, file_arg, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput
 from pixie.device.ingest import registry as importers
-from pixie.device.ingest.base import Importer, ImportOptions, Item
+from pixie.device.ingest.base import DATE_ORDERS, Importer, ImportOptions, Item
 from pixie.device.ingest.jsonl import IMPORTER as JSONL
 from pixie.device.ingest.load import ImportReport, load
+from pixie.device.store import config, identities
 from pixie.protocol.timestamps import now_us
+
+if TYPE_CHECKING:
+    from pixie.device.node.keyed import Node
 
 # An import's default CPU budget (see `_budget_for`): importers run at well
 # under 2 s a MiB on every shape the tests throw at them, so this only stops
@@ -80,11 +85,55 @@ def _options(args: argparse.Namespace) -> ImportOptions:
         if not value.strip() or len(value) > 320 or "\x00" in value:
             raise BadInput(f"--me: {value!r:.40} is not an address, number or name")
     tz = zone_flag(args.tz) if args.tz is not None else local_zone()
-    return ImportOptions(me=me, tz=tz, now_us=now_us())
+    return ImportOptions(me=me, tz=tz, now_us=now_us(), date_order=args.date_order, notice=_notice)
+
+
+def _notice(line: str) -> None:
+    display.end_progress()
+    print(f"pixie: notice: {line}", file=sys.stderr)
+
+
+_SAVE = "\x00save me:"  # a notice that is the answer to keep, not a line to show
+# The formats whose events have senders, of whom the user may be one.
+SENDER_FORMATS = frozenset({"whatsapp", "telegram", "mbox"})
+ME_PROMPT = (
+    "Who are you in these messages? Your names, addresses and numbers, "
+    "comma-separated (empty to skip): "
+)
+ME_NOTICE = (
+    "no identity of yours is known, so your own messages cannot be told apart from"
+    " others' (imported as another person's); run `pixie config set me NAME,ADDRESS,NUMBER`"
+    " for later imports and `pixie contacts me NAME` to re-mark these as yours"
+)
+
+
+def _with_identities(
+    node: Node, options: ImportOptions, importer: Importer, notices: list[str]
+) -> ImportOptions:
+    """``options`` with the user's stored identities added: the data dir's
+    ``me`` setting and those the log knows (`pixie contacts me`), and
+    ``notices`` to hear what the importer decided on its own. With no
+    identity at all, for a format with senders: asked once on a terminal,
+    else a notice."""
+    stored = config.load_me(node.data.path)
+    with node.db.reading(plain=True) as conn:
+        logged = identities.known(conn)
+    me = tuple(dict.fromkeys([*options.me, *(stored or ()), *logged]))
+    if not me and importer.name in SENDER_FORMATS:
+        if stored is None and sys.stdin.isatty():
+            print(ME_PROMPT, end="", file=sys.stderr, flush=True)
+            answer = sys.stdin.readline()
+            me = tuple(config.check_me([answer.strip()], "who you are"))
+            # Kept once the import is done: asked once, even if skipped.
+            notices.append(_SAVE + "\x1f".join(me))
+        if not me:
+            notices.append(ME_NOTICE)
+    return dataclasses.replace(options, me=me, notice=notices.append)
 
 
 def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) -> int:
     options = _options(args)
+    notices: list[str] = []  # told once the import is done (an error is one line alone)
     chosen = importers.get(args.format) if args.format else None
     # Open (and so validate) the data dir before reading a possibly long file.
     with open_node(args) as node:
@@ -106,6 +155,7 @@ def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) ->
             else:
                 importer = importers.for_path(path)
             label = f"{importer.name}: bytes read:"
+            options = _with_identities(node, options, importer, notices)
             items = importer.read(
                 path, options, lambda done, total: display.progress(done, total, label)
             )
@@ -126,6 +176,11 @@ def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) ->
         emit_json(summary(report, importer))
     else:
         print(summary_line(report, importer))
+    for line in notices:
+        if line.startswith(_SAVE):
+            config.save_me(node.data.path, [v for v in line[len(_SAVE) :].split("\x1f") if v])
+        else:
+            print(f"pixie: notice: {line}", file=sys.stderr)
     return 0
 
 
@@ -242,6 +297,12 @@ def add_import_flags(p: argparse.ArgumentParser) -> None:
         "--tz",
         metavar="ZONE",
         help="time zone for times written without one (default: this machine's)",
+    )
+    p.add_argument(
+        "--date-order",
+        choices=DATE_ORDERS,
+        help="how dates that do not say are read (default: decided from the file; "
+        "day-first, with a notice, when no date in it tells)",
     )
     p.add_argument(
         "--cpu-budget",

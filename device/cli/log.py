@@ -10,6 +10,7 @@ from pixie.device.cli.common import count_flag, emit_json, json_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput
 from pixie.device.ingest import registry as importers
+from pixie.device.store import identities
 from pixie.device.store.contacts import clean_name
 from pixie.device.store.memlog import NewEvent, check_ref, check_text, parse_kind
 from pixie.protocol.errors import ProtocolError
@@ -49,13 +50,15 @@ def cmd_log_show(args: argparse.Namespace) -> int:
     with open_node(args) as node:
         records = node.log.last_records(args.last) if args.last else node.log.all_records()
         names = node.contacts.names()
+        with node.db.reading(plain=True) as conn:
+            mine = identities.me_contacts(conn)  # from_me as corrected by `contacts me`
     for r in records:
         item = {
             "id": r.id,
             "kind": r.kind.value,
             "at": format_time(r.at),
             "contact": names.get(r.contact_id) if r.contact_id else None,
-            "from_me": r.from_me,
+            "from_me": True if r.contact_id in mine else r.from_me,
             "thread": r.thread,
             "source": r.source,
             "text": r.text,

@@ -46,6 +46,10 @@ class Skipped:
 
 Item = NewEvent | ContactCard | Skipped
 
+DAY_FIRST = "day-first"
+MONTH_FIRST = "month-first"
+DATE_ORDERS = (DAY_FIRST, MONTH_FIRST)
+
 
 def _me_key(value: str) -> str:
     text = unicodedata.normalize("NFKC", " ".join(value.split())).casefold()
@@ -56,15 +60,22 @@ def _me_key(value: str) -> str:
 class ImportOptions:
     """What the user told `pixie import`.
 
-    ``me``: the user's own addresses, phone numbers and names (``--me``), which
-    decide ``from_me``; ``tz``: the zone for times written without an offset
-    (``--tz``, default the machine's); ``now_us``: the moment the import runs,
-    for windows such as a calendar's recurrence horizon.
+    ``me``: the user's own addresses, phone numbers and names (``--me``, the
+    data dir's ``me`` setting and the identities ``pixie contacts me`` logged),
+    which decide ``from_me``; ``tz``: the zone for times written without an
+    offset (``--tz``, default the machine's); ``now_us``: the moment the
+    import runs, for windows such as a calendar's recurrence horizon;
+    ``date_order``: `DAY_FIRST` or `MONTH_FIRST` for dates that do not say
+    (``--date-order``; None: decided from the file); ``notice``: hears one
+    line for the user about a choice the import made on its own (an
+    ambiguous date order), None to say nothing.
     """
 
     me: tuple[str, ...] = ()
     tz: dt.tzinfo = dt.UTC
     now_us: int = 0
+    date_order: str | None = None
+    notice: Callable[[str], None] | None = field(default=None, compare=False)
     _keys: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -230,6 +241,9 @@ def where(path: Path, place: str | None = None) -> str:
 
 
 __all__ = [
+    "DATE_ORDERS",
+    "DAY_FIRST",
+    "MONTH_FIRST",
     "ContactCard",
     "ImportOptions",
     "Importer",

@@ -9,6 +9,9 @@ error) from the importer or the store rolls the whole import back: nothing
 is written, and the error names the file and the record. Events whose id the
 log already holds are counted as already present, which is what makes a
 second import of the same export, or of one that grew, add only what is new.
+An event may also carry the id an earlier version of its importer gave the
+same record (``legacy_id``): if the log holds that one, it is present too, so
+a data dir filled before an importer's ids changed gets no duplicates.
 """
 
 from __future__ import annotations
@@ -111,6 +114,14 @@ class _Writer:
     def flush(self) -> None:
         if not self.pending:
             return
+        legacy = [e.legacy_id for e in self.pending if e.legacy_id is not None]
+        if legacy and (held := self.log.held_in(self.session, legacy)):
+            # Imported before under the importer's earlier ids: already present.
+            fresh = [e for e in self.pending if e.legacy_id not in held]
+            self.report.already_present += len(self.pending) - len(fresh)
+            self.pending = fresh
+            if not fresh:
+                return
         result, rows = self.log.append_in(self.session, self.pending, now=self.now)
         self.report.imported += len(result.ids)
         self.report.already_present += result.skipped

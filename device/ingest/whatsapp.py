@@ -30,18 +30,19 @@ gives its old messages the same ids.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
+import hashlib
 import re
 import stat
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from pixie.device.errors import BadInput
 from pixie.device.ingest.base import (
+    DAY_FIRST,
+    MONTH_FIRST,
     ImportOptions,
     Item,
     LocalTimes,
@@ -51,19 +52,12 @@ from pixie.device.ingest.base import (
     fit_text,
     id_from_digest,
     id_hasher,
-    where,
 )
+from pixie.device.ingest.whatsappfile import CHAT_MEMBER, Source, chat_member, chat_name
 from pixie.device.store.contacts import ContactCard, clean_name, phone_alias
 from pixie.device.store.memlog import MAX_REF_CHARS, MAX_TEXT_CHARS, EventKind, NewEvent
 
 SNIFF_BYTES = 4096
-MAX_LINE_BYTES = 1024 * 1024
-BLOCK_BYTES = 1024 * 1024  # read at a time by the first pass
-# A chat in a zip may inflate this many times its compressed size, or up to
-# `ZIP_RATIO_FREE` bytes whatever its ratio.
-MAX_ZIP_RATIO = 100
-ZIP_RATIO_FREE = 64 * 1024 * 1024
-PROGRESS_LINES = 2048
 THREAD_PREFIX = "whatsapp:"
 
 _SP = "[ \u00a0\u202f]"
@@ -109,12 +103,6 @@ _GROUP_SYSTEM = re.compile(
     r"\b(?:created group|added|removed|left|joined using|changed the subject"
     r"|changed this group|changed the group)\b"
 )
-_CHAT_FILE = re.compile(
-    r"(?:WhatsApp[- ]Chat(?:\s+with|\s+mit|\s+-)|Chat de WhatsApp con|Conversa do WhatsApp com"
-    r"|Discussion WhatsApp avec|Chat WhatsApp con)\s+(?P<name>.+?)(?:\s\(\d+\))?",
-    re.IGNORECASE,
-)
-_CHAT_MEMBER = "_chat.txt"
 # What the attachment, media and edit patterns above need in a first line:
 # "<", "(" or a bidi mark. A line without is plain text (or, if short, a
 # deleted message's placeholder).
@@ -174,158 +162,19 @@ def _is_media(text: str) -> bool:
     return bool(_ATTACHED.fullmatch(first) or _IOS_OMITTED.fullmatch(first))
 
 
-def _chat_name(name: str) -> str | None:
-    m = _CHAT_FILE.fullmatch(Path(name).stem.strip())
-    return m.group("name").strip() if m else None
-
-
-class _Source:
-    """Where the chat's text is: a .txt, or a member of a .zip."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.member: str | None = None
-        if path.suffix.lower() == ".zip":
-            try:
-                with zipfile.ZipFile(path) as archive:
-                    self.member = _chat_member(archive.namelist())
-                    if self.member is not None:
-                        info = archive.getinfo(self.member)
-                        self.size = info.file_size
-                        _check_ratio(path, info)
-            except (OSError, zipfile.BadZipFile, ValueError) as exc:
-                raise BadInput(f"{path.name}: not a readable zip archive ({exc})") from None
-            if self.member is None:
-                raise BadInput(f"{path.name}: no WhatsApp chat (.txt) inside the archive")
-            self.named = _chat_name(path.name)
-        else:
-            try:
-                self.size = path.stat().st_size
-            except OSError as exc:
-                raise BadInput(f"cannot read {path.name}: {exc.strerror}") from None
-            self.named = _chat_name(path.name)
-            if self.named is None and path.name == _CHAT_MEMBER:
-                self.named = _chat_name(path.parent.name)
-
-    def at(self, number: int) -> str:
-        place = f"line {number}" if self.member is None else f"{self.member}, line {number}"
-        return where(self.path, place)
-
-    @contextlib.contextmanager
-    def open(self) -> Iterator[IO[bytes]]:
-        try:
-            if self.member is None:
-                with self.path.open("rb") as stream:
-                    yield stream
-            else:
-                with zipfile.ZipFile(self.path) as archive, archive.open(self.member) as member:
-                    yield member
-        except (OSError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
-            raise BadInput(f"cannot read {self.path.name}: {exc}") from None
-
-    def lines(self, progress: Progress | None, done: int, total: int) -> Iterator[tuple[int, str]]:
-        """(number, text) of every line, decoded, without its line end."""
-        with self.open() as stream:
-            number = 0
-            read = 0
-            while True:
-                raw = stream.readline(MAX_LINE_BYTES + 1)
-                if not raw:
-                    break
-                number += 1
-                read += len(raw)
-                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                    raise BadInput(f"{self.at(number)}: longer than {MAX_LINE_BYTES // 1024} KiB")
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise BadInput(f"{self.at(number)}: not UTF-8 text") from None
-                if number == 1:
-                    text = text.removeprefix("\ufeff")
-                if progress is not None and number % PROGRESS_LINES == 0:
-                    progress(done + read, total)
-                yield number, text.rstrip("\r\n")
-
-    def blocks(
-        self, progress: Progress | None, total: int, done: int = 0
-    ) -> Iterator[tuple[int, str]]:
-        """(number of its first line, text) of the file in blocks of whole
-        lines, decoded, lines ended by "\\n": what `lines` reads, a megabyte at
-        a time, with the same limits and the same errors."""
-        with self.open() as stream:
-            number = 1
-            read = 0
-            carry = b""
-            while True:
-                raw = stream.read(BLOCK_BYTES)
-                read += len(raw)
-                data = carry + raw
-                if raw:
-                    cut = data.rfind(b"\n") + 1
-                    block, carry = data[:cut], data[cut:]
-                    if len(carry) > MAX_LINE_BYTES:
-                        at = number + block.count(b"\n")
-                        raise BadInput(f"{self.at(at)}: longer than {MAX_LINE_BYTES // 1024} KiB")
-                    if not block:
-                        continue
-                elif data:
-                    block, carry = data + b"\n", b""
-                else:
-                    break
-                if len(block) > MAX_LINE_BYTES and (
-                    long := re.search(rb"[^\n]{%d}" % (MAX_LINE_BYTES + 1), block)
-                ):
-                    at = number + block.count(b"\n", 0, long.start())
-                    raise BadInput(f"{self.at(at)}: longer than {MAX_LINE_BYTES // 1024} KiB")
-                try:
-                    text = block.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    at = number + block.count(b"\n", 0, exc.start)
-                    raise BadInput(f"{self.at(at)}: not UTF-8 text") from None
-                if number == 1:
-                    text = text.removeprefix("\ufeff")
-                if "\r" in text:
-                    text = text.replace("\r\n", "\n")
-                if progress is not None:
-                    progress(done + read, total)
-                yield number, text
-                number += block.count(b"\n")
-
-
-def _check_ratio(path: Path, info: zipfile.ZipInfo) -> None:
-    """Refuse a chat that inflates more than `MAX_ZIP_RATIO` times its
-    compressed size (beyond `ZIP_RATIO_FREE`): chat text compresses a few
-    times, a bomb of blank lines thousands. Reading never yields more than
-    the size declared, so the declared size is what is checked."""
-    allowed = max(ZIP_RATIO_FREE, MAX_ZIP_RATIO * info.compress_size)
-    if info.file_size > allowed:
-        raise BadInput(
-            f"{path.name}: {info.filename} inflates {info.file_size:,} bytes from"
-            f" {info.compress_size:,} (more than {MAX_ZIP_RATIO} times): refused"
-        )
-
-
-def _chat_member(names: list[str]) -> str | None:
-    texts = [n for n in names if n.lower().endswith(".txt") and not n.endswith("/")]
-    for name in texts:
-        if name.rsplit("/", 1)[-1] == _CHAT_MEMBER:
-            return name
-    for name in texts:
-        if _chat_name(name.rsplit("/", 1)[-1]) is not None:
-            return name
-    return None
-
-
 @dataclass(slots=True)
 class _Survey:
-    """What the first pass learns: the order of day and month, who speaks."""
+    """What the first pass learns: the order of day and month, who speaks,
+    and the name iOS writes its system lines under (the chat's)."""
 
     day_first: bool = True
     others: frozenset[str] = frozenset()
     group: bool = False
+    senders: frozenset[str] = frozenset()  # everyone who speaks, the user too
+    system_name: str | None = None
 
 
-def _survey(source: _Source, options: ImportOptions, progress: Progress | None) -> _Survey:
+def _survey(source: Source, options: ImportOptions, progress: Progress | None) -> _Survey:
     # Only the heads matter here, a block of lines at a time: a pattern finds
     # every head line of a block at once, and what is looked at per line is
     # the date's first two fields and the sender's name.
@@ -333,6 +182,7 @@ def _survey(source: _Source, options: ImportOptions, progress: Progress | None) 
     names: set[str] = set()  # what stands before ": " on message lines
     group = False
     seen_head = False
+    system_name: str | None = None
     for number, block in source.blocks(progress, 2 * source.size):
         if not seen_head:
             for offset, line in enumerate(block.split("\n")):
@@ -352,24 +202,49 @@ def _survey(source: _Source, options: ImportOptions, progress: Progress | None) 
             elif (said := _sender(rest)) is not None:
                 names.add(said[0])
             else:
+                if sep and system_name is None:
+                    system_name = " ".join(_BIDI.sub("", name).split()) or None
                 group = group or bool(_GROUP_SYSTEM.search(rest))
     if not seen_head:
         raise BadInput(f"{source.path.name}: no WhatsApp messages")
-    day_first = any(int(a) > 12 for a, _ in fields)
-    month_first = any(int(b) > 12 for _, b in fields)
-    if day_first and month_first:
-        _refuse_mixed_orders(source)
     others: set[str] = set()
+    senders: set[str] = set()
     for raw in names:
         said = _sender(raw + ": ")
         if said is None:  # not a name after all: a system line with ": " in it
             group = group or bool(_GROUP_SYSTEM.search(raw))
-        elif not options.is_me(said[0]):
-            others.add(said[0])
-    return _Survey(not month_first, frozenset(others), group or len(others) > 1)
+        else:
+            senders.add(said[0])
+            if not options.is_me(said[0]):
+                others.add(said[0])
+    day_first = _date_order(source, options, fields) == DAY_FIRST
+    return _Survey(
+        day_first, frozenset(others), group or len(others) > 1, frozenset(senders), system_name
+    )
 
 
-def _refuse_mixed_orders(source: _Source) -> None:
+def _date_order(source: Source, options: ImportOptions, fields: set[tuple[str, str]]) -> str:
+    """The order of day and month in the file's dates: a first field over 12
+    says day-first, a second field over 12 month-first (both: refused);
+    ``--date-order`` decides otherwise, and with neither the dates are read
+    day-first and the user hears so."""
+    day_first = any(int(a) > 12 for a, _ in fields)
+    month_first = any(int(b) > 12 for _, b in fields)
+    if day_first and month_first:
+        _refuse_mixed_orders(source)
+    if options.date_order is not None:
+        return options.date_order
+    if month_first:
+        return MONTH_FIRST
+    if not day_first and fields and options.notice is not None:
+        options.notice(
+            f"{source.path.name}: no date in it says whether the day or the month comes"
+            f" first; read as {DAY_FIRST} (--date-order {MONTH_FIRST} reads it the other way)"
+        )
+    return DAY_FIRST
+
+
+def _refuse_mixed_orders(source: Source) -> None:
     """Name the first line proving each order of day and month."""
     first_day: int | None = None
     first_month: int | None = None
@@ -388,7 +263,7 @@ def _refuse_mixed_orders(source: _Source) -> None:
             )
 
 
-def _day(source: _Source, number: int, head: _Head, day_first: bool) -> dt.date:
+def _day(source: Source, number: int, head: _Head, day_first: bool) -> dt.date:
     if len(head.a) == 4:
         year, month, day = int(head.a), int(head.b), int(head.c)
     else:
@@ -403,7 +278,7 @@ def _day(source: _Source, number: int, head: _Head, day_first: bool) -> dt.date:
         raise BadInput(f"{source.at(number)}: no such date or time") from None
 
 
-def _hour(source: _Source, number: int, head: _Head) -> int:
+def _hour(source: Source, number: int, head: _Head) -> int:
     """The head's hour on a 24-hour clock; its minute and second checked."""
     hour = head.hour
     if head.ampm is not None:
@@ -415,7 +290,7 @@ def _hour(source: _Source, number: int, head: _Head) -> int:
     return hour
 
 
-def _moment(source: _Source, number: int, head: _Head, day_first: bool) -> dt.datetime:
+def _moment(source: Source, number: int, head: _Head, day_first: bool) -> dt.datetime:
     day = _day(source, number, head, day_first)
     return dt.datetime.combine(day, dt.time(_hour(source, number, head), head.minute, head.second))
 
@@ -502,6 +377,60 @@ class _Occurrences:
         return occurrence
 
 
+def _stamp(head: _Head) -> str:
+    """A message's timestamp as the file writes it, in one spelling: the
+    date's three fields in their order, the time with its seconds and AM/PM."""
+    return f"{head.a}/{head.b}/{head.c} {head.hour}:{head.minute:02d}:{head.second:02d}" + (
+        head.ampm or ""
+    )
+
+
+def _message_id(
+    ids: hashlib._Hash, seen: _Occurrences, at: int, stamp: str | int, sender: str, text: str
+) -> str:
+    """The id of a message: ``ids`` (fed the chat) and the message's
+    ``stamp``, sender, text, and how many identical ones came before it
+    (counted in ``seen``); ``at`` gives the id its time."""
+    # One hash over the text serves both the repeat count (the hash of the
+    # id's parts so far) and the id (the same, with the count).
+    hasher = ids.copy()
+    parts = f"\x1f{stamp}\x1f{sender}\x1f{text}"  # as id_parts writes them
+    hasher.update(parts.encode("utf-8", "surrogatepass"))
+    occurrence = seen.count(at - at % 60_000_000, hasher.digest())
+    hasher.update(b"\x1f%d" % occurrence)
+    return id_from_digest(hasher.digest(), at)
+
+
+def _chat_of(source: Source, survey: _Survey) -> str:
+    """The chat's name, which names the thread and leads every id: the one
+    the file's name gives ("WhatsApp Chat with Ada.txt", the .zip's or, for
+    a bare ``_chat.txt``, its folder's); else, for a ``_chat.txt``, the name
+    iOS writes its system lines under (the chat's), else its speakers' names
+    in order ("Ada, Sam"); else the file's own name without its suffix. So a
+    .zip and the ``_chat.txt`` unpacked from it are one chat."""
+    chat = source.named
+    if chat is None and source.bare_chat:
+        chat = survey.system_name or ", ".join(sorted(survey.senders))
+    if chat is None:
+        chat = Path(source.member or source.path.name).stem
+    return " ".join(_BIDI.sub("", chat).split()) or "chat"
+
+
+def _legacy_chat(source: Source) -> str:
+    """The chat's name as imports named it before the .zip and its
+    ``_chat.txt`` were made one chat: the name of the file, of the .zip or of
+    a ``_chat.txt``'s folder (whatever that folder was called)."""
+    chat = chat_name(source.path.name)
+    if chat is None and source.member is None and source.path.name == CHAT_MEMBER:
+        chat = chat_name(source.path.parent.name)
+    if chat is None:
+        stem = Path(source.member or source.path.name).stem
+        if stem == "_chat":
+            stem = source.path.parent.name if source.member is None else source.path.stem
+        chat = stem or "chat"
+    return " ".join(_BIDI.sub("", chat).split()) or "chat"
+
+
 class WhatsappImporter:
     """A WhatsApp chat export, Android or iOS, any common locale."""
 
@@ -519,7 +448,7 @@ class WhatsappImporter:
                 return False  # opening a pipe would wait for, or take, its bytes
             if suffix == ".zip":
                 with zipfile.ZipFile(path) as archive:
-                    return _chat_member(archive.namelist()) is not None
+                    return chat_member(archive.namelist()) is not None
             with path.open("rb") as stream:
                 start = stream.read(SNIFF_BYTES)
         except (OSError, zipfile.BadZipFile, ValueError):
@@ -532,27 +461,25 @@ class WhatsappImporter:
 
     def read(self, path: Path, options: ImportOptions, progress: Progress | None) -> Iterator[Item]:
         """Every message of the chat, a contact card before each sender's first."""
-        source = _Source(path)
+        source = Source(path)
         survey = _survey(source, options, progress)
-        chat = source.named
-        if chat is None:
-            stem = Path(source.member or path.name).stem
-            if stem == "_chat":
-                stem = path.parent.name if source.member is None else path.stem
-            chat = stem or "chat"
-        chat = " ".join(_BIDI.sub("", chat).split()) or "chat"
+        chat = _chat_of(source, survey)
         thread = (THREAD_PREFIX + chat)[:MAX_REF_CHARS]
+        named = source.named or (survey.system_name if source.bare_chat else None)
         other: str | None = None
         if not survey.group:
             if len(survey.others) == 1:
                 other = next(iter(survey.others))
-            elif source.named is not None:
-                other = source.named
+            elif named is not None:
+                other = named
         who: dict[str, _Who] = {}  # a chat has few senders and many messages
         days: dict[tuple[str, str, str], dt.date] = {}
         times = LocalTimes(options.tz)
+        walls = LocalTimes(dt.UTC)  # the time as written, for the id's time
         ids = id_hasher(self.name, chat)
         occurrences = _Occurrences()
+        legacy_ids = id_hasher(self.name, _legacy_chat(source))
+        legacy_occurrences = _Occurrences()
 
         def finish(pending: _Pending) -> Item:
             text = _message_text("\n".join(pending.lines))
@@ -569,15 +496,9 @@ class WhatsappImporter:
             if day is None:
                 day = _day(source, pending.number, head, survey.day_first)
                 days[(head.a, head.b, head.c)] = day
-            at = times.us(day, _hour(source, pending.number, head), head.minute, head.second)
-            minute = at - at % 60_000_000
-            # One hash over the text serves both the repeat count (the hash
-            # of the id's parts so far) and the id (the same, with the count).
-            hasher = ids.copy()
-            parts = f"\x1f{minute}\x1f{sender.name}\x1f{text}"  # as id_parts writes them
-            hasher.update(parts.encode("utf-8", "surrogatepass"))
-            occurrence = occurrences.count(minute, hasher.digest())
-            hasher.update(b"\x1f%d" % occurrence)
+            hour = _hour(source, pending.number, head)
+            at = times.us(day, hour, head.minute, head.second)
+            wall = walls.us(day, hour, head.minute, head.second)
             return NewEvent(
                 kind=EventKind.MESSAGE,
                 at=at,
@@ -586,7 +507,10 @@ class WhatsappImporter:
                 thread=thread,
                 source=self.name,
                 from_me=sender.mine,
-                id=id_from_digest(hasher.digest(), at),
+                id=_message_id(ids, occurrences, wall, _stamp(head), sender.name, text),
+                legacy_id=_message_id(
+                    legacy_ids, legacy_occurrences, at, at - at % 60_000_000, sender.name, text
+                ),
             )
 
         carded: set[str] = set()
@@ -640,7 +564,7 @@ class WhatsappImporter:
             progress(total, total)
 
     @staticmethod
-    def _who(source: _Source, pending: _Pending, options: ImportOptions, other: str | None) -> _Who:
+    def _who(source: Source, pending: _Pending, options: ImportOptions, other: str | None) -> _Who:
         try:
             sender = clean_name(pending.name, "sender name")
             mine = options.is_me(sender)
@@ -658,7 +582,7 @@ def bare_parse(path: Path) -> int:
     (day first), its sender split off, and continuation lines joined to their
     message. No order inference, no ids, no items: the floor an import's
     throughput is measured against. Returns the number of messages."""
-    source = _Source(path)
+    source = Source(path)
     count = 0
     lines: list[str] = []
     for number, line in source.lines(None, 0, 0):

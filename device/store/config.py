@@ -6,6 +6,7 @@ environment, and `show` masks anything that looks like one.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -177,3 +178,62 @@ def describe(path: Path, flags: dict[str, Any] | None = None) -> list[dict[str, 
         }
     )
     return out
+
+
+# Who the user is, for imports (`pixie init --me`, `pixie config set me`):
+# a file of its own beside config.toml, written whole. It is this machine's
+# setting; what `pixie contacts me` records goes in the log and syncs.
+ME_FILE = "me.json"
+MAX_ME = 64  # identities at most
+MAX_ME_CHARS = 320
+
+
+def check_me(values: list[str], what: str) -> list[str]:
+    """The identities in ``values`` (each may hold several, comma-separated),
+    trimmed, empty ones dropped, each checked; `BadInput` naming ``what``."""
+    out: list[str] = []
+    for value in values:
+        if "\x00" in value:
+            raise BadInput(f"{what}: {value!r:.40} is not an address, number or name")
+        for piece in value.split(","):
+            part = " ".join(piece.split())
+            if not part:
+                continue
+            if len(part) > MAX_ME_CHARS or not part.isprintable():
+                raise BadInput(f"{what}: {part!r:.40} is not an address, number or name")
+            if part not in out:
+                out.append(part)
+    if len(out) > MAX_ME:
+        raise BadInput(f"{what}: at most {MAX_ME} of them")
+    return out
+
+
+def load_me(folder: Path) -> list[str] | None:
+    """The identities stored in the data dir ``folder``; None if none were
+    ever stored (an empty list: the user chose to give none)."""
+    path = folder / ME_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        values = data["me"]
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise TypeError
+        return check_me(values, str(path))
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError):
+        raise BadInput(f"{path} is not a list of identities (pixie config set me ...)") from None
+
+
+def save_me(folder: Path, values: list[str]) -> None:
+    """Store ``values`` as the user's identities in the data dir ``folder``."""
+    path = folder / ME_FILE
+    aside = path.with_name(ME_FILE + ".new")
+    try:
+        aside.write_text(json.dumps({"me": values}, ensure_ascii=False, indent=1) + "\n")
+        aside.replace(path)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror}") from None

@@ -122,6 +122,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX IF NOT EXISTS ix_event_membership ON memory_event (n) "
         "WHERE kind = 'membership'",
     ),
+    # The identity events (`memlog.MemoryEvent`'s partial index; see
+    # `identities.FROM_ME_SQL`).
+    9: (
+        "CREATE INDEX IF NOT EXISTS ix_event_identity ON memory_event (contact_id) "
+        "WHERE kind = 'identity'",
+    ),
 }
 # One in this many unsynced writes `at_once` would make goes to a worker thread,
 # where its commit may checkpoint the WAL (see `Database._plain`).

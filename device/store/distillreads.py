@@ -16,13 +16,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pixie.device.store.db import Database, peek
+from pixie.device.store.identities import FROM_ME_SQL
 
 Row = tuple[int, str, int, str | None, bool, str]
 
 CHUNK = 500  # ids or row numbers bound in one IN (...)
 MAX_THREAD_PEOPLE = 64  # the people of a thread a pass looks at
 
-_COLUMNS = "n, kind, at, contact_id, from_me, text"
+# from_me as corrected by the identity events (`identities.FROM_ME_SQL`).
+_COLUMNS = f"n, kind, at, contact_id, {FROM_ME_SQL} AS from_me, text"
 _NEWEST = "ORDER BY at DESC, n DESC LIMIT ?"
 _THREAD_SQL = f"SELECT {_COLUMNS} FROM memory_event WHERE thread = ? AND kind = ? {_NEWEST}"
 _THREAD_TOP_SQL = "SELECT max(n) FROM memory_event WHERE thread = ? AND kind = ?"

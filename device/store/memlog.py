@@ -91,6 +91,9 @@ class MemoryEvent(Base):
         # The account's membership records, read after every sync that took
         # anything in (`account_records`): a few rows among millions.
         Index("ix_event_membership", "n", sqlite_where=sql_text("kind = 'membership'")),
+        # The contacts identity events name (`identities.FROM_ME_SQL`): read by
+        # every read that reports from_me.
+        Index("ix_event_identity", "contact_id", sqlite_where=sql_text("kind = 'identity'")),
     )
 
 
@@ -106,6 +109,9 @@ class NewEvent:
     source: str | None = None
     from_me: bool | None = None
     id: str | None = None  # given by an import or a pin; minted otherwise
+    # The id an earlier scheme of the importer gave the same record: an import
+    # skips the event if the log holds either (see `MemoryLog.held_in`).
+    legacy_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,6 +455,11 @@ class MemoryLog:
             items = _event_items([r[1] for r in rows])
         statedigest.update(session, add=items)
         return rows
+
+    @staticmethod
+    def held_in(session: Session, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` the log holds, inside the caller's transaction."""
+        return _existing_ids(session, ids)
 
     @staticmethod
     def top_in(session: Session) -> int:

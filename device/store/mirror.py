@@ -69,7 +69,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pixie.device.errors import DataDirError
+from pixie.device.store import identities
 from pixie.device.store.db import Database
+from pixie.device.store.identities import FROM_ME_SQL
 from pixie.device.store.kinds import SEARCHABLE_KINDS
 from pixie.device.store.memlog import MemoryEvent, Row
 from pixie.device.store.mirrorfiles import (
@@ -150,9 +152,12 @@ class _Searchable(NamedTuple):
     from_me: bool | None
 
 
+# from_me as the identity events correct it (`identities.FROM_ME_SQL`).
 _RAW_ROWS_SQL = (
-    f"SELECT {', '.join(_Searchable._fields)} FROM {MemoryEvent.__tablename__} "
-    f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))})"
+    f"SELECT {', '.join(_Searchable._fields)} FROM (SELECT "
+    f"{', '.join(_Searchable._fields[:-1])}, {FROM_ME_SQL} AS from_me "
+    f"FROM {MemoryEvent.__tablename__} "
+    f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))}))"
 )
 _CONTACT_AT = _Searchable._fields.index("contact_id")
 
@@ -232,11 +237,17 @@ class MemoryTextMirror:
             if head is None or logged[0].n != head.top + 1:
                 self._catch_up_locked(folder)  # another writer got in between
                 return
+            if any(r.kind == identities.IDENTITY for r in logged):
+                # Lines already written may be the user's now: written again.
+                self._rebuild_locked(folder)
+                return
             names = head.names
             if any(r.contact_id and r.contact_id not in names for r in logged):
                 names = {**self._load_names(), **names}
+            with self.db.reading(plain=True) as conn:
+                mine = identities.me_contacts(conn)
             searchable = (
-                (r.n, r.id, r.kind, r.at, r.contact_id, r.text, r.from_me)
+                (r.n, r.id, r.kind, r.at, r.contact_id, r.text, r.from_me or r.contact_id in mine)
                 for r in logged
                 if r.kind in _SEARCHABLE
             )
@@ -425,11 +436,16 @@ class MemoryTextMirror:
             top = conn.execute(TOP_SQL).fetchone()[0] or 0
             if top <= head.top:
                 return
-            rows = list(self._raw_rows(conn, head.top, top))
-            top_id = row_id(conn, top)
-            names = head.names
-            if any(row[_CONTACT_AT] and row[_CONTACT_AT] not in names for row in rows):
-                names = {**dict(conn.execute(NAMES_SQL).fetchall()), **names}
+            again = identities.landed_after(conn, head.top)
+            if not again:
+                rows = list(self._raw_rows(conn, head.top, top))
+                top_id = row_id(conn, top)
+                names = head.names
+                if any(row[_CONTACT_AT] and row[_CONTACT_AT] not in names for row in rows):
+                    names = {**dict(conn.execute(NAMES_SQL).fetchall()), **names}
+        if again:  # lines already written may be the user's now: written again
+            self._rebuild_locked(folder)
+            return
         entries, used = self._entries(rows, names, self.db.path)
         self._append(folder, entries, used, top, top_id)
 

@@ -37,9 +37,13 @@ def test_an_id_hashed_in_steps_is_the_stable_id() -> None:
 
 
 def test_whatsapp_ids_are_the_stable_ids_of_their_parts() -> None:
+    """An id: the chat, the timestamp as written, the sender, the text and
+    the repeat count, timed by the written time read as UTC (so no --tz
+    changes it); the earlier scheme's id (the minute in the zone) rides along
+    as the legacy id."""
     items = WHATSAPP.read(
         FIXTURES / "WhatsApp Chat with Priya.txt",
-        ImportOptions(me=("Sam",), tz=ZoneInfo("Europe/Lisbon")),
+        ImportOptions(me=("Sam",), tz=ZoneInfo("America/New_York")),
         None,
     )
     seen: dict[tuple[int, str, str], int] = {}
@@ -48,8 +52,14 @@ def test_whatsapp_ids_are_the_stable_ids_of_their_parts() -> None:
         minute = event.at - event.at % 60_000_000
         occurrence = seen.get((minute, sender, event.text), 0)
         seen[(minute, sender, event.text)] = occurrence + 1
-        assert event.id == stable_id(
+        assert event.legacy_id == stable_id(
             "whatsapp", "Priya", minute, sender, event.text, occurrence, at_us=event.at
+        )
+        wall = minute - 4 * 3600 * 1_000_000  # New York is UTC-4 in mid-March 2025
+        day = dt.datetime.fromtimestamp(wall / 1e6, dt.UTC)
+        stamp = f"{day:%d/%m/%Y} {day.hour}:{day:%M}:00"
+        assert event.id == stable_id(
+            "whatsapp", "Priya", stamp, sender, event.text, occurrence, at_us=wall
         )
 
 

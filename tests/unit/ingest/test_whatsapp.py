@@ -285,9 +285,9 @@ def test_a_zip_that_inflates_too_many_times_is_refused(
 ) -> None:
     """A chat of one message and a gigabyte of blank lines zips to a
     megabyte; past a size any chat may have, the ratio decides."""
-    from pixie.device.ingest import whatsapp
+    from pixie.device.ingest import whatsappfile
 
-    monkeypatch.setattr(whatsapp, "ZIP_RATIO_FREE", 64 * 1024)
+    monkeypatch.setattr(whatsappfile, "ZIP_RATIO_FREE", 64 * 1024)
     bomb = _zip(tmp_path, b"[01/01/2024, 10:00:00] Ann: hi\n" + b"\n" * 4_000_000)
     with pytest.raises(BadInput, match=r"inflates 4,000,031 bytes from [\d,]+ \(more than 100"):
         read(bomb)

@@ -216,7 +216,7 @@ def test_a_version_4_data_dir_is_migrated_on_open_and_keeps_its_contacts(
     _make_version_4(data_dir)
     assert _table_shape(data_dir / "pixie.db") == ([], [])
     with Node.open(data_dir) as n:
-        assert n.db.meta()["schema_version"] == str(SCHEMA_VERSION) == "9"
+        assert n.db.meta()["schema_version"] == str(SCHEMA_VERSION) == "10"
         (info,) = n.contacts.all()
         assert (info.id, info.aliases, info.details) == (
             cid,

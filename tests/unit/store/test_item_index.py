@@ -203,7 +203,7 @@ def test_a_version_6_data_dir_gets_its_index_built_by_the_first_repair(tmp_path:
     _make_version_6(a_dir)
     a = Node.open(a_dir)
     try:
-        assert a.db.meta()["schema_version"] == str(SCHEMA_VERSION) == "9"
+        assert a.db.meta()["schema_version"] == str(SCHEMA_VERSION) == "10"
         # The migrated tables are those a new data dir creates.
         assert _schema(a_dir / "pixie.db") == fresh and fresh[1] is True
         assert not itemindex.is_built(a.db) and itemindex.stored(a.db) == set()
