@@ -28,6 +28,11 @@ _ME_CONTACTS = (
 FROM_ME_SQL = (
     f"(coalesce(from_me, 0) OR (contact_id IS NOT NULL AND contact_id IN ({_ME_CONTACTS})))"
 )
+# The contact a line names, on a row of memory_event: none for the user's own
+# words (an import that knew who you are names the other party, or nobody; a
+# message re-marked as yours names the contact you were imported as, which
+# would read "you -> you").
+SHOWN_CONTACT_SQL = f"(CASE WHEN contact_id IN ({_ME_CONTACTS}) THEN NULL ELSE contact_id END)"
 INDEX_SQL = (
     "CREATE INDEX IF NOT EXISTS ix_event_identity ON memory_event (contact_id) "
     f"WHERE kind = '{IDENTITY}'"
@@ -78,4 +83,13 @@ def landed_after(conn: sqlite3.Connection, n: int) -> bool:
     return conn.execute(_LANDED_SQL, (n,)).fetchone() is not None
 
 
-__all__ = ["FROM_ME_SQL", "IDENTITY", "INDEX_SQL", "is_me", "known", "me_contacts", "not_mine"]
+__all__ = [
+    "FROM_ME_SQL",
+    "IDENTITY",
+    "INDEX_SQL",
+    "SHOWN_CONTACT_SQL",
+    "is_me",
+    "known",
+    "me_contacts",
+    "not_mine",
+]

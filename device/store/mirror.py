@@ -71,7 +71,7 @@ from typing import Any, NamedTuple
 from pixie.device.errors import DataDirError
 from pixie.device.store import identities
 from pixie.device.store.db import Database
-from pixie.device.store.identities import FROM_ME_SQL
+from pixie.device.store.identities import FROM_ME_SQL, SHOWN_CONTACT_SQL
 from pixie.device.store.kinds import SEARCHABLE_KINDS
 from pixie.device.store.memlog import MemoryEvent, Row
 from pixie.device.store.mirrorfiles import (
@@ -152,10 +152,15 @@ class _Searchable(NamedTuple):
     from_me: bool | None
 
 
-# from_me as the identity events correct it (`identities.FROM_ME_SQL`).
+# from_me as the identity events correct it (`identities.FROM_ME_SQL`), and
+# no contact named on the user's own words (`identities.SHOWN_CONTACT_SQL`).
 _RAW_ROWS_SQL = (
     f"SELECT {', '.join(_Searchable._fields)} FROM (SELECT "
-    f"{', '.join(_Searchable._fields[:-1])}, {FROM_ME_SQL} AS from_me "
+    + ", ".join(
+        f"{SHOWN_CONTACT_SQL} AS contact_id" if f == "contact_id" else f
+        for f in _Searchable._fields[:-1]
+    )
+    + f", {FROM_ME_SQL} AS from_me "
     f"FROM {MemoryEvent.__tablename__} "
     f"WHERE n > ? AND n <= ? AND kind IN ({', '.join('?' * len(_SEARCHABLE_VALUES))}))"
 )
@@ -247,7 +252,15 @@ class MemoryTextMirror:
             with self.db.reading(plain=True) as conn:
                 mine = identities.me_contacts(conn)
             searchable = (
-                (r.n, r.id, r.kind, r.at, r.contact_id, r.text, r.from_me or r.contact_id in mine)
+                (
+                    r.n,
+                    r.id,
+                    r.kind,
+                    r.at,
+                    None if r.contact_id in mine else r.contact_id,
+                    r.text,
+                    r.from_me or r.contact_id in mine,
+                )
                 for r in logged
                 if r.kind in _SEARCHABLE
             )

@@ -32,7 +32,7 @@ BLOCK_LINES = 4096
 """Lines of the base in the first run a search scans from the newest end
 (each further run is twice as long, up to `MAX_RUN_LINES`)."""
 MAX_RUN_LINES = 1 << 18
-FORMAT = 1
+FORMAT = 2  # 2: the user's own words name no contact, as identity events say
 MIRROR_FOLDER = "mirror"
 """The mirror's folder in a data dir."""
 KINDS: tuple[EventKind, ...] = tuple(EventKind)

@@ -169,6 +169,8 @@ def _every_read_sees_sams_messages_as_mine(data: Path) -> None:
         assert {h.body for h in hits if h.from_me} == SAMS
         result = GrepMemoryTool(node.mirror).run("usual place|IMG-")
         assert result.hits and all(h.from_me for h in result.hits)
+        # Your own words, as the model reads them: "you", not "you -> Sam".
+        assert all(h.contact is None and h.who() == " · you" for h in result.hits)
         lines, _, _ = timeline(node.mirror, None, None)
         assert {line.snippet for line in lines if line.from_me} == SAMS
         with node.db.reading(plain=True) as conn:
