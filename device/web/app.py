@@ -234,7 +234,9 @@ class NotebookPage:
                 "phones": [a for a in others if "@" not in a and phone_alias(a) == a],
                 "aliases": [a for a in others if "@" not in a and phone_alias(a) != a],
                 "details": [
-                    (DETAIL_NAMES[k], v) for k, v in info.details.as_dict().items() if v is not None
+                    (DETAIL_NAMES[k], humane.birthday(v) if k == "birthday" else v)
+                    for k, v in info.details.as_dict().items()
+                    if v is not None
                 ],
                 "pages": pages,
                 "notes": [n for n in notes if n.kind is not NoteKind.PERSON],

@@ -102,6 +102,19 @@ def ahead(us: int, now_us: int) -> str:
     return f"in {days // 30} months"
 
 
+def birthday(value: str) -> str:
+    """A contact card's birthday, "YYYY-MM-DD" or "--MM-DD" with no year, as
+    "10 Dec 1815" or "10 Dec" (as written when it is neither)."""
+    year, _, rest = value.partition("-") if not value.startswith("--") else ("", "", value[2:])
+    try:
+        d = dt.date(int(year) if year else 2000, int(rest[:2]), int(rest[3:5]))
+    except ValueError:
+        return value
+    if len(rest) != 5 or rest[2] != "-":
+        return value
+    return f"{d.day} {d:%b}" + (f" {d.year}" if year else "")
+
+
 def outcome(value: str) -> str:
     """A sync outcome in words ("no answer" for ``no_answer``)."""
     return OUTCOMES.get(value, value.replace("_", " "))
@@ -111,6 +124,7 @@ __all__ = [
     "OUTCOMES",
     "ago",
     "ahead",
+    "birthday",
     "day",
     "iso",
     "local_time",

@@ -64,7 +64,8 @@ def markdown(text: str | None, *, person_page: bool = False) -> Markup:
 
 
 def plain(text: str | None) -> str:
-    """The words of a Markdown body without its marks, blocks joined by spaces."""
+    """The words of a Markdown body without its marks, its blocks (a
+    paragraph, a heading, a list item) joined by " · "."""
     if not text:
         return ""
     out: list[str] = []
@@ -79,7 +80,8 @@ def plain(text: str | None) -> str:
             )
         elif token.type in ("code_block", "fence"):
             out.append(token.content)
-    return " ".join(" ".join(out).split())
+    blocks = (" ".join(block.split()) for block in out)
+    return " · ".join(block for block in blocks if block)
 
 
 __all__ = ["HEADING_SHIFT", "PERSON_SECTIONS", "markdown", "plain"]
