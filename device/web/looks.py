@@ -18,9 +18,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 EXCERPT_CHARS = 280
 
 
-def excerpt(text: str | None) -> str:
+def excerpt(text: str | None, person_page: bool = False) -> str:
     """A body's words without Markdown marks, clipped for a card."""
-    flat = render.plain(text)
+    flat = render.plain(text, person_page=person_page)
     return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
 
 

@@ -63,11 +63,13 @@ def markdown(text: str | None, *, person_page: bool = False) -> Markup:
     return Markup(_MD.renderer.render(tokens, _MD.options, env))  # noqa: S704
 
 
-def plain(text: str | None) -> str:
+def plain(text: str | None, *, person_page: bool = False) -> str:
     """The words of a Markdown body without its marks, its blocks (a
     paragraph, a heading, a list item) joined by " · "."""
     if not text:
         return ""
+    if person_page:
+        text = _person_sections(text)
     out: list[str] = []
     for token in _MD.parse(text):
         if token.type == "inline":
