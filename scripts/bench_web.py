@@ -203,6 +203,7 @@ def main() -> int:
                     "digests, page 20": "/group/digests?page=20",
                     "one note": f"/note/{facts['note']}",
                     "person page": f"/person/{facts['person']}",
+                    "upcoming": "/upcoming",
                     "memory log": "/log",
                     "log grep 'knee|cello'": "/log?q=knee%7Ccello",
                     "log, one person": f"/log?person={facts['name'].replace(' ', '+')}",

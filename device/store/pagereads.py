@@ -1,5 +1,6 @@
 """What the web page reads from the store: pages of live clear notes, the
-events a note's source reference names, one event, and who has a page.
+events a note's source reference names, one event, who has a page, and the
+dated notes ahead.
 
 Every note query filters to the clear zone and to live notes first; nothing
 here can read a sealed row. (`pixie.device.web.reads` shapes what these
@@ -57,6 +58,27 @@ def clear_notes_page(
     stmt = (
         stmt.where(*conditions)
         .order_by(Note.updated_at.desc(), Note.id.desc())
+        .limit(limit + 1)
+        .offset(offset)
+    )
+    with db.reading() as session:
+        notes = [to_clear_note(row) for row in session.scalars(stmt)]
+    return notes[:limit], len(notes) > limit
+
+
+def upcoming_notes(
+    db: Database, since_us: int, *, limit: int, offset: int = 0
+) -> tuple[list[ClearNote], bool]:
+    """Live clear notes about a day at or after ``since_us``, soonest first
+    (ties newest written first), one page, and whether another page follows.
+
+    No index covers ``about_date`` for every kind (only the series digests'
+    partial one), so this is a scan of the clear notes: one pass, a small
+    sort of the dated ones ahead."""
+    stmt = (
+        select(Note)
+        .where(_live_clear(), Note.about_date.is_not(None), Note.about_date >= since_us)
+        .order_by(Note.about_date, Note.updated_at.desc(), Note.id)
         .limit(limit + 1)
         .offset(offset)
     )
@@ -126,4 +148,5 @@ __all__ = [
     "people_with_pages",
     "referenced_events",
     "searchable_event",
+    "upcoming_notes",
 ]

@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
-import jinja2
 import trio
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -40,35 +39,30 @@ from starlette.types import ASGIApp
 
 from pixie.device.agent.grep import MAX_QUERY_CHARS
 from pixie.device.agent.limits import MAX_DAYS_BACK
-from pixie.device.agent.tools import (
-    MAX_PERSON_CHARS,
-    label,
-    render_results,
-)
+from pixie.device.agent.tools import MAX_PERSON_CHARS, render_results
 from pixie.device.errors import BadInput, DeviceError, NotFound
 from pixie.device.node.clear import ClearNode
 from pixie.device.notebook.clearview import ScoredNote
-from pixie.device.store.contacts import DETAIL_NAMES, ContactInfo, clean_name, name_key
-from pixie.device.store.memlog import EventRecord
-from pixie.device.store.notes import (
-    LABELS,
-    MAX_TAG_CHARS,
-    ClearNote,
-    NoteKind,
-    is_kept_up_identity,
-    kept_up_title,
+from pixie.device.store.contacts import (
+    DETAIL_NAMES,
+    ContactInfo,
+    clean_name,
+    name_key,
+    phone_alias,
 )
-from pixie.device.web import reads
+from pixie.device.store.memlog import EventRecord
+from pixie.device.store.notes import MAX_TAG_CHARS, ClearNote, NoteKind
+from pixie.device.web import humane, reads
+from pixie.device.web.looks import environment
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable, OffloadGateway
 from pixie.device.web.security import CSRF_FIELD, Guard, Secrets, csrf_ok
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.ids import parse_id
-from pixie.protocol.timestamps import format_date, format_time
 
 HERE = Path(__file__).parent
+FAVICON = HERE / "static" / "favicon.svg"
 T = TypeVar("T")
-DAY_US = 86_400_000_000
-EXCERPT_CHARS = 280
+DAY_US = humane.DAY_US
 
 # What a redirect after a write says, by key: the address carries the key, never text.
 DONE = {
@@ -95,31 +89,6 @@ class WebConfig:
     offload: OffloadGateway | None = None
     last_syncs: Callable[[], dict[str, object]] | None = None
     loopback_only: bool = True
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(HERE / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["date"] = format_date
-    env.filters["time"] = lambda us: format_time(us).replace("T", " ").replace("Z", " UTC")
-    env.filters["excerpt"] = _excerpt
-    env.globals["LABELS"] = LABELS
-    env.globals["label"] = label
-    env.globals["is_kept_up_identity"] = is_kept_up_identity
-    env.globals["kept_up_title"] = kept_up_title
-    return env
-
-
-def _excerpt(text: str | None) -> str:
-    if text is None:
-        return ""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
 
 
 def _page(request: Request) -> int:
@@ -174,7 +143,7 @@ class NotebookPage:
         self.node = node
         self.config = config
         self.lane = trio.CapacityLimiter(1)
-        self.templates = Jinja2Templates(env=_environment())
+        self.templates = Jinja2Templates(env=environment(node.clock.now_us))
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on the database lane, off the event loop."""
@@ -257,11 +226,17 @@ class NotebookPage:
             notes, more = reads.clear_page(
                 self.node.db, None, contact_id=contact_id, offset=(page - 1) * reads.PAGE_NOTES
             )
+            others = [a for a in info.aliases if name_key(a) != name_key(info.name)]
             return {
                 "info": info,
-                "aliases": [a for a in info.aliases if name_key(a) != name_key(info.name)],
+                # Addresses and numbers are how to reach them; the rest are names.
+                "emails": [a for a in others if "@" in a],
+                "phones": [a for a in others if "@" not in a and phone_alias(a) == a],
+                "aliases": [a for a in others if "@" not in a and phone_alias(a) != a],
                 "details": [
-                    (DETAIL_NAMES[k], v) for k, v in info.details.as_dict().items() if v is not None
+                    (DETAIL_NAMES[k], humane.birthday(v) if k == "birthday" else v)
+                    for k, v in info.details.as_dict().items()
+                    if v is not None
                 ],
                 "pages": pages,
                 "notes": [n for n in notes if n.kind is not NoteKind.PERSON],
@@ -401,6 +376,19 @@ class NotebookPage:
             )
         return _see(f"/note/{note_id}", done="added")
 
+    async def upcoming(self, request: Request) -> Response:
+        page = _page(request)
+
+        def load() -> dict[str, Any]:
+            since = humane.today_start_us(self.node.clock.now_us())
+            notes, more = reads.upcoming(self.node.db, since, offset=(page - 1) * reads.PAGE_NOTES)
+            return {"notes": notes, "more": more, "page": page, "names": self.node.contacts.names()}
+
+        return self.render(request, "upcoming.html", await self.run(load))
+
+    async def favicon(self, request: Request) -> Response:
+        return FileResponse(FAVICON, media_type="image/svg+xml")
+
     # -- search ----------------------------------------------------------------------
 
     async def search(self, request: Request) -> Response:
@@ -414,9 +402,13 @@ class NotebookPage:
                 raise BadInput(f"days must be a whole number from 1 to {MAX_DAYS_BACK}")
             days = int(days_raw)
 
+        asked = bool(query.strip()) or any(v is not None for v in (person, topic, days))
+
         def load() -> tuple[list[ScoredNote], str, dict[str, str], list[str]]:
             names = self.node.contacts.names()
             people = sorted(set(names.values()), key=str.casefold)
+            if not asked:  # an empty form: nothing to rank, so nothing is listed
+                return [], "", names, people
             contact_id = None
             if person is not None:
                 try:
@@ -436,6 +428,8 @@ class NotebookPage:
             {
                 "results": results,
                 "headline": headline,
+                "asked": asked,
+                "scored": bool(query.strip()),
                 "names": names,
                 "people": people,
                 "q": query,
@@ -561,7 +555,7 @@ def _last_sync(last: dict[str, object] | None, fingerprint: str) -> dict[str, An
     at = report.get("at")
     return {
         "outcome": outcome,
-        "at": format_time(int(float(at) * 1_000_000)) if isinstance(at, int | float) else None,
+        "at": int(float(at) * 1_000_000) if isinstance(at, int | float) else None,
         "applied": report.get("applied"),
         "error": report.get("error"),
         # A session ends in_sync when the Hellos' digests matched, and synced or
@@ -606,6 +600,8 @@ def create_app(node: ClearNode, config: WebConfig) -> ASGIApp:
         Route("/note/{note_id}/recall", page.recall, methods=["POST"]),
         Route("/add", page.add_form, methods=["GET"]),
         Route("/add", page.add, methods=["POST"]),
+        Route("/upcoming", page.upcoming),
+        Route("/favicon.ico", page.favicon),
         Route("/search", page.search),
         Route("/log", page.log),
         Route("/event/{event_id}", page.event),

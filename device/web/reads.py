@@ -177,6 +177,14 @@ def event(db: Database, event_id: str) -> EventRecord | None:
     return pagereads.searchable_event(db, event_id)
 
 
+def upcoming(
+    db: Database, since_us: int, *, limit: int = PAGE_NOTES, offset: int = 0
+) -> tuple[list[ClearNote], bool]:
+    """Notes about a day at or after ``since_us``, soonest first, one page,
+    and whether another page follows."""
+    return pagereads.upcoming_notes(db, since_us, limit=limit, offset=offset)
+
+
 def people_with_pages(db: Database) -> set[str]:
     """The contacts that have a live person page in the clear zone."""
     return pagereads.people_with_pages(db)
@@ -195,4 +203,5 @@ __all__ = [
     "people_with_pages",
     "source_events",
     "timeline",
+    "upcoming",
 ]

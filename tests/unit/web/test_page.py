@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
@@ -21,11 +22,13 @@ from pixie.device.store.contactbook import ContactBook
 from pixie.device.store.contacts import ContactCard
 from pixie.device.store.memlog import EventKind, NewEvent
 from pixie.device.store.notes import NoteKind
+from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.offload import OffloadLedger
+from pixie.device.web import humane
 from pixie.device.web.app import WebConfig, create_app
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable
 from pixie.device.web.security import CONTENT_SECURITY_POLICY, MAX_FORM_BYTES, Secrets
-from pixie.protocol.timestamps import parse_time
+from pixie.protocol.timestamps import format_time, parse_time
 
 BASE = "http://127.0.0.1:8765"
 SECRETS = Secrets(access="access-token-for-tests", csrf="csrf-token-for-tests")
@@ -299,7 +302,7 @@ async def test_the_notebook_is_grouped_as_the_specification_groups_it(site: Site
 async def test_a_person_page_shows_the_contact_book_and_their_notes(site: Site) -> None:
     html = (await site.get(f"/person/{site.ids['ada']}")).text
     assert "<h1>Ada Lovelace</h1>" in html
-    assert "Royal Society" in html and "--12-10" in html and "ada@example.org" in html
+    assert "Royal Society" in html and "10 Dec" in html and "ada@example.org" in html
     assert "Plays the cello." in html  # the person page
     assert "Ada, recital" in html and "Call with Ada" in html  # notes filed under her
     assert (await site.get("/person/ffffffffffffffffffffffffffffffff")).status_code == 404
@@ -323,13 +326,20 @@ async def test_search_is_check_notebooks_ranking(site: Site) -> None:
         ({"q": "recital honest"}, ("recital honest", None, None)),
         ({"q": "", "topic": "music"}, ("", None, "music")),
         ({"q": "ada", "person": "Ada"}, ("ada", site.ids["ada"], None)),
-        ({}, ("", None, None)),
     ]
     for params, (query, contact_id, topic) in cases:
         html = (await site.get("/search", **params)).text
         shown = re.findall(r'<article class="note" data-note="([^"]+)"', html)
         expected = [s.note.id for s in view.search_clear(query, contact_id, topic)]
         assert shown == expected, params
+        assert "score 0" not in html, params  # a filter alone ranks nothing
+    # An empty form asks nothing, so nothing is listed (and nothing is scored).
+    for params in ({}, {"q": "  "}):
+        html = (await site.get("/search", **params)).text
+        assert re.findall(r'<article class="note"', html) == [], params
+        assert "score" not in html.split("<main>")[1], params
+    ranked = (await site.get("/search", q="cello")).text
+    assert re.search(r'class="score"[^>]*>score [1-9]', ranked)
     html = (await site.get("/search", q="cello", person="Nobody Known")).text
     assert "No notes are filed under that person (&#34;Nobody Known&#34;)." in html
     bad = await site.get("/search", q="x", days="0")
@@ -549,3 +559,136 @@ async def test_an_edited_person_page_names_the_page_beside_it(site: Site) -> Non
     # An edited note of another kind says only that it is the user's.
     guidance = (await site.get(f"/note/{site.ids['guidance']}")).text
     assert "edited by you" in guidance and "later news" not in guidance
+
+
+# -- reading: Markdown, person cards, times, upcoming, the icon --------------------------------
+
+HOSTILE = (
+    "# Plan\n\n"
+    "<script>alert('body')</script>\n\n"
+    '<img src=x onerror="alert(2)">\n\n'
+    "[x](javascript:alert(1)) and [y](JAVASCRIPT:alert(3)) and ![i](https://tracker.example/p.png)\n\n"
+    "- **bold** item\n- second item"
+)
+
+
+class Tags(HTMLParser):
+    """Every element a page's markup opens, with its attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.seen.append((tag, attrs))
+
+
+async def test_markdown_is_rendered_and_no_markup_from_a_note_reaches_the_page(site: Site) -> None:
+    note_id = site.keyed.notebook.add_user_note(NoteKind.GUIDANCE, "Hostile", HOSTILE)
+    for path in [f"/note/{note_id}", "/", "/group/guidance", "/search?q=plan"]:
+        html = (await site.get(path)).text
+        tags = Tags()
+        tags.feed(html.split("<main>")[1].split("</main>")[0])
+        names = {tag for tag, _ in tags.seen}
+        assert not names & {"script", "img", "iframe", "object", "style"}, path
+        for tag, attrs in tags.seen:
+            assert not [k for k, _ in attrs if k.startswith("on")], (path, tag)
+            href = dict(attrs).get("href") or ""
+            assert not href.lower().startswith(("javascript:", "data:", "vbscript:")), path
+    page = (await site.get(f"/note/{note_id}")).text
+    body = page.split('id="note-body">')[1].split("</div>")[0]
+    assert "<h3>Plan</h3>" in body  # a heading, two levels below the note's title
+    assert "<li><strong>bold</strong> item</li>" in body
+    assert "&lt;script&gt;alert('body')&lt;/script&gt;" in body  # shown as text
+    assert "&lt;img src=x onerror=" in body
+    assert "[x](javascript:alert(1))" in body  # the link stays text
+    assert "[y](JAVASCRIPT:alert(3))" in body
+    # An image is not loaded from anywhere: it is shown as a plain link.
+    assert '!<a href="https://tracker.example/p.png">i</a>' in body
+    # A card's excerpt is the words without the marks.
+    card = (await site.get("/group/guidance")).text.split(f'data-note="{note_id}"')[1]
+    excerpt = card.split('class="excerpt">')[1].split("</p>")[0]
+    assert (
+        excerpt.startswith("Plan · &lt;script&gt;") and "**" not in excerpt and "- " not in excerpt
+    )
+
+
+async def test_a_person_page_is_a_card_contact_details_first_then_sections(site: Site) -> None:
+    ada = site.ids["ada"]
+    site.keyed.notebook.edit(
+        site.ids["ada_page"],
+        body="Who they are\n- Plays the **cello**\nOpen threads\n- The recital on the 14th",
+    )
+    html = (await site.get(f"/person/{ada}")).text
+    card = html.split('<article class="person-card">')[1].split("</article>")[0]
+    assert card.index("Royal Society") < card.index("<h3>Who they are</h3>")
+    assert '<a href="mailto:ada@example.org">ada@example.org</a>' in card
+    assert "<li>Plays the <strong>cello</strong></li>" in card
+    assert card.index("<h3>Who they are</h3>") < card.index("<h3>Open threads</h3>")
+
+
+async def test_upcoming_lists_dated_notes_from_today_soonest_first(site: Site) -> None:
+    today = humane.today_start_us(site.clear.clock.now_us())
+    day = humane.DAY_US
+    nb = site.keyed.notebook
+    ids = {}
+    for name, offset in [("past", -2), ("in ten", 10), ("today", 0), ("in three", 3)]:
+        item = Distilled(NoteKind.CONVERSATION_DIGEST, f"d:{name}", f"Plan {name}", "x")
+        ids[name] = nb.upsert_clear(replace(item, about_date=today + offset * day)).note_id
+    html = (await site.get("/upcoming")).text
+    shown = re.findall(r'<article class="note" data-note="([^"]+)"', html)
+    mine = [i for i in shown if i in ids.values()]  # (the seed's pin is about today too)
+    assert mine == [ids["today"], ids["in three"], ids["in ten"]]
+    assert ">today<" in html and ">in 3 days<" in html and ">in 10 days<" in html
+    assert '<a href="/upcoming" class="here" aria-current="page">Upcoming</a>' in html
+    assert '<a href="/upcoming"' in (await site.get("/")).text  # linked from the nav
+
+
+async def test_times_are_words_with_the_exact_time_beside_them(
+    nodes: tuple[Node, ClearNode],
+) -> None:
+    keyed, clear = nodes
+    key = b"\x07" * 32
+    keyed.siblings.add(SiblingInfo(key, "mac", "homebase", "relay.example:443", 1))
+    fingerprint = SiblingInfo(key, "mac", "homebase", "", 1).fingerprint
+    at = clear.clock.now_us() // 1_000_000 - 200
+    reports = {fingerprint: {"outcome": "no_answer", "at": at, "applied": 0}}
+    app = create_app(clear, WebConfig(SECRETS, last_syncs=lambda: reports))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as c:
+        c.cookies.set("pixie_web_8765", SECRETS.access)
+        html = (await c.get("/status")).text
+    exact = format_time(at * 1_000_000)
+    found = re.search(rf'<time datetime="{exact}" title="{exact}">(\d+) minutes ago</time>', html)
+    assert found is not None and int(found.group(1)) >= 3
+    assert "no answer" in html and "no_answer" not in html
+    assert re.search(r"\d{4}-\d\d-\d\dT", html.split("<main>")[1].replace(exact, "")) is None
+
+
+def test_human_times() -> None:
+    now = parse_time("2026-12-07T16:00:00Z")
+    minute, day = 60_000_000, humane.DAY_US
+    assert humane.ago(now - 10_000_000, now) == "just now"
+    assert humane.ago(now - 3 * minute, now) == "3 minutes ago"
+    assert humane.ago(now - minute, now) == "1 minute ago"
+    assert humane.ago(now - day, now).startswith("yesterday, ")
+    assert humane.ago(now - 30 * day, now) == humane.local_time(now - 30 * day)
+    assert humane.day(parse_time("2026-11-01T00:00:00Z")) == "Sun 1 Nov 2026"
+    assert humane.birthday("--12-10") == "10 Dec"
+    assert humane.birthday("1815-12-10") == "10 Dec 1815"
+    assert humane.birthday("sometime") == "sometime"
+    assert humane.outcome("no_answer") == "no answer"
+    assert humane.outcome("in_sync") == "already in sync"
+    start = humane.today_start_us(now)
+    assert humane.ahead(start, now) == "today"
+    assert humane.ahead(start + day, now) == "tomorrow"
+    assert humane.ahead(start + 5 * day, now) == "in 5 days"
+
+
+async def test_the_icon_is_served_so_no_page_load_fails(site: Site) -> None:
+    for path in ["/favicon.ico", "/static/favicon.svg"]:
+        response = await site.get(path)
+        assert response.status_code == 200, path
+        assert response.headers["content-type"].startswith("image/svg+xml"), path
+        assert response.text.startswith("<svg")
+    html = (await site.get("/")).text
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in html
