@@ -11,34 +11,23 @@ with trio's event loop.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from pixie.device.app import control
 from pixie.device.errors import BadInput
 from pixie.device.web.offloaded import NO_DAEMON
+from tests.support.browser import BROWSER_MARKS, CHROMIUM, plain_asyncio
 from tests.support.daemons import BODY, Setup, stop
 from tests.support.processes import PIXIE
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not installed (apt-get install chromium; "
-        "scripts/lib/bootstrap.sh does it with the test extra)",
-    ),
-]
+pytestmark = BROWSER_MARKS
 XSS_TITLE = "<img src=x onerror=alert(1)>"
 
 
@@ -58,21 +47,6 @@ def submit(page: Any, selector: str) -> None:
     """Click a form's button and wait for the page it leads to."""
     with page.expect_navigation():
         page.click(selector)
-
-
-@contextlib.contextmanager
-def plain_asyncio() -> Iterator[None]:
-    """Playwright's sync API runs its own asyncio loop in this thread. Once
-    trio-asyncio is imported (the relay fleet's tests import it), a new
-    loop would be trio-asyncio's, which Playwright cannot drive; a policy
-    set in this thread gives Playwright a plain one (trio-asyncio keeps it
-    per thread), and the one in force before comes back after."""
-    before = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
-    try:
-        yield
-    finally:
-        asyncio.set_event_loop_policy(before)
 
 
 def without_daemon(url: str, shots: Path, ids: dict[str, str]) -> Browse:

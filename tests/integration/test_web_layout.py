@@ -35,17 +35,10 @@ from pixie.device.store.provision import create_data_dir
 from pixie.device.store.siblinginfo import SiblingInfo
 from pixie.device.sync.lastsync import LAST_SYNC_KEY
 from pixie.device.web import humane
-from tests.integration.test_web_browser import CHROMIUM, plain_asyncio
+from tests.support.browser import BROWSER_MARKS, CHROMIUM, plain_asyncio
 from tests.support.processes import PIXIE
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not installed (apt-get install chromium; "
-        "scripts/lib/bootstrap.sh does it with the test extra)",
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 # A phone, a desktop, and the narrowest phone the page is made for.

@@ -105,12 +105,17 @@ def reference(node: Node, query: str) -> list[tuple[str, str]]:
     except Exception:
         rx = re.compile(re.escape(query), re.IGNORECASE)
     names = node.contacts.names()
+    records = node.log.all_records()
+    # The user's own words name no contact: those of a contact an identity
+    # event says is the user carry no name.
+    mine = {r.contact_id for r in records if r.kind == EventKind.IDENTITY and r.contact_id}
     hits = []
-    for rec in node.log.all_records():
+    for rec in records:
         if rec.kind in UNSEARCHED:
             continue
         body = rec.text.replace("\n", " ").replace("\r", " ")
-        prefix = f"{names[rec.contact_id]}: " if rec.contact_id else ""
+        named = rec.contact_id and rec.contact_id not in mine
+        prefix = f"{names[rec.contact_id]}: " if named else ""
         m = rx.search(prefix + body)
         if m:
             s = max(0, m.start() - len(prefix))

@@ -12,8 +12,7 @@ import pytest
 from pixie.device.cli.web import DaemonOffload
 from pixie.device.node.clear import ClearNode
 from pixie.device.store.db import Meta
-from pixie.device.sync.driver import LAST_SYNC_KEY
-from pixie.device.sync.lastsync import last_syncs_in
+from pixie.device.sync.lastsync import LAST_SYNC_KEY, last_syncs_in
 from pixie.device.web.offloaded import NO_DAEMON, HomebaseUnreachable
 from pixie.device.web.reads import PersonLines
 from pixie.device.web.server import is_loopback, parse_listen
