@@ -49,23 +49,37 @@ class Reconciled:
     out: Record | None = None
 
 
-def account(node: Node) -> Members:
-    """The account's members as the records in this peer's log say (a record
-    that does not decode or verify counts for nothing)."""
+def _records(node: Node) -> list[Record]:
+    """The records in this peer's log that decode (one that does not counts
+    for nothing, and is logged)."""
     records = []
     for text in account_records(node.db):
         try:
             records.append(membership.decode(text))
         except ProtocolError as exc:
             log.warning("membership record set aside: %s", exc)
-    return membership.members(records)
+    return records
+
+
+def account(node: Node) -> Members:
+    """The account's members as the records in this peer's log say (a record
+    that does not decode or verify counts for nothing)."""
+    return membership.members(_records(node))
 
 
 def _signed(node: Node, wanted: list[tuple[str, SiblingInfo]]) -> list[Record]:
     """``wanted`` (action, peer) as records signed by this peer, each a
-    microsecond after the one before: their order is the order given."""
+    microsecond after the one before: their order is the order given.
+
+    They are dated after every record this peer holds, whatever its clock
+    says. Records count in the order of their times, so a removal written
+    by a phone whose clock runs behind the Homebase's must not come before
+    the records that made the phone and the removed device members: it
+    would count for nothing (its signer not yet a member), and the device
+    stay in the account."""
     identity = node.identity()
-    start = node.clock.now_us()
+    held = [r.at for r in _records(node)]
+    start = max(node.clock.now_us(), max(held, default=0) + 1)
     return [
         membership.sign(
             identity,

@@ -20,6 +20,7 @@ from pixie.device.node.keyed import Node
 from pixie.device.sync import membership as account
 from pixie.device.sync.driver import SyncEndpoint
 from pixie.protocol import membership
+from pixie.protocol.clock import SYSTEM_CLOCK, ManualClock
 from pixie.protocol.errors import ProtocolError
 from pixie.protocol.membership import ADD, REMOVE, Record
 from tests.support.synchelp import (
@@ -156,6 +157,29 @@ def test_a_removed_laptop_is_dropped_everywhere_and_told(tmp_path: Path) -> None
             assert account.reconcile(laptop).out is not None
             who, _ = account.removed_from(laptop) or ("", 0)
             assert who == phone.name
+        finally:
+            laptop.close()
+
+
+def test_a_removal_counts_whatever_the_removers_clock_says(tmp_path: Path) -> None:
+    """Records count in the order of their times. The Homebase, its clock an
+    hour ahead, pairs the laptop; the phone, on time, removes it at once. A
+    removal dated by the phone's clock would come before the records that
+    made the phone and the laptop members, count for nothing, and leave the
+    laptop in the account (the simulator with five peers found this)."""
+    with paired_siblings(tmp_path) as (phone, home):
+        laptop = open_laptop(tmp_path)
+        try:
+            home.clock = ManualClock(SYSTEM_CLOCK.now_us() + 3_600_000_000)
+            pair_in_account(home, laptop)
+            sync_in_account(phone, home)
+            gone = laptop.public_key()
+            assert phone.siblings.get(gone) is not None
+            account.remove(phone, "laptop")
+            assert phone.siblings.get(gone) is None and gone in phone.siblings.removed()
+            assert gone in account.account(phone).removed
+            sync_in_account(home, phone)
+            assert home.siblings.get(gone) is None and gone in home.siblings.removed()
         finally:
             laptop.close()
 
