@@ -130,3 +130,9 @@ def positive(value: float, what: str) -> float:
     if not value > 0:
         raise BadInput(f"{what} must be a positive number of seconds")
     return value
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """ "1 email", "1,204 emails"."""
+    word = singular if count == 1 else (plural_form or singular + "s")
+    return f"{count:,} {word}"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pixie.device.cli.common import emit_json, json_flag
-from pixie.device.cli.ingest import plural
+from pixie.device.cli.common import emit_json, json_flag, plural
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput
 from pixie.device.store import config, identities

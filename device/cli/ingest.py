@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pixie.device.cli import display
-from pixie.device.cli.common import emit_json, file_arg, seconds_flag
+from pixie.device.cli.common import emit_json, file_arg, plural, seconds_flag
 from pixie.device.cli.nodes import open_node
 from pixie.device.errors import BadInput
 from pixie.device.ingest import registry as importers
@@ -93,7 +93,6 @@ def _notice(line: str) -> None:
     print(f"pixie: notice: {line}", file=sys.stderr)
 
 
-_SAVE = "\x00save me:"  # a notice that is the answer to keep, not a line to show
 # The formats whose events have senders, of whom the user may be one.
 SENDER_FORMATS = frozenset({"whatsapp", "telegram", "mbox"})
 ME_PROMPT = (
@@ -109,31 +108,33 @@ ME_NOTICE = (
 
 def _with_identities(
     node: Node, options: ImportOptions, importer: Importer, notices: list[str]
-) -> ImportOptions:
+) -> tuple[ImportOptions, list[str] | None]:
     """``options`` with the user's stored identities added: the data dir's
     ``me`` setting and those the log knows (`pixie contacts me`), and
     ``notices`` to hear what the importer decided on its own. With no
-    identity at all, for a format with senders: asked once on a terminal,
-    else a notice."""
+    identity at all, for a format with senders: asked once on a terminal
+    (the answer, to keep once the import is done, comes back beside the
+    options), else a notice."""
     stored = config.load_me(node.data.path)
     with node.db.reading(plain=True) as conn:
         logged = identities.known(conn)
     me = tuple(dict.fromkeys([*options.me, *(stored or ()), *logged]))
+    answer: list[str] | None = None
     if not me and importer.name in SENDER_FORMATS:
         if stored is None and sys.stdin.isatty():
             print(ME_PROMPT, end="", file=sys.stderr, flush=True)
-            answer = sys.stdin.readline()
-            me = tuple(config.check_me([answer.strip()], "who you are"))
             # Kept once the import is done: asked once, even if skipped.
-            notices.append(_SAVE + "\x1f".join(me))
+            answer = config.check_me([sys.stdin.readline().strip()], "who you are")
+            me = tuple(answer)
         if not me:
             notices.append(ME_NOTICE)
-    return dataclasses.replace(options, me=me, notice=notices.append)
+    return dataclasses.replace(options, me=me, notice=notices.append), answer
 
 
 def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) -> int:
     options = _options(args)
     notices: list[str] = []  # told once the import is done (an error is one line alone)
+    answer: list[str] | None = None  # who the user said they are, when asked
     chosen = importers.get(args.format) if args.format else None
     # Open (and so validate) the data dir before reading a possibly long file.
     with open_node(args) as node:
@@ -155,7 +156,7 @@ def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) ->
             else:
                 importer = importers.for_path(path)
             label = f"{importer.name}: bytes read:"
-            options = _with_identities(node, options, importer, notices)
+            options, answer = _with_identities(node, options, importer, notices)
             items = importer.read(
                 path, options, lambda done, total: display.progress(done, total, label)
             )
@@ -176,11 +177,10 @@ def run_import(args: argparse.Namespace, *, fallback: Importer | None = None) ->
         emit_json(summary(report, importer))
     else:
         print(summary_line(report, importer))
+    if answer is not None:
+        config.save_me(node.data.path, answer)
     for line in notices:
-        if line.startswith(_SAVE):
-            config.save_me(node.data.path, [v for v in line[len(_SAVE) :].split("\x1f") if v])
-        else:
-            print(f"pixie: notice: {line}", file=sys.stderr)
+        print(f"pixie: notice: {line}", file=sys.stderr)
     return 0
 
 
@@ -249,12 +249,6 @@ def summary(report: ImportReport, importer: Importer) -> dict[str, Any]:
         "skipped_reasons": dict(report.skipped.most_common()),
         "kinds": dict(report.kinds.most_common()),
     }
-
-
-def plural(count: int, singular: str, plural_form: str | None = None) -> str:
-    """ "1 email", "1,204 emails"."""
-    word = singular if count == 1 else (plural_form or singular + "s")
-    return f"{count:,} {word}"
 
 
 def summary_line(report: ImportReport, importer: Importer) -> str:

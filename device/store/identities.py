@@ -33,10 +33,6 @@ FROM_ME_SQL = (
 # message re-marked as yours names the contact you were imported as, which
 # would read "you -> you").
 SHOWN_CONTACT_SQL = f"(CASE WHEN contact_id IN ({_ME_CONTACTS}) THEN NULL ELSE contact_id END)"
-INDEX_SQL = (
-    "CREATE INDEX IF NOT EXISTS ix_event_identity ON memory_event (contact_id) "
-    f"WHERE kind = '{IDENTITY}'"
-)
 _SEARCHABLE = ", ".join(f"'{k.value}'" for k in sorted(SEARCHABLE_KINDS))
 _IDENTITIES_SQL = (
     f"SELECT e.text, c.name FROM memory_event e LEFT JOIN contact c ON c.id = e.contact_id "
@@ -86,7 +82,6 @@ def landed_after(conn: sqlite3.Connection, n: int) -> bool:
 __all__ = [
     "FROM_ME_SQL",
     "IDENTITY",
-    "INDEX_SQL",
     "SHOWN_CONTACT_SQL",
     "is_me",
     "known",

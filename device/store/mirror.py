@@ -181,6 +181,9 @@ class MemoryTextMirror:
         self._head: Head | None = None
         self._head_stat: tuple[int, int, int] | None = None
         self._files = _NONE
+        # The contacts identity events say are the user, read once per head:
+        # an identity event makes every writer rebuild, and so open anew.
+        self._mine: frozenset[str] | None = None
 
     # -- the folder ----------------------------------------------------------
 
@@ -249,8 +252,7 @@ class MemoryTextMirror:
             names = head.names
             if any(r.contact_id and r.contact_id not in names for r in logged):
                 names = {**self._load_names(), **names}
-            with self.db.reading(plain=True) as conn:
-                mine = identities.me_contacts(conn)
+            mine = self._me()
             searchable = (
                 (
                     r.n,
@@ -266,6 +268,12 @@ class MemoryTextMirror:
             )
             entries, used = self._entries(searchable, names, self.db.path)
             self._append(folder, entries, used, logged[-1].n, logged[-1].id)
+
+    def _me(self) -> frozenset[str]:
+        if self._mine is None:
+            with self.db.reading(plain=True) as conn:
+                self._mine = identities.me_contacts(conn)
+        return self._mine
 
     def is_built(self) -> bool:
         """Whether this mirror has been opened (and so indexes rows as they commit)."""
@@ -424,6 +432,7 @@ class MemoryTextMirror:
         """Map what the head names, checking the tail's bytes against their
         CRCs. Raises `Damaged` (leaving this mirror closed) if anything is off."""
         self._head = None
+        self._mine = None
         head, base, tail, stat = open_segments(folder)
         self._files, self._head, self._head_stat = MappedMirror(base, tail), head, stat
 

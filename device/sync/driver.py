@@ -216,6 +216,7 @@ class SyncEndpoint:
         # Told (sibling name, seconds) when an opener's sibling has answered
         # neither the Hello nor the Ping within the presence check.
         self.on_absent: Callable[[str, float], None] | None = None
+        self._names: dict[bytes, str] = {}  # the siblings' names, as reports say them
         self.lane = trio.CapacityLimiter(1)
         link.lane = self.lane  # envelope crypto and replay state share the database lane
         # The sessions open here, the Hellos held back and the sessions over
@@ -324,10 +325,21 @@ class SyncEndpoint:
         """What came in may hold membership records: a peer that joined the
         account is a sibling from now on, one removed is refused."""
         done = await self._call(membership.reconcile, self.node)
+        if done.added or done.removed:
+            self._names.clear()
         for info in done.added:
             self.link.admission.learn(info.key)
         for key in done.removed:
             self.link.admission.forget(key)
+
+    async def _name_of(self, sibling: bytes) -> str:
+        """``sibling``'s name in this peer's book ("" if it has none), read
+        once per endpoint."""
+        name = self._names.get(sibling)
+        if name is None:
+            known = await self._call(self.node.siblings.get, sibling)
+            name = self._names[sibling] = known.name if known is not None else ""
+        return name
 
     async def _is_sibling(self, key: bytes) -> bool:
         return await self._call(self.node.siblings.get, key) is not None
@@ -568,8 +580,7 @@ class SyncEndpoint:
                     checked, rest = True, self.idle_timeout - wait
                     if not running.present and self.on_absent is not None:
                         # Said now; the wait goes on for the rest of the allowance.
-                        known = await self._call(self.node.siblings.get, running.peer)
-                        who = known.name if known is not None else fingerprint(running.peer)
+                        who = await self._name_of(running.peer) or fingerprint(running.peer)
                         self.on_absent(who, wait)
                     continue
                 if scope.cancelled_caught:
@@ -605,9 +616,9 @@ class SyncEndpoint:
             outcome = running.cause
         else:
             outcome = SyncOutcome.FAILED
-        known = await self._call(self.node.siblings.get, running.peer)
+        name = await self._name_of(running.peer)
         return SyncReport(
-            name=known.name if known is not None else "",
+            name=name,
             sibling=fingerprint(running.peer),
             role="opener" if session.opener else "responder",
             outcome=outcome,
